@@ -1,0 +1,39 @@
+"""Exception hierarchy of the streams engine.
+
+Every error the engine raises derives from :class:`StreamsError`, so callers can
+catch the engine's failures without catching unrelated bugs. Messages name the
+offending value. Keep this module append-only: other modules import these names.
+"""
+
+from __future__ import annotations
+
+
+class StreamsError(Exception):
+    """Base class of every error raised by the streams engine."""
+
+
+class TopologyError(StreamsError, ValueError):
+    """A topology is malformed (unknown parent, duplicate name, unconnected store, ...)."""
+
+
+class ConfigError(StreamsError, ValueError):
+    """A configuration value is missing, of the wrong type or out of range."""
+
+
+class IllegalStateError(StreamsError, RuntimeError):
+    """An operation is not allowed in the current state (e.g. schedule() on a standby task)."""
+
+
+class ProcessingError(StreamsError):
+    """A processor raised while processing a record or punctuating; wraps the cause.
+
+    The message names the task, the processor node and, when known, the
+    topic/partition/offset of the input record.
+    """
+
+
+class DeserializationError(StreamsError):
+    """An input record could not be deserialized and the handler said FAIL.
+
+    The message names topic, partition and offset of the poison record.
+    """
