@@ -1,0 +1,267 @@
+"""StreamsConfig: the typed, validated configuration of a streams application.
+
+Why a dataclass and not a dict: every value is checked once, at construction,
+with an error naming the offending key and value, so a typo in a DAG's config
+fails at submission instead of deep inside a running instance. Field names are
+the Kafka Streams config names in snake_case (``commit.interval.ms`` ->
+``commit_interval_ms``) so its documentation applies.
+
+Durations accept ``int`` milliseconds or :class:`datetime.timedelta`
+(see :func:`duration_ms`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from airflow_stateful_provider.streams.errors import ConfigError
+
+__all__ = [
+    "AT_LEAST_ONCE",
+    "EXACTLY_ONCE_V2",
+    "ProcessingGuarantee",
+    "StreamsConfig",
+    "duration_ms",
+]
+
+_APPLICATION_ID_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def duration_ms(value: int | timedelta, name: str, *, minimum: int | None = None) -> int:
+    """Convert a duration given as int milliseconds or a timedelta to int milliseconds.
+
+    ``name`` is used in the error message so the user sees which argument was bad.
+    A timedelta with sub-millisecond precision is refused rather than silently truncated.
+    """
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be int milliseconds or a timedelta, got bool {value!r}")
+    if isinstance(value, timedelta):
+        micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+        if micros % 1000:
+            raise ConfigError(f"{name} must be a whole number of milliseconds, got {value!r}")
+        ms = micros // 1000
+    elif isinstance(value, int):
+        ms = value
+    else:
+        raise ConfigError(
+            f"{name} must be int milliseconds or a timedelta, got {type(value).__name__} {value!r}"
+        )
+    if minimum is not None and ms < minimum:
+        raise ConfigError(f"{name} must be >= {minimum} ms, got {ms} ms")
+    return ms
+
+
+class ProcessingGuarantee(str, enum.Enum):
+    """``processing.guarantee``: at-least-once (default) or exactly-once (transactions)."""
+
+    AT_LEAST_ONCE = "at_least_once"
+    EXACTLY_ONCE_V2 = "exactly_once_v2"
+
+
+AT_LEAST_ONCE = ProcessingGuarantee.AT_LEAST_ONCE
+EXACTLY_ONCE_V2 = ProcessingGuarantee.EXACTLY_ONCE_V2
+
+#: Names accepted for ``deserialization_exception_handler`` (besides a handler object or
+#: ``"dead_letter:<topic>"``).
+DESERIALIZATION_HANDLER_NAMES = ("log_and_fail", "log_and_continue")
+
+#: Names accepted for ``default_dsl_store`` (the store implementation DSL operators use).
+DSL_STORE_TYPES = ("rocksdb", "in_memory")
+
+_SERDE_NAMES = ("bytes", "string", "int64", "json")
+
+
+def _default_state_dir() -> str:
+    # Kafka Streams: ${java.io.tmpdir}/kafka-streams
+    return os.path.join(tempfile.gettempdir(), "kafka-streams")
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamsConfig:
+    """Configuration of one streams application (all instances share it).
+
+    Required: ``application_id`` (also the consumer group id and the prefix of every
+    internal topic) and ``bootstrap_servers``. Everything else has the Kafka Streams
+    default. Unknown keys passed to :meth:`from_mapping` are an error.
+    """
+
+    application_id: str
+    bootstrap_servers: str | list[str] | tuple[str, ...]
+    #: Root of the task state directories: ``<state_dir>/<application_id>/<task_id>/``.
+    state_dir: str = dataclasses.field(default_factory=_default_state_dir)
+    num_stream_threads: int = 1
+    #: How often a thread commits its tasks. Default 30 s, or 100 ms with exactly-once.
+    commit_interval_ms: int | timedelta | None = None
+    processing_guarantee: ProcessingGuarantee | str = ProcessingGuarantee.AT_LEAST_ONCE
+    #: Default serdes: a serde object or one of "bytes", "string", "int64", "json".
+    default_key_serde: Any = "bytes"
+    default_value_serde: Any = "bytes"
+    #: "log_and_fail" (default), "log_and_continue", "dead_letter:<topic>" or a handler object
+    #: with ``handle(context, record, exception)`` (see streams/runtime/deserialization.py).
+    deserialization_exception_handler: Any = "log_and_fail"
+    #: Store implementation used by DSL operators unless Materialized says otherwise.
+    default_dsl_store: str = "rocksdb"
+    #: Replication factor of internal topics; -1 = broker default.
+    replication_factor: int = -1
+    #: How long a task waits for data on all its partitions before processing out of
+    #: timestamp order (0 = only wait while the consumer knows more data is available;
+    #: -1 = never wait).
+    max_task_idle_ms: int | timedelta = 0
+    #: Records buffered per partition before the consumer pauses it.
+    buffered_records_per_partition: int = 1000
+    #: Minimum wall-clock time between two emit-on-window-close range scans of a windowed
+    #: aggregation (Kafka Streams' internal ``emit.interval.ms.kstreams.windowed.aggregation``).
+    windowed_aggregation_emit_interval_ms: int | timedelta = 1000
+    #: Extra application-specific settings handed to processors via ``context.app_configs``.
+    app_configs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # frozen dataclass: normalise in place
+        if not isinstance(self.application_id, str) or not _APPLICATION_ID_RE.match(
+            self.application_id
+        ):
+            raise ConfigError(
+                f"application_id must be a non-empty string of [a-zA-Z0-9._-], "
+                f"got {self.application_id!r}"
+            )
+        servers = self.bootstrap_servers
+        if isinstance(servers, str):
+            servers = [s.strip() for s in servers.split(",") if s.strip()]
+        elif isinstance(servers, (list, tuple)) and all(isinstance(s, str) for s in servers):
+            servers = [s.strip() for s in servers if s.strip()]
+        else:
+            raise ConfigError(
+                f"bootstrap_servers must be 'host:port[,host:port...]' or a list of them, "
+                f"got {self.bootstrap_servers!r}"
+            )
+        if not servers:
+            raise ConfigError(f"bootstrap_servers is empty: {self.bootstrap_servers!r}")
+        for server in servers:
+            host, sep, port = server.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ConfigError(
+                    f"bootstrap_servers entry {server!r} is not of the form host:port"
+                )
+        set_(self, "bootstrap_servers", tuple(servers))
+        if not isinstance(self.state_dir, (str, os.PathLike)) or not str(self.state_dir):
+            raise ConfigError(f"state_dir must be a path, got {self.state_dir!r}")
+        set_(self, "state_dir", os.fspath(self.state_dir))
+        _check_int(self.num_stream_threads, "num_stream_threads", minimum=1)
+        try:
+            guarantee = ProcessingGuarantee(self.processing_guarantee)
+        except ValueError:
+            raise ConfigError(
+                f"processing_guarantee must be one of "
+                f"{[g.value for g in ProcessingGuarantee]}, got {self.processing_guarantee!r}"
+            ) from None
+        set_(self, "processing_guarantee", guarantee)
+        if self.commit_interval_ms is None:
+            commit = 100 if guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2 else 30_000
+        else:
+            commit = duration_ms(self.commit_interval_ms, "commit_interval_ms", minimum=0)
+        set_(self, "commit_interval_ms", commit)
+        for field in ("default_key_serde", "default_value_serde"):
+            _check_serde(getattr(self, field), field)
+        _check_deserialization_handler(self.deserialization_exception_handler)
+        if self.default_dsl_store not in DSL_STORE_TYPES:
+            raise ConfigError(
+                f"default_dsl_store must be one of {list(DSL_STORE_TYPES)}, "
+                f"got {self.default_dsl_store!r}"
+            )
+        _check_int(self.replication_factor, "replication_factor", minimum=-1)
+        if self.replication_factor == 0:
+            raise ConfigError("replication_factor must be -1 (broker default) or >= 1, got 0")
+        idle = duration_ms(self.max_task_idle_ms, "max_task_idle_ms", minimum=-1)
+        set_(self, "max_task_idle_ms", idle)
+        _check_int(self.buffered_records_per_partition, "buffered_records_per_partition", minimum=1)
+        emit = duration_ms(
+            self.windowed_aggregation_emit_interval_ms,
+            "windowed_aggregation_emit_interval_ms",
+            minimum=0,
+        )
+        set_(self, "windowed_aggregation_emit_interval_ms", emit)
+        if not isinstance(self.app_configs, Mapping):
+            raise ConfigError(f"app_configs must be a mapping, got {self.app_configs!r}")
+        set_(self, "app_configs", dict(self.app_configs))
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> StreamsConfig:
+        """Build from a plain mapping (e.g. parsed JSON); unknown keys are an error."""
+        if isinstance(values, StreamsConfig):
+            return values
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"streams config must be a mapping, got {type(values).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        for key in values:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), sorted(known), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"unknown streams config key {key!r}{hint}")
+        for required in ("application_id", "bootstrap_servers"):
+            if required not in values:
+                raise ConfigError(f"streams config is missing the required key {required!r}")
+        return cls(**values)
+
+    def with_overrides(self, **changes: Any) -> StreamsConfig:
+        """A copy with some values replaced (validated again)."""
+        return StreamsConfig.from_mapping({**self.to_dict(), **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values, e.g. for JSON; serde and handler objects are kept as they are."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["bootstrap_servers"] = list(self.bootstrap_servers)
+        out["processing_guarantee"] = self.processing_guarantee.value
+        return out
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2
+
+    def task_state_dir(self, task_id: object) -> str:
+        """``<state_dir>/<application_id>/<subtopology>_<partition>`` (DESIGN.md)."""
+        return os.path.join(self.state_dir, self.application_id, str(task_id))
+
+
+def _check_int(value: Any, name: str, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _check_serde(value: Any, name: str) -> None:
+    if isinstance(value, str):
+        if value not in _SERDE_NAMES:
+            raise ConfigError(f"{name} must be a serde or one of {list(_SERDE_NAMES)}, got {value!r}")
+        return
+    if not (hasattr(value, "serialize") and hasattr(value, "deserialize")):
+        raise ConfigError(
+            f"{name} must be a serde (with serialize/deserialize) or one of "
+            f"{list(_SERDE_NAMES)}, got {value!r}"
+        )
+
+
+def _check_deserialization_handler(value: Any) -> None:
+    if isinstance(value, str):
+        if value in DESERIALIZATION_HANDLER_NAMES:
+            return
+        if value.startswith("dead_letter:") and value[len("dead_letter:"):].strip():
+            return
+        raise ConfigError(
+            f"deserialization_exception_handler must be one of "
+            f"{list(DESERIALIZATION_HANDLER_NAMES)}, 'dead_letter:<topic>' or a handler object, "
+            f"got {value!r}"
+        )
+    if not callable(getattr(value, "handle", None)):
+        raise ConfigError(
+            f"deserialization_exception_handler object must have a handle(context, record, "
+            f"exception) method, got {value!r}"
+        )

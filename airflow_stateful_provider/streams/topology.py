@@ -1,0 +1,629 @@
+"""Topology: the graph of sources, processors, sinks and state stores.
+
+A :class:`Topology` is a description; nothing runs until a task instantiates it.
+It is split into *subtopologies*: the connected components of the graph, where a
+store shared by two processors also connects them. Subtopology ``s`` runs as tasks
+``TaskId(s, p)``, one per partition ``p`` of its (co-partitioned) source topics.
+
+Internal topics (repartition topics created by the DSL) are named here without
+the application id; they become ``<application_id>-<name>`` when the application
+id is known (:meth:`Topology.decorate_topic`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import total_ordering
+from typing import Any, Protocol, runtime_checkable
+
+from airflow_stateful_provider.streams.errors import TopologyError
+from airflow_stateful_provider.streams.processor import Processor, ProcessorSupplier
+
+__all__ = [
+    "ProcessorNodeSpec",
+    "SinkNodeSpec",
+    "SourceNodeSpec",
+    "StoreBuilder",
+    "Subtopology",
+    "TaskId",
+    "Topology",
+    "TopologyDescription",
+    "TopicNameExtractor",
+]
+
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_NAME_RE = re.compile(r"^\S+$")
+
+
+@total_ordering
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskId:
+    """A task: partition ``partition`` of subtopology ``subtopology``. String form ``"0_1"``."""
+
+    subtopology: int
+    partition: int
+
+    def __post_init__(self) -> None:
+        for field in ("subtopology", "partition"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"TaskId {field} must be an int >= 0, got {value!r}")
+
+    def __str__(self) -> str:
+        return f"{self.subtopology}_{self.partition}"
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, TaskId):
+            return NotImplemented
+        return (self.subtopology, self.partition) < (other.subtopology, other.partition)
+
+    @classmethod
+    def parse(cls, text: str) -> TaskId:
+        """Inverse of ``str()``: ``"0_1"`` -> ``TaskId(0, 1)``."""
+        head, sep, tail = str(text).partition("_")
+        if not sep or not head.isdigit() or not tail.isdigit():
+            raise ValueError(f"task id must look like '<subtopology>_<partition>', got {text!r}")
+        return cls(int(head), int(tail))
+
+
+@runtime_checkable
+class StoreBuilder(Protocol):
+    """What the topology needs to know about a store; built per task by the runtime.
+
+    ``name`` must be unique in the topology. The runtime uses ``logging_enabled`` and
+    ``log_config`` (plus the store's type and retention) to create its changelog topic.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+
+#: Chooses a sink's topic per record: (key, value, record_context) -> topic.
+TopicNameExtractor = Callable[[Any, Any, Any], str]
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceNodeSpec:
+    """Reads ``topics``; serdes None means the config's default serdes."""
+
+    name: str
+    topics: tuple[str, ...]
+    key_serde: Any = None
+    value_serde: Any = None
+
+    @property
+    def parents(self) -> tuple[str, ...]:
+        return ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessorNodeSpec:
+    name: str
+    supplier: ProcessorSupplier
+    parents: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class SinkNodeSpec:
+    """Writes to ``topic`` (a name or a TopicNameExtractor). ``partitioner(topic, key, value,
+    num_partitions) -> partition | None`` overrides the default (hash of the key bytes)."""
+
+    name: str
+    topic: str | TopicNameExtractor
+    parents: tuple[str, ...]
+    key_serde: Any = None
+    value_serde: Any = None
+    partitioner: Callable[..., int | None] | None = None
+
+
+NodeSpec = SourceNodeSpec | ProcessorNodeSpec | SinkNodeSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Subtopology:
+    """One connected component: the unit that becomes tasks."""
+
+    id: int
+    #: Node names in topological order (parents before children; sources first).
+    nodes: tuple[str, ...]
+    #: Raw (undecorated) names of the topics its sources read.
+    source_topics: tuple[str, ...]
+    #: Raw names of the fixed topics its sinks write (extractor sinks are not listed).
+    sink_topics: tuple[str, ...]
+    store_names: tuple[str, ...]
+    #: The subset of ``source_topics`` that are internal repartition topics.
+    repartition_source_topics: tuple[str, ...]
+
+
+class Topology:
+    """A processing graph built with ``add_source`` / ``add_processor`` / ``add_sink`` /
+    ``add_state_store`` (or by :class:`~airflow_stateful_provider.streams.dsl.StreamsBuilder`).
+
+    Parents must be added before their children, so the graph of nodes can never
+    contain a cycle; every method raises :class:`TopologyError` naming the bad value.
+    """
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, NodeSpec] = {}
+        self._children: dict[str, list[str]] = {}
+        self._topic_to_source: dict[str, str] = {}
+        self._stores: dict[str, Any] = {}
+        self._store_users: dict[str, list[str]] = {}
+        self._node_stores: dict[str, list[str]] = {}
+        self._internal_topics: dict[str, str] = {}  # raw name -> kind ("repartition")
+        self._copartition_groups: list[frozenset[str]] = []
+        self._subtopologies: list[Subtopology] | None = None
+
+    # ------------------------------------------------------------------ building
+
+    def add_source(
+        self,
+        name: str,
+        *topics: str,
+        key_serde: Any = None,
+        value_serde: Any = None,
+    ) -> Topology:
+        """A source node reading ``topics`` (each topic may be read by one source only)."""
+        self._check_new_name(name)
+        if not topics:
+            raise TopologyError(f"source {name!r} must read at least one topic")
+        for topic in topics:
+            _check_topic(topic, f"source {name!r}")
+            if topic in self._topic_to_source:
+                raise TopologyError(
+                    f"topic {topic!r} of source {name!r} is already read by source "
+                    f"{self._topic_to_source[topic]!r}"
+                )
+        if len(set(topics)) != len(topics):
+            raise TopologyError(f"source {name!r} lists a topic twice: {list(topics)}")
+        for topic in topics:
+            self._topic_to_source[topic] = name
+        self._add(SourceNodeSpec(name, tuple(topics), key_serde, value_serde))
+        return self
+
+    def add_processor(self, name: str, supplier: ProcessorSupplier, *parent_names: str) -> Topology:
+        """A processor node; ``supplier()`` must return a new Processor for every task."""
+        self._check_new_name(name)
+        if isinstance(supplier, Processor) or not callable(supplier):
+            raise TopologyError(
+                f"processor {name!r} needs a supplier (a callable returning a new Processor "
+                f"per task), got {supplier!r}"
+            )
+        self._check_parents(name, parent_names, kind="processor")
+        self._add(ProcessorNodeSpec(name, supplier, tuple(parent_names)))
+        return self
+
+    def add_sink(
+        self,
+        name: str,
+        topic: str | TopicNameExtractor,
+        *parent_names: str,
+        key_serde: Any = None,
+        value_serde: Any = None,
+        partitioner: Callable[..., int | None] | None = None,
+    ) -> Topology:
+        """A sink node writing to ``topic`` (or to the topic a TopicNameExtractor picks)."""
+        self._check_new_name(name)
+        if isinstance(topic, str):
+            _check_topic(topic, f"sink {name!r}")
+        elif not callable(topic):
+            raise TopologyError(
+                f"sink {name!r} topic must be a topic name or a TopicNameExtractor, got {topic!r}"
+            )
+        self._check_parents(name, parent_names, kind="sink")
+        self._add(SinkNodeSpec(name, topic, tuple(parent_names), key_serde, value_serde, partitioner))
+        return self
+
+    def add_state_store(self, store_builder: StoreBuilder, *processor_names: str) -> Topology:
+        """Register a store and connect it to ``processor_names`` (more can be connected
+        later with :meth:`connect_processor_and_state_stores`)."""
+        store_name = getattr(store_builder, "name", None)
+        if not isinstance(store_name, str) or not store_name:
+            raise TopologyError(f"store builder {store_builder!r} has no name")
+        if store_name in self._stores:
+            raise TopologyError(f"state store {store_name!r} is already added")
+        self._stores[store_name] = store_builder
+        self._store_users[store_name] = []
+        self._invalidate()
+        for processor in processor_names:
+            self.connect_processor_and_state_stores(processor, store_name)
+        return self
+
+    def connect_processor_and_state_stores(self, processor_name: str, *store_names: str) -> Topology:
+        """Give ``processor_name`` access to already added stores."""
+        node = self._nodes.get(processor_name)
+        if node is None:
+            raise TopologyError(
+                f"cannot connect stores {list(store_names)} to unknown processor {processor_name!r}"
+            )
+        if not isinstance(node, ProcessorNodeSpec):
+            raise TopologyError(
+                f"stores can only be connected to processors; {processor_name!r} is a "
+                f"{_kind(node)}"
+            )
+        for store in store_names:
+            if store not in self._stores:
+                raise TopologyError(
+                    f"cannot connect unknown state store {store!r} to processor {processor_name!r}"
+                )
+            users = self._store_users[store]
+            if processor_name not in users:
+                users.append(processor_name)
+                self._node_stores.setdefault(processor_name, []).append(store)
+        self._invalidate()
+        return self
+
+    def add_internal_topic(self, name: str, kind: str = "repartition") -> Topology:
+        """Mark ``name`` as an internal topic, owned by the application (created by the
+        runtime as ``<application_id>-<name>``)."""
+        _check_topic(name, "internal topic")
+        self._internal_topics[name] = kind
+        self._invalidate()
+        return self
+
+    def copartition(self, *topics: str) -> Topology:
+        """Declare topics that must have equal partition counts (e.g. both sides of a join)."""
+        self._copartition_groups.append(frozenset(topics))
+        return self
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def node_names(self) -> list[str]:
+        return list(self._nodes)
+
+    def node(self, name: str) -> NodeSpec:
+        try:
+            return self._nodes[name]
+        except KeyError:
+            raise TopologyError(f"unknown node {name!r}") from None
+
+    def children(self, name: str) -> list[str]:
+        return list(self._children.get(name, ()))
+
+    def stores_of(self, processor_name: str) -> list[str]:
+        return list(self._node_stores.get(processor_name, ()))
+
+    def store_builder(self, store_name: str) -> Any:
+        try:
+            return self._stores[store_name]
+        except KeyError:
+            raise TopologyError(f"unknown state store {store_name!r}") from None
+
+    @property
+    def store_names(self) -> list[str]:
+        return list(self._stores)
+
+    @property
+    def internal_topics(self) -> dict[str, str]:
+        """Raw internal topic name -> kind."""
+        return dict(self._internal_topics)
+
+    def is_internal_topic(self, raw_name: str) -> bool:
+        return raw_name in self._internal_topics
+
+    def decorate_topic(self, raw_name: str, application_id: str) -> str:
+        """The real topic name: internal topics get the application id prefix."""
+        if raw_name in self._internal_topics:
+            return f"{application_id}-{raw_name}"
+        return raw_name
+
+    def source_topics(self) -> list[str]:
+        """Raw names of every topic read by the topology."""
+        return list(self._topic_to_source)
+
+    def source_node_for_topic(self, raw_topic: str) -> str | None:
+        return self._topic_to_source.get(raw_topic)
+
+    def validate(self) -> None:
+        """Whole-topology checks that cannot be done while adding (raises TopologyError)."""
+        if not self._nodes:
+            raise TopologyError("topology is empty: add at least one source")
+        for store, users in self._store_users.items():
+            if not users:
+                raise TopologyError(
+                    f"state store {store!r} is not connected to any processor; connect it with "
+                    f"add_state_store(builder, processor) or connect_processor_and_state_stores"
+                )
+        for topic in self._internal_topics:
+            if topic not in self._topic_to_source:
+                raise TopologyError(f"internal topic {topic!r} is read by no source")
+        self._check_acyclic()
+
+    def subtopologies(self) -> list[Subtopology]:
+        """The connected components, numbered like Kafka Streams (by sorted source name)."""
+        if self._subtopologies is None:
+            self.validate()
+            self._subtopologies = self._compute_subtopologies()
+        return list(self._subtopologies)
+
+    def subtopology(self, subtopology_id: int) -> Subtopology:
+        subs = self.subtopologies()
+        if not 0 <= subtopology_id < len(subs):
+            raise TopologyError(
+                f"unknown subtopology {subtopology_id}; this topology has {len(subs)}"
+            )
+        return subs[subtopology_id]
+
+    def subtopology_of_topic(self, raw_topic: str) -> Subtopology | None:
+        for sub in self.subtopologies():
+            if raw_topic in sub.source_topics:
+                return sub
+        return None
+
+    def resolve_partition_counts(
+        self, partition_counts: Mapping[str, int], application_id: str
+    ) -> dict[str, int]:
+        """Partition counts of every source topic (decorated names), deriving missing
+        repartition topics from their writers (the max of the writing subtopology's
+        partitions), as Kafka Streams does. Raises for an unknown external topic."""
+        subs = self.subtopologies()
+        counts: dict[str, int] = {}
+        for sub in subs:
+            for raw in sub.source_topics:
+                real = self.decorate_topic(raw, application_id)
+                if real in partition_counts:
+                    n = partition_counts[real]
+                    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                        raise TopologyError(f"partition count of topic {real!r} must be >= 1, got {n!r}")
+                    counts[real] = n
+                elif not self.is_internal_topic(raw):
+                    raise TopologyError(
+                        f"source topic {real!r} of subtopology {sub.id} does not exist "
+                        f"(no partition count known for it)"
+                    )
+        changed = True
+        while changed:
+            changed = False
+            for sub in subs:
+                for raw in sub.repartition_source_topics:
+                    real = self.decorate_topic(raw, application_id)
+                    if real in counts:
+                        continue
+                    writers = [
+                        w for w in subs if raw in w.sink_topics and w.id != sub.id
+                    ]
+                    known = [
+                        counts[self.decorate_topic(t, application_id)]
+                        for w in writers
+                        for t in w.source_topics
+                        if self.decorate_topic(t, application_id) in counts
+                    ]
+                    if known:
+                        counts[real] = max(known)
+                        changed = True
+        for sub in subs:
+            for raw in sub.source_topics:
+                real = self.decorate_topic(raw, application_id)
+                if real not in counts:
+                    raise TopologyError(
+                        f"cannot derive the partition count of internal topic {real!r}"
+                    )
+        return counts
+
+    def validate_partition_counts(
+        self, partition_counts: Mapping[str, int], application_id: str
+    ) -> dict[int, int]:
+        """Check co-partitioning at start: every source topic of a subtopology (and every
+        declared co-partition group) must have the same partition count. Returns the number
+        of tasks (partitions) per subtopology id."""
+        counts = self.resolve_partition_counts(partition_counts, application_id)
+        tasks: dict[int, int] = {}
+        for sub in self.subtopologies():
+            per_topic = {self.decorate_topic(t, application_id): 0 for t in sub.source_topics}
+            for real in per_topic:
+                per_topic[real] = counts[real]
+            distinct = set(per_topic.values())
+            if len(distinct) != 1:
+                raise TopologyError(
+                    f"source topics of subtopology {sub.id} must be co-partitioned (equal "
+                    f"partition counts), got {per_topic}"
+                )
+            tasks[sub.id] = distinct.pop()
+        for group in self._copartition_groups:
+            per_topic = {
+                self.decorate_topic(t, application_id): counts.get(self.decorate_topic(t, application_id))
+                for t in sorted(group)
+            }
+            if len({n for n in per_topic.values() if n is not None}) > 1:
+                raise TopologyError(
+                    f"topics {sorted(per_topic)} must be co-partitioned (equal partition "
+                    f"counts), got {per_topic}"
+                )
+        return tasks
+
+    def task_ids(self, partition_counts: Mapping[str, int], application_id: str) -> list[TaskId]:
+        """Every task of the application given the partition counts of its source topics."""
+        per_sub = self.validate_partition_counts(partition_counts, application_id)
+        return [TaskId(s, p) for s, n in sorted(per_sub.items()) for p in range(n)]
+
+    def describe(self) -> TopologyDescription:
+        """A readable description; ``print(topology.describe())``."""
+        return TopologyDescription(self)
+
+    def __str__(self) -> str:
+        return str(self.describe())
+
+    # ------------------------------------------------------------------ internals
+
+    def _add(self, node: NodeSpec) -> None:
+        self._nodes[node.name] = node
+        self._children[node.name] = []
+        for parent in node.parents:
+            self._children[parent].append(node.name)
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        self._subtopologies = None
+
+    def _check_new_name(self, name: str) -> None:
+        if not isinstance(name, str) or not name or not _NAME_RE.match(name):
+            raise TopologyError(f"node name must be a non-empty string without spaces, got {name!r}")
+        if name in self._nodes:
+            raise TopologyError(
+                f"node name {name!r} is already used by a {_kind(self._nodes[name])}"
+            )
+
+    def _check_parents(self, name: str, parents: Sequence[str], *, kind: str) -> None:
+        if not parents:
+            raise TopologyError(f"{kind} {name!r} must have at least one parent")
+        if len(set(parents)) != len(parents):
+            raise TopologyError(f"{kind} {name!r} lists a parent twice: {list(parents)}")
+        for parent in parents:
+            if parent == name:
+                raise TopologyError(f"{kind} {name!r} cannot be its own parent (cycle)")
+            node = self._nodes.get(parent)
+            if node is None:
+                raise TopologyError(
+                    f"{kind} {name!r} names unknown parent {parent!r}; parents must be added "
+                    f"first (known nodes: {sorted(self._nodes)})"
+                )
+            if isinstance(node, SinkNodeSpec):
+                raise TopologyError(f"{kind} {name!r} cannot have sink {parent!r} as a parent")
+
+    def _check_acyclic(self) -> None:
+        # Parents are always added first, so this only guards against graphs edited
+        # behind the API's back; it names one node of the cycle.
+        state: dict[str, int] = {}
+
+        def visit(start: str) -> None:
+            stack = [(start, iter(self._children[start]))]
+            state[start] = 1
+            while stack:
+                node, it = stack[-1]
+                child = next(it, None)
+                if child is None:
+                    state[node] = 2
+                    stack.pop()
+                elif state.get(child) == 1:
+                    raise TopologyError(f"topology has a cycle through node {child!r}")
+                elif child not in state:
+                    state[child] = 1
+                    stack.append((child, iter(self._children[child])))
+
+        for name in self._nodes:
+            if name not in state:
+                visit(name)
+
+    def _compute_subtopologies(self) -> list[Subtopology]:
+        parent_of: dict[str, str] = {n: n for n in self._nodes}
+
+        def find(x: str) -> str:
+            while parent_of[x] != x:
+                parent_of[x] = parent_of[parent_of[x]]
+                x = parent_of[x]
+            return x
+
+        def unite(a: str, b: str) -> None:
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent_of[rb] = ra
+
+        for node in self._nodes.values():
+            for p in node.parents:
+                unite(node.name, p)
+        for users in self._store_users.values():
+            for other in users[1:]:
+                unite(users[0], other)
+
+        roots: dict[str, int] = {}
+        for source in sorted(n for n, spec in self._nodes.items() if isinstance(spec, SourceNodeSpec)):
+            root = find(source)
+            if root not in roots:
+                roots[root] = len(roots)
+        members: dict[int, list[str]] = {i: [] for i in roots.values()}
+        for name in self._nodes:
+            root = find(name)
+            if root not in roots:  # pragma: no cover - every node descends from a source
+                raise TopologyError(f"node {name!r} is not reachable from any source")
+            members[roots[root]].append(name)
+
+        subs = []
+        for sub_id in sorted(members):
+            names = members[sub_id]
+            order = self._topological_order(names)
+            sources = [self._nodes[n] for n in order if isinstance(self._nodes[n], SourceNodeSpec)]
+            topics = tuple(t for s in sources for t in s.topics)  # type: ignore[union-attr]
+            sinks = tuple(
+                dict.fromkeys(
+                    spec.topic
+                    for n in order
+                    if isinstance(spec := self._nodes[n], SinkNodeSpec) and isinstance(spec.topic, str)
+                )
+            )
+            stores = tuple(s for n in order for s in self._node_stores.get(n, ()))
+            subs.append(
+                Subtopology(
+                    id=sub_id,
+                    nodes=tuple(order),
+                    source_topics=topics,
+                    sink_topics=sinks,
+                    store_names=tuple(dict.fromkeys(stores)),
+                    repartition_source_topics=tuple(t for t in topics if t in self._internal_topics),
+                )
+            )
+        return subs
+
+    def _topological_order(self, names: Iterable[str]) -> list[str]:
+        """Depth (longest distance from a source) first, then insertion order."""
+        wanted = list(names)
+        depth: dict[str, int] = {}
+        for name in self._nodes:  # insertion order is a topological order
+            if name in wanted:
+                parents = self._nodes[name].parents
+                depth[name] = 1 + max((depth[p] for p in parents), default=-1)
+        index = {n: i for i, n in enumerate(self._nodes)}
+        return sorted(wanted, key=lambda n: (depth[n], index[n]))
+
+
+class TopologyDescription:
+    """Readable form of a topology, in the layout of Kafka Streams' ``describe()``."""
+
+    def __init__(self, topology: Topology) -> None:
+        self._topology = topology
+        self.subtopologies = topology.subtopologies()
+
+    def __str__(self) -> str:
+        t = self._topology
+        lines = ["Topologies:"]
+        for sub in self.subtopologies:
+            lines.append(f"   Sub-topology: {sub.id}")
+            for name in sub.nodes:
+                spec = t.node(name)
+                if isinstance(spec, SourceNodeSpec):
+                    lines.append(f"    Source: {name} (topics: [{', '.join(spec.topics)}])")
+                elif isinstance(spec, ProcessorNodeSpec):
+                    lines.append(f"    Processor: {name} (stores: [{', '.join(t.stores_of(name))}])")
+                else:
+                    topic = spec.topic if isinstance(spec.topic, str) else _callable_name(spec.topic)
+                    lines.append(f"    Sink: {name} (topic: {topic})")
+                children = t.children(name)
+                if not isinstance(spec, SinkNodeSpec):
+                    lines.append(f"      --> {', '.join(children) if children else 'none'}")
+                if spec.parents:
+                    lines.append(f"      <-- {', '.join(spec.parents)}")
+        return "\n".join(lines) + "\n"
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _kind(node: NodeSpec) -> str:
+    if isinstance(node, SourceNodeSpec):
+        return "source"
+    if isinstance(node, SinkNodeSpec):
+        return "sink"
+    return "processor"
+
+
+def _callable_name(fn: Any) -> str:
+    return f"<extractor {getattr(fn, '__qualname__', type(fn).__name__)}>"
+
+
+def _check_topic(topic: Any, owner: str) -> None:
+    if not isinstance(topic, str) or not _TOPIC_RE.match(topic) or topic in (".", ".."):
+        raise TopologyError(
+            f"{owner}: topic name must be 1-249 characters of [a-zA-Z0-9._-], got {topic!r}"
+        )
