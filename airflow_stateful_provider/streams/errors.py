@@ -37,3 +37,25 @@ class DeserializationError(StreamsError):
 
     The message names topic, partition and offset of the poison record.
     """
+
+
+class SerializationError(StreamsError, ValueError):
+    """A serde could not (de)serialize a value; the message names the serde and the value."""
+
+
+class InvalidRecordError(StreamsError, ValueError):
+    """A key, value, window or timestamp handed to a state store is unacceptable
+    (null key, negative timestamp, wrong type); the message names the value."""
+
+
+class InvalidStoreError(StreamsError):
+    """A state store directory cannot be opened as asked: missing or unreadable metadata,
+    unknown format version, a store of another type, a closed store."""
+
+
+class ReadOnlyStoreError(InvalidStoreError):
+    """A write or maintenance call was made on a store opened read-only."""
+
+
+class CorruptCheckpointError(StreamsError):
+    """A ``.checkpoint`` file violates the format (SEMANTICS §1); the message names file and line."""
