@@ -150,6 +150,7 @@ class SessionWindowedSerde:
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
+        self.name = f"session-windowed({getattr(inner, 'name', type(inner).__name__)})"
 
     def serialize(self, value: Windowed | None) -> bytes | None:
         if value is None:

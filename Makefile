@@ -1,0 +1,42 @@
+# Two entry points for a fresh machine (Python 3.11+, Java 17+, Maven on PATH):
+#   make demo   - local Kafka broker + Spark + Airflow, end to end
+#   make test   - the whole test suite (unit + integration against a real broker)
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+KAFKA_DIR ?= .local/kafka
+
+.PHONY: demo test unit-test bench broker-start broker-stop jars clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python >= 3.11 is required, found " + sys.version.split()[0])'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+jars: $(STAMP)
+	$(BIN)/python tools/kafka/broker.py resolve
+
+test: $(STAMP) jars
+	$(BIN)/python -m pytest
+
+unit-test: $(STAMP)
+	$(BIN)/python -m pytest tests/unit
+
+demo: $(STAMP) jars
+	$(BIN)/python tools/demo.py
+
+bench: $(STAMP) jars
+	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+# A broker for interactive development; it keeps running until `make broker-stop`.
+broker-start: $(STAMP) jars
+	$(BIN)/python tools/kafka/broker.py start --dir $(KAFKA_DIR)
+
+broker-stop:
+	@test -x $(BIN)/python && $(BIN)/python tools/kafka/broker.py stop --dir $(KAFKA_DIR) || true
+
+clean: broker-stop
+	rm -rf $(VENV) tools/kafka/lib .local

@@ -1,0 +1,1 @@
+"""spark-submit applications of the provider."""

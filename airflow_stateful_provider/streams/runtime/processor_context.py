@@ -1,0 +1,139 @@
+"""The ProcessorContext a task gives its processors.
+
+One instance per task. The task sets ``current_node`` and ``record_context`` before
+calling into a node, so ``forward`` knows whose children to call and
+``record_metadata`` describes the input record (None while punctuating).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow_stateful_provider.streams.config import duration_ms
+from airflow_stateful_provider.streams.errors import IllegalStateError, StreamsError
+from airflow_stateful_provider.streams.processor import (
+    Cancellable,
+    ProcessorContext,
+    PunctuationType,
+    Punctuator,
+    Record,
+    RecordMetadata,
+)
+
+if TYPE_CHECKING:
+    from airflow_stateful_provider.streams.runtime.processor_node import ProcessorNode
+    from airflow_stateful_provider.streams.runtime.task import StreamTask
+    from airflow_stateful_provider.streams.topology import TaskId
+
+__all__ = ["ProcessorContextImpl"]
+
+
+class ProcessorContextImpl(ProcessorContext):
+    """Context of an active task (``standby=True`` for a standby: scheduling is refused)."""
+
+    __slots__ = ("_task", "_standby", "current_node", "record_context")
+
+    def __init__(self, task: StreamTask, *, standby: bool = False) -> None:
+        self._task = task
+        self._standby = standby
+        self.current_node: ProcessorNode | None = None
+        #: Metadata of the input record being processed; None during punctuation.
+        self.record_context: RecordMetadata | None = None
+
+    # -- metadata -------------------------------------------------------------
+    @property
+    def application_id(self) -> str:
+        return self._task.config.application_id
+
+    @property
+    def task_id(self) -> TaskId:
+        return self._task.id
+
+    @property
+    def app_configs(self) -> Mapping[str, Any]:
+        return self._task.config.app_configs
+
+    @property
+    def record_metadata(self) -> RecordMetadata | None:
+        return self.record_context
+
+    @property
+    def current_stream_time_ms(self) -> int:
+        return self._task.stream_time
+
+    @property
+    def current_system_time_ms(self) -> int:
+        return self._task.wall_clock_ms()
+
+    @property
+    def metrics(self) -> Any:
+        return self._task.metrics
+
+    @property
+    def is_standby(self) -> bool:
+        return self._standby
+
+    # -- actions ---------------------------------------------------------------
+    def forward(self, record: Record, child_name: str | None = None) -> None:
+        node = self.current_node
+        if node is None:
+            raise IllegalStateError(
+                f"forward() called outside process() or a punctuator in task {self._task.id}"
+            )
+        if not isinstance(record, Record):
+            raise TypeError(f"forward() needs a Record, got {type(record).__name__} {record!r}")
+        if child_name is None:
+            children = node.children
+        else:
+            child = node.children_by_name.get(child_name)
+            if child is None:
+                raise StreamsError(
+                    f"processor {node.name!r} has no child named {child_name!r} "
+                    f"(children: {[c.name for c in node.children]})"
+                )
+            children = (child,)
+        for child in children:
+            self.current_node = child
+            child.process(record)
+        self.current_node = node
+
+    def schedule(
+        self,
+        interval: int | timedelta,
+        punctuation_type: PunctuationType,
+        punctuator: Punctuator,
+    ) -> Cancellable:
+        if self._standby:
+            raise IllegalStateError(
+                f"schedule() is not allowed in standby task {self._task.id}: standbys do not process"
+            )
+        interval_ms = duration_ms(interval, "punctuation interval", minimum=1)
+        if not isinstance(punctuation_type, PunctuationType):
+            raise TypeError(f"punctuation type must be a PunctuationType, got {punctuation_type!r}")
+        if not callable(punctuator):
+            raise TypeError(f"punctuator must be callable with the punctuation time, got {punctuator!r}")
+        node = self.current_node
+        if node is None:
+            raise IllegalStateError(
+                "schedule() must be called from a processor's init(), process() or a punctuator"
+            )
+        return self._task.schedule(node, interval_ms, punctuation_type, punctuator)
+
+    def get_state_store(self, name: str) -> Any:
+        node = self.current_node
+        if node is None:
+            raise IllegalStateError(
+                f"get_state_store({name!r}) must be called from a processor (init/process/punctuate)"
+            )
+        if name not in node.store_names:
+            raise StreamsError(
+                f"processor {node.name!r} has no access to state store {name!r}: the store is not "
+                f"connected to it (connected: {sorted(node.store_names)}); pass the processor name to "
+                f"add_state_store() or call connect_processor_and_state_stores()"
+            )
+        return self._task.get_store(name)
+
+    def commit(self) -> None:
+        self._task.request_commit()

@@ -1,0 +1,111 @@
+"""Runtime nodes of one task: a source, processor or sink instance with its children.
+
+Built from the topology's node specs when a task is created; a processor node holds
+the task's own Processor instance (from the supplier), so two tasks never share one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from airflow_stateful_provider.streams.errors import StreamsError, TopologyError
+from airflow_stateful_provider.streams.processor import Processor, Record
+
+if TYPE_CHECKING:
+    from airflow_stateful_provider.streams.runtime.processor_context import ProcessorContextImpl
+    from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
+
+__all__ = ["ProcessorNode", "SinkNode", "SourceNode"]
+
+
+class ProcessorNode:
+    __slots__ = ("name", "processor", "children", "children_by_name", "store_names", "context")
+
+    def __init__(self, name: str, processor: Processor | None, store_names: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.processor = processor
+        self.children: list[ProcessorNode] = []
+        self.children_by_name: dict[str, ProcessorNode] = {}
+        self.store_names = frozenset(store_names)
+        self.context: ProcessorContextImpl | None = None
+
+    def add_child(self, child: ProcessorNode) -> None:
+        self.children.append(child)
+        self.children_by_name[child.name] = child
+
+    def init(self, context: ProcessorContextImpl) -> None:
+        self.context = context
+        if self.processor is not None:
+            self.processor.init(context)
+
+    def process(self, record: Record) -> None:
+        self.processor.process(record)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        if self.processor is not None:
+            self.processor.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class SourceNode(ProcessorNode):
+    """Entry of records read from a topic; deserialization already happened in the queue."""
+
+    __slots__ = ("topics", "key_serde", "value_serde")
+
+    def __init__(self, name: str, topics: tuple[str, ...], key_serde: Any, value_serde: Any) -> None:
+        super().__init__(name, None)
+        self.topics = topics
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+
+    def process(self, record: Record) -> None:
+        self.context.forward(record)  # type: ignore[union-attr]
+
+
+class SinkNode(ProcessorNode):
+    """Serializes records and hands them to the task's record collector."""
+
+    __slots__ = ("topic", "topic_extractor", "key_serde", "value_serde", "partitioner", "collector")
+
+    def __init__(
+        self,
+        name: str,
+        topic: str | None,
+        topic_extractor: Any,
+        key_serde: Any,
+        value_serde: Any,
+        partitioner: Any,
+        collector: RecordCollector,
+    ) -> None:
+        super().__init__(name, None)
+        self.topic = topic
+        self.topic_extractor = topic_extractor
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.partitioner = partitioner
+        self.collector = collector
+
+    def add_child(self, child: ProcessorNode) -> None:  # pragma: no cover - topology forbids it
+        raise TopologyError(f"sink {self.name!r} cannot have children")
+
+    def process(self, record: Record) -> None:
+        topic = self.topic
+        if topic is None:
+            topic = self.topic_extractor(record.key, record.value, self.context.record_metadata)  # type: ignore[union-attr]
+            if not isinstance(topic, str) or not topic:
+                raise StreamsError(
+                    f"topic name extractor of sink {self.name!r} returned {topic!r} for key {record.key!r}"
+                )
+        self.collector.send(
+            topic,
+            record.key,
+            record.value,
+            record.timestamp,
+            headers=record.headers,
+            key_serde=self.key_serde,
+            value_serde=self.value_serde,
+            partitioner=self.partitioner,
+            processor_node_id=self.name,
+        )

@@ -1,0 +1,509 @@
+"""StreamTask: one partition of one subtopology, the unit of processing.
+
+Both the TopologyTestDriver and the Kafka-backed runtime drive tasks through the
+same calls::
+
+    task = StreamTask(task_id, topology, config, record_collector=collector,
+                      stores=state_manager, wall_clock=clock)
+    task.initialize()                  # CREATED -> RESTORING (stores opened)
+    ...restore the changelogs of task.stores...
+    task.initialize_task_time(committed_offsets_and_metadata)   # optional, after restart
+    task.complete_restoration()        # RESTORING -> RUNNING (processors init)
+    loop:
+        task.add_records(partition, consumed_records)
+        while task.is_processable(now) and task.process(now):
+            task.maybe_punctuate_stream_time()
+        task.maybe_punctuate_system_time()
+        if task.commit_needed (and interval elapsed) or task.commit_requested:
+            offsets = task.prepare_commit()     # flush stores + producer
+            consumer.commit(offsets)
+            task.post_commit()                  # checkpoint
+    task.suspend() / task.close(clean=True)
+
+A task is single-threaded: call it from one thread at a time.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.errors import (
+    DeserializationError,
+    IllegalStateError,
+    ProcessingError,
+    StreamsError,
+)
+from airflow_stateful_provider.streams.processor import (
+    Cancellable,
+    PunctuationType,
+    Punctuator,
+    Record,
+    RecordMetadata,
+    _as_headers,
+)
+from airflow_stateful_provider.streams.punctuation import PunctuationQueue, PunctuationSchedule
+from airflow_stateful_provider.streams.runtime.deserialization import (
+    DeserializationHandlerResult,
+    ErrorHandlerContext,
+    deserialization_handler_from_config,
+    normalize_response,
+)
+from airflow_stateful_provider.streams.runtime.metrics import TaskMetrics
+from airflow_stateful_provider.streams.runtime.partition_group import UNKNOWN, PartitionGroup, RecordQueue
+from airflow_stateful_provider.streams.runtime.processor_context import ProcessorContextImpl
+from airflow_stateful_provider.streams.runtime.processor_node import ProcessorNode, SinkNode, SourceNode
+from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
+from airflow_stateful_provider.streams.runtime.records import (
+    OffsetAndMetadata,
+    TopicPartition,
+    decode_partition_time,
+    encode_partition_time,
+)
+from airflow_stateful_provider.streams.runtime.serde_resolution import resolve_serde
+from airflow_stateful_provider.streams.topology import (
+    ProcessorNodeSpec,
+    SinkNodeSpec,
+    SourceNodeSpec,
+    TaskId,
+    Topology,
+)
+
+__all__ = ["StreamTask", "TaskState", "TaskStores"]
+
+log = logging.getLogger(__name__)
+
+
+class TaskState(enum.Enum):
+    CREATED = "CREATED"
+    RESTORING = "RESTORING"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    CLOSED = "CLOSED"
+
+
+class TaskStores(Protocol):
+    """The task's state stores, as the task needs them (a state manager implements more:
+    restoration and checkpoints, driven by the runtime)."""
+
+    def get(self, name: str) -> Any:
+        """The store processors see (typed)."""
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _NoStores:
+    def get(self, name: str) -> Any:
+        raise StreamsError(f"task has no state store {name!r}")
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _system_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class StreamTask:
+    """An active task: buffers its partitions' records, runs them through its
+    subtopology one at a time in timestamp order, fires punctuations, and exposes
+    the hooks of the commit protocol."""
+
+    def __init__(
+        self,
+        task_id: TaskId,
+        topology: Topology,
+        config: StreamsConfig,
+        *,
+        record_collector: RecordCollector,
+        stores: TaskStores | None = None,
+        partitions: Iterable[TopicPartition] | None = None,
+        wall_clock: Callable[[], int] = _system_clock_ms,
+        fetched_lag: Callable[[TopicPartition], int | None] | None = None,
+    ) -> None:
+        self.id = task_id
+        self.config = config
+        self.topology = topology
+        self.subtopology = topology.subtopology(task_id.subtopology)
+        self.record_collector = record_collector
+        self.stores: TaskStores = stores if stores is not None else _NoStores()
+        self.wall_clock_ms = wall_clock
+        self.metrics = TaskMetrics(task_id)
+        self.state = TaskState.CREATED
+        self.commit_needed = False
+        self.commit_requested = False
+        self.context = ProcessorContextImpl(self)
+        self._handler = deserialization_handler_from_config(config.deserialization_exception_handler)
+        self._stream_queue = PunctuationQueue()
+        self._wall_queue = PunctuationQueue()
+        self._consumed: dict[TopicPartition, int] = {}
+
+        app = config.application_id
+        self._nodes: dict[str, ProcessorNode] = {}
+        self._sources_by_topic: dict[str, SourceNode] = {}
+        for name in self.subtopology.nodes:
+            spec = topology.node(name)
+            if isinstance(spec, SourceNodeSpec):
+                node: ProcessorNode = SourceNode(
+                    name,
+                    tuple(topology.decorate_topic(t, app) for t in spec.topics),
+                    resolve_serde(spec.key_serde, config.default_key_serde, f"key serde of source {name!r}"),
+                    resolve_serde(spec.value_serde, config.default_value_serde, f"value serde of source {name!r}"),
+                )
+                for topic in node.topics:  # type: ignore[attr-defined]
+                    self._sources_by_topic[topic] = node  # type: ignore[assignment]
+            elif isinstance(spec, SinkNodeSpec):
+                fixed = spec.topic if isinstance(spec.topic, str) else None
+                node = SinkNode(
+                    name,
+                    topology.decorate_topic(fixed, app) if fixed is not None else None,
+                    None if fixed is not None else spec.topic,
+                    resolve_serde(spec.key_serde, config.default_key_serde, f"key serde of sink {name!r}"),
+                    resolve_serde(spec.value_serde, config.default_value_serde, f"value serde of sink {name!r}"),
+                    spec.partitioner,
+                    record_collector,
+                )
+            else:
+                assert isinstance(spec, ProcessorNodeSpec)
+                processor = spec.supplier()
+                if processor is None or not callable(getattr(processor, "process", None)):
+                    raise StreamsError(
+                        f"supplier of processor {name!r} returned {processor!r}, not a Processor"
+                    )
+                node = ProcessorNode(name, processor, tuple(topology.stores_of(name)))
+            self._nodes[name] = node
+        for name, node in self._nodes.items():
+            for child in topology.children(name):
+                node.add_child(self._nodes[child])
+
+        if partitions is None:
+            partitions = [TopicPartition(t, task_id.partition) for t in self._sources_by_topic]
+        queues: dict[TopicPartition, RecordQueue] = {}
+        for tp in partitions:
+            tp = TopicPartition(tp[0], tp[1])
+            source = self._sources_by_topic.get(tp.topic)
+            if source is None:
+                raise StreamsError(
+                    f"partition {tp} is not read by subtopology {task_id.subtopology} of task {task_id} "
+                    f"(its topics: {sorted(self._sources_by_topic)})"
+                )
+            queues[tp] = RecordQueue(tp, source.name, self._make_deserializer(source))
+        self.partitions = list(queues)
+        self._partition_group = PartitionGroup(
+            queues, max_task_idle_ms=config.max_task_idle_ms, fetched_lag=fetched_lag
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def initialize(self) -> None:
+        """CREATED -> RESTORING: open the stores (``stores.initialize()`` if it has one).
+        The runtime then restores their changelogs before :meth:`complete_restoration`."""
+        self._require(TaskState.CREATED, TaskState.SUSPENDED, action="initialize")
+        if self.state is TaskState.CREATED:
+            init = getattr(self.stores, "initialize", None)
+            if init is not None:
+                init()
+        self.state = TaskState.RESTORING
+
+    def complete_restoration(self) -> None:
+        """RESTORING -> RUNNING: initialize the processors (they may schedule punctuations)."""
+        self._require(TaskState.RESTORING, action="complete restoration")
+        ctx = self.context
+        for node in self._nodes.values():
+            ctx.current_node = node
+            try:
+                node.init(ctx)
+            except StreamsError:
+                raise
+            except Exception as exc:
+                raise ProcessingError(
+                    f"failed to initialize processor {node.name!r} in task {self.id}: {exc!r}"
+                ) from exc
+            finally:
+                ctx.current_node = None
+        self.state = TaskState.RUNNING
+
+    def initialize_task_time(self, committed: Mapping[TopicPartition, Any]) -> None:
+        """Restore partition (and so stream) time from the committed offsets' metadata
+        (values: OffsetAndMetadata, a metadata string, or kafka-python's OffsetAndMetadata)."""
+        for tp, value in committed.items():
+            tp = TopicPartition(tp[0], tp[1])
+            if tp not in self._partition_group.partitions or value is None:
+                continue
+            metadata = value if isinstance(value, str) else getattr(value, "metadata", "")
+            partition_time = decode_partition_time(metadata)
+            if partition_time != UNKNOWN:
+                self._partition_group.set_partition_time(tp, partition_time)
+
+    def suspend(self) -> None:
+        """Stop processing (revocation): close the processors, drop buffered input and
+        schedules. The stores stay open; :meth:`resume` continues from RESTORING."""
+        if self.state in (TaskState.SUSPENDED, TaskState.CLOSED):
+            return
+        if self.state is TaskState.RUNNING:
+            self._close_topology(clean=True)
+        self._partition_group.clear()
+        self.state = TaskState.SUSPENDED
+
+    def resume(self) -> None:
+        """SUSPENDED -> RESTORING (then :meth:`complete_restoration` again)."""
+        self._require(TaskState.SUSPENDED, action="resume")
+        self.state = TaskState.RESTORING
+
+    def close(self, *, clean: bool = True) -> None:
+        """Close processors and stores. ``clean=False`` after an error: never raises."""
+        if self.state is TaskState.CLOSED:
+            return
+        try:
+            if self.state is TaskState.RUNNING:
+                self._close_topology(clean=clean)
+            self._partition_group.clear()
+            self._stream_queue.close()
+            self._wall_queue.close()
+            if clean:
+                self.stores.flush()
+                self.stores.close()
+            else:
+                try:
+                    self.stores.close()
+                except Exception:  # noqa: BLE001 - dirty close must not mask the original error
+                    log.exception("error closing the stores of task %s (dirty close)", self.id)
+            self.record_collector.close()
+        finally:
+            self.state = TaskState.CLOSED
+
+    # ------------------------------------------------------------------ input
+
+    def add_records(self, partition: TopicPartition, records: Iterable[Any]) -> int:
+        """Buffer consumed records of ``partition``; returns its buffered count (the
+        runtime pauses the partition above ``buffered_records_per_partition``)."""
+        if self.state is TaskState.CLOSED:
+            raise IllegalStateError(f"task {self.id} is closed; cannot add records")
+        return self._partition_group.add_raw_records(TopicPartition(partition[0], partition[1]), records)
+
+    def has_records_queued(self) -> bool:
+        return self._partition_group.num_buffered() > 0
+
+    def num_buffered(self) -> int:
+        return self._partition_group.num_buffered()
+
+    def buffered_size(self, partition: TopicPartition) -> int:
+        return self._partition_group.buffered_size(TopicPartition(partition[0], partition[1]))
+
+    @property
+    def stream_time(self) -> int:
+        """Largest timestamp processed so far; -1 before the first record."""
+        return self._partition_group.stream_time
+
+    def partition_time(self, partition: TopicPartition) -> int:
+        return self._partition_group.partition_time(TopicPartition(partition[0], partition[1]))
+
+    # ------------------------------------------------------------------ processing
+
+    def is_processable(self, wall_clock_ms: int | None = None) -> bool:
+        """RUNNING with buffered input that can go now without breaking timestamp order."""
+        if self.state is not TaskState.RUNNING:
+            return False
+        now = self.wall_clock_ms() if wall_clock_ms is None else wall_clock_ms
+        return self._partition_group.ready_to_process(now)
+
+    def process(self, wall_clock_ms: int | None = None) -> bool:
+        """Process the next record (smallest timestamp first); False if none is buffered."""
+        if self.state is not TaskState.RUNNING:
+            raise IllegalStateError(f"task {self.id} is {self.state.value}, not RUNNING; cannot process")
+        polled = self._partition_group.next_record()
+        if polled is None:
+            return False
+        record, raw, queue = polled
+        ctx = self.context
+        ctx.record_context = RecordMetadata(raw.topic, raw.partition, raw.offset, record.timestamp, record.headers)
+        ctx.current_node = source = self._nodes[queue.source_node]
+        try:
+            source.process(record)
+        except ProcessingError:
+            raise
+        except Exception as exc:
+            failed = ctx.current_node.name if ctx.current_node is not None else source.name
+            raise ProcessingError(
+                f"exception caught in process: task {self.id}, processor {failed!r}, "
+                f"topic {raw.topic!r}, partition {raw.partition}, offset {raw.offset}: {exc!r}"
+            ) from exc
+        finally:
+            ctx.current_node = None
+            ctx.record_context = None
+        self._consumed[queue.partition] = raw.offset
+        self.commit_needed = True
+        self.metrics.process_total += 1
+        return True
+
+    def schedule(
+        self, node: ProcessorNode, interval_ms: int, punctuation_type: PunctuationType, punctuator: Punctuator
+    ) -> Cancellable:
+        """Register a punctuation for ``node`` (called through the processor context).
+        STREAM_TIME starts due at 0 (fires at the first check once stream time is known);
+        WALL_CLOCK_TIME starts due at now + interval."""
+        if punctuation_type is PunctuationType.STREAM_TIME:
+            return self._stream_queue.schedule(PunctuationSchedule(node, 0, interval_ms, punctuator))
+        return self._wall_queue.schedule(
+            PunctuationSchedule(node, self.wall_clock_ms() + interval_ms, interval_ms, punctuator)
+        )
+
+    def maybe_punctuate_stream_time(self) -> bool:
+        """Fire due STREAM_TIME punctuations at the current stream time (after processing)."""
+        if self.state is not TaskState.RUNNING:
+            return False
+        stream_time = self._partition_group.stream_time
+        if stream_time == UNKNOWN:
+            return False
+        fired = self._stream_queue.maybe_punctuate(stream_time, PunctuationType.STREAM_TIME, self._punctuate)
+        if fired:
+            self.commit_needed = True
+        return fired
+
+    def maybe_punctuate_system_time(self) -> bool:
+        """Fire due WALL_CLOCK_TIME punctuations (every loop iteration)."""
+        if self.state is not TaskState.RUNNING:
+            return False
+        fired = self._wall_queue.maybe_punctuate(
+            self.wall_clock_ms(), PunctuationType.WALL_CLOCK_TIME, self._punctuate
+        )
+        if fired:
+            self.commit_needed = True
+        return fired
+
+    def _punctuate(self, node: ProcessorNode, now: int, type_: PunctuationType, punctuator: Punctuator) -> None:
+        ctx = self.context
+        if ctx.current_node is not None:
+            raise IllegalStateError(
+                f"punctuation of {node.name!r} started while processor {ctx.current_node.name!r} is running"
+            )
+        ctx.current_node = node
+        ctx.record_context = None
+        try:
+            punctuator(now)
+        except ProcessingError:
+            raise
+        except Exception as exc:
+            raise ProcessingError(
+                f"exception caught while punctuating processor {node.name!r} in task {self.id} "
+                f"({type_.value} at {now}): {exc!r}"
+            ) from exc
+        finally:
+            ctx.current_node = None
+        self.metrics.punctuate_total += 1
+
+    # ------------------------------------------------------------------ commit
+
+    def request_commit(self) -> None:
+        self.commit_requested = True
+
+    def prepare_commit(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Flush stores, then the producer; return the input offsets to commit (next offset
+        to read, with the partition time as metadata). Commit them, then :meth:`post_commit`."""
+        if self.state is TaskState.CLOSED:
+            raise IllegalStateError(f"task {self.id} is closed; cannot commit")
+        self.stores.flush()
+        self.record_collector.flush()
+        return self.committable_offsets()
+
+    def committable_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        return {
+            tp: OffsetAndMetadata(offset + 1, encode_partition_time(self._partition_group.partition_time(tp)))
+            for tp, offset in self._consumed.items()
+        }
+
+    def post_commit(self, *, enforce_checkpoint: bool = False) -> None:
+        """After the consumer committed: clear the commit flags and let the stores
+        checkpoint the changelog offsets this task produced (if they support it)."""
+        self.commit_needed = False
+        self.commit_requested = False
+        checkpoint = getattr(self.stores, "checkpoint", None)
+        if checkpoint is not None:
+            checkpoint(self.record_collector.offsets(), force=enforce_checkpoint)
+
+    # ------------------------------------------------------------------ stores
+
+    def get_store(self, name: str) -> Any:
+        if name not in self.subtopology.store_names:
+            raise StreamsError(
+                f"task {self.id} has no state store {name!r} (its stores: {list(self.subtopology.store_names)})"
+            )
+        return self.stores.get(name)
+
+    # ------------------------------------------------------------------ internals
+
+    def _make_deserializer(self, source: SourceNode) -> Callable[[Any], Record | None]:
+        key_serde, value_serde = source.key_serde, source.value_serde
+        handler = self._handler
+        collector = self.record_collector
+        metrics = self.metrics
+        task_id = self.id
+
+        def deserialize(raw: Any) -> Record | None:
+            try:
+                key = None if raw.key is None else key_serde.deserialize(raw.key)
+                value = None if raw.value is None else value_serde.deserialize(raw.value)
+                headers = _as_headers(raw.headers)
+            except Exception as exc:
+                context = ErrorHandlerContext(
+                    raw.topic, raw.partition, raw.offset, raw.timestamp,
+                    tuple(raw.headers or ()), source.name, task_id,
+                )
+                try:
+                    response = normalize_response(handler.handle(context, raw, exc), handler)
+                except Exception as handler_exc:
+                    raise DeserializationError(
+                        f"deserialization exception handler failed for record at topic "
+                        f"{raw.topic!r} partition {raw.partition} offset {raw.offset}: {handler_exc!r}"
+                    ) from handler_exc
+                for dead in response.dead_letter_records:
+                    collector.send_bytes(dead.topic, dead.key, dead.value, dead.timestamp, headers=dead.headers)
+                if response.result is DeserializationHandlerResult.FAIL:
+                    raise DeserializationError(
+                        f"cannot deserialize record of task {task_id} at topic {raw.topic!r} "
+                        f"partition {raw.partition} offset {raw.offset}: {exc!r}"
+                    ) from exc
+                metrics.record_dropped("deserialization")
+                return None
+            timestamp = raw.timestamp
+            if timestamp is None or timestamp < 0:
+                raise StreamsError(
+                    f"record at topic {raw.topic!r} partition {raw.partition} offset {raw.offset} "
+                    f"has invalid timestamp {timestamp!r}; timestamps must be >= 0"
+                )
+            return Record(key, value, timestamp, headers)
+
+        return deserialize
+
+    def _close_topology(self, *, clean: bool) -> None:
+        self._stream_queue.close()
+        self._wall_queue.close()
+        first_error: BaseException | None = None
+        for node in self._nodes.values():
+            try:
+                node.close()
+            except Exception as exc:  # noqa: BLE001 - close every node, report the first failure
+                log.exception("error closing processor %s of task %s", node.name, self.id)
+                if first_error is None:
+                    first_error = exc
+        if first_error is not None and clean:
+            raise ProcessingError(f"failed to close a processor of task {self.id}: {first_error!r}") from first_error
+
+    def _require(self, *states: TaskState, action: str) -> None:
+        if self.state not in states:
+            raise IllegalStateError(
+                f"cannot {action} task {self.id} in state {self.state.value} "
+                f"(allowed: {[s.value for s in states]})"
+            )
+
+    def __repr__(self) -> str:
+        return f"StreamTask({self.id}, {self.state.value}, buffered={self.num_buffered()})"

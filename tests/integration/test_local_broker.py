@@ -1,0 +1,94 @@
+"""The local broker tooling against a real JVM: failures are explained and leave no process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tools.kafka.broker import BrokerError, LocalKafkaBroker, resolve_jars
+
+pytestmark = pytest.mark.kafka
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie has exited; only its parent's wait() is missing.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(")")[-1].split()[0] != "Z"
+
+
+def _wait_gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_second_resolve_reuses_jars_without_maven(monkeypatch):
+    lib = resolve_jars()
+    monkeypatch.setenv("PATH", "/nonexistent")  # no mvn: must not be needed again
+    assert resolve_jars() == lib
+    assert any(jar.name.startswith("kafka_2.13-4.") for jar in lib.glob("*.jar"))
+
+
+def test_port_in_use_is_refused_with_the_port(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(BrokerError, match=f"port {port} on 127.0.0.1 is already in use"):
+            LocalKafkaBroker(tmp_path / "k", port=port).start()
+
+
+def test_failed_start_shows_the_log_tail_and_leaves_no_process(tmp_path):
+    broker = LocalKafkaBroker(tmp_path / "k", heap="1k")  # the JVM refuses a 1 KiB heap
+    with pytest.raises(BrokerError) as info:
+        broker.start()
+    assert "heap" in str(info.value).lower()
+    assert broker.process is None
+
+
+def test_broker_dies_with_the_python_process_that_started_it(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(os.getcwd())!r})
+        from tools.kafka.broker import LocalKafkaBroker
+        broker = LocalKafkaBroker({str(tmp_path / 'k')!r}).start()
+        print(broker.process.pid, flush=True)
+        time.sleep(600)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        java_pid = int(parent.stdout.readline())
+        assert _alive(java_pid)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        assert _wait_gone(java_pid, 30), f"broker pid {java_pid} outlived its parent"
+    finally:
+        parent.kill()
+
+
+def test_stop_terminates_and_restart_gets_fresh_storage(tmp_path):
+    broker = LocalKafkaBroker(tmp_path / "k").start()
+    pid = broker.process.pid
+    marker = tmp_path / "k" / "data" / "leftover"
+    marker.write_text("x")
+    broker.stop()
+    assert not _alive(pid)
+    broker.start()
+    try:
+        assert not marker.exists()
+    finally:
+        broker.stop()

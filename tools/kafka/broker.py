@@ -1,0 +1,380 @@
+"""A real single-node Apache Kafka broker (KRaft) on loopback, for tests, the demo and developers.
+
+The broker jars come from Maven Central through ``tools/kafka/pom.xml`` and are resolved once
+into ``tools/kafka/lib/``; every later start reuses them. Each start formats KRaft storage in a
+fresh directory, so brokers never share state.
+
+From Python::
+
+    with LocalKafkaBroker() as broker:
+        print(broker.bootstrap_servers)
+
+From a shell (the Makefile uses this)::
+
+    python tools/kafka/broker.py resolve
+    python tools/kafka/broker.py start --dir .local/kafka     # prints the bootstrap servers
+    python tools/kafka/broker.py stop --dir .local/kafka
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import ctypes
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+KAFKA_TOOLS_DIR = Path(__file__).resolve().parent
+POM = KAFKA_TOOLS_DIR / "pom.xml"
+LIB_DIR = KAFKA_TOOLS_DIR / "lib"
+# Hash of the pom that produced lib/, so an edited pom re-resolves and an unchanged one does not.
+RESOLVED_MARKER = LIB_DIR / ".resolved-from"
+
+STOP_GRACE_SECONDS = 15.0
+
+
+class BrokerError(RuntimeError):
+    """The local broker could not be set up, started or stopped."""
+
+
+class MissingToolError(BrokerError):
+    """Java or Maven is not installed."""
+
+
+def _require_tool(name: str, hint: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise MissingToolError(f"'{name}' not found on PATH: {hint}")
+    return path
+
+
+def require_java() -> str:
+    return _require_tool("java", "install a Java 17+ runtime, e.g. `apt-get install openjdk-17-jre-headless`")
+
+
+def require_maven() -> str:
+    return _require_tool("mvn", "install Apache Maven, e.g. `apt-get install maven`")
+
+
+def _pom_digest() -> str:
+    return hashlib.sha256(POM.read_bytes()).hexdigest()
+
+
+def resolve_jars(quiet: bool = True) -> Path:
+    """Resolve the broker jars with Maven into ``lib/``, unless already resolved from this pom."""
+    if RESOLVED_MARKER.exists() and RESOLVED_MARKER.read_text().strip() == _pom_digest():
+        return LIB_DIR
+    mvn = require_maven()
+    require_java()
+    if LIB_DIR.exists():
+        shutil.rmtree(LIB_DIR)
+    cmd = [
+        mvn, "-B", "-f", str(POM), "dependency:copy-dependencies",
+        f"-DoutputDirectory={LIB_DIR}", "-DincludeScope=runtime",
+    ]
+    if quiet:
+        cmd.insert(1, "-q")
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-30:])
+        raise BrokerError(f"Maven could not resolve the Kafka broker jars ({' '.join(cmd)}):\n{tail}")
+    RESOLVED_MARKER.write_text(_pom_digest() + "\n")
+    return LIB_DIR
+
+
+def free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+        return False
+
+
+def _accepts_connections(port: int) -> bool:
+    """A plain TCP probe, so the Kafka client is only used (and only logs) once the port is open."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def _random_cluster_id() -> str:
+    # Kafka cluster ids are 16 random bytes, url-safe base64 without padding.
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _own_process_group() -> None:
+    """Runs in a detached broker child: no terminal Ctrl-C reaches it; `broker.py stop` ends it."""
+    os.setpgrp()
+
+
+def _die_with_parent() -> None:
+    """Runs in the broker child: Linux sends it SIGTERM when the Python parent dies (even by SIGKILL)."""
+    os.setpgrp()  # a terminal Ctrl-C goes to the Python parent, whose clean-up stops the broker
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+LOG4J2_PROPERTIES = """\
+status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = out
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+class LocalKafkaBroker:
+    """One KRaft broker+controller process on 127.0.0.1, with its storage in ``work_dir``.
+
+    ``port`` defaults to a free loopback port. The broker log is ``work_dir/broker.log``; its
+    tail is part of every start-up error.
+    """
+
+    def __init__(self, work_dir: str | os.PathLike | None = None, port: int | None = None,
+                 start_timeout: float = 90.0, heap: str = "512m", detached: bool = False) -> None:
+        self._owns_dir = work_dir is None
+        self.work_dir = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="kafka-"))
+        self.port = port
+        self.start_timeout = start_timeout
+        self.heap = heap
+        # A detached broker outlives the Python process that started it (``broker.py start``).
+        self.detached = detached
+        self.process: subprocess.Popen | None = None
+        self.start_seconds: float | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        if self.port is None:
+            raise BrokerError("the broker has not been started")
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.work_dir / "broker.log"
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return "(no broker log was written)"
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    # ---------------------------------------------------------------- start
+
+    def start(self) -> "LocalKafkaBroker":
+        if self.process is not None:
+            raise BrokerError("this broker is already started")
+        began = time.monotonic()
+        java = require_java()
+        lib = resolve_jars()
+        if self.port is None:
+            self.port = free_loopback_port()
+        elif port_in_use(self.port):
+            raise BrokerError(f"port {self.port} on 127.0.0.1 is already in use; choose another or omit it")
+        controller_port = free_loopback_port()
+        while controller_port == self.port:
+            controller_port = free_loopback_port()
+
+        if self.work_dir.exists() and any(self.work_dir.iterdir()):
+            # A fresh directory for every start: never reuse another broker's storage.
+            shutil.rmtree(self.work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        data_dir = self.work_dir / "data"
+        properties = self.work_dir / "server.properties"
+        properties.write_text(self._server_properties(data_dir, controller_port))
+        (self.work_dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
+
+        classpath = f"{lib}/*"
+        jvm = [java, f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+               f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
+               f"-Dkafka.logs.dir={self.work_dir}", "-cp", classpath]
+        with open(self.log_path, "ab") as log:
+            fmt = subprocess.run(
+                jvm + ["kafka.tools.StorageTool", "format", "-t", _random_cluster_id(), "-c", str(properties)],
+                stdout=log, stderr=subprocess.STDOUT)
+        if fmt.returncode != 0:
+            raise BrokerError(f"formatting KRaft storage in {data_dir} failed (exit {fmt.returncode}):\n"
+                              f"{self.log_tail()}")
+
+        log = open(self.log_path, "ab")
+        try:
+            self.process = subprocess.Popen(jvm + ["kafka.Kafka", str(properties)], stdout=log,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            preexec_fn=_own_process_group if self.detached else _die_with_parent)
+        finally:
+            log.close()
+        (self.work_dir / "broker.pid").write_text(f"{self.process.pid}\n")
+        (self.work_dir / "bootstrap").write_text(self.bootstrap_servers + "\n")
+        try:
+            self._wait_until_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - began
+        return self
+
+    def _server_properties(self, data_dir: Path, controller_port: int) -> str:
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(data_dir),
+            "num.partitions": "1",
+            # Internal topics on a single node, sized small so first use is quick.
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "8",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # Topics are created explicitly by the engine and by tests; a typo must not create one.
+            "auto.create.topics.enable": "false",
+            "delete.topic.enable": "true",
+            "log.segment.bytes": str(64 * 1024 * 1024),
+            "log.cleaner.backoff.ms": "1000",
+        }
+        return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+    def _wait_until_ready(self) -> None:
+        """Wait until the broker answers a metadata request on its listener."""
+        from kafka import KafkaAdminClient  # imported late: resolving jars must not need it
+        from kafka.errors import KafkaConnectionError, KafkaTimeoutError
+
+        deadline = time.monotonic() + self.start_timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise BrokerError(f"the Kafka broker exited with code {self.process.returncode} during "
+                                  f"start-up (log {self.log_path}):\n{self.log_tail()}")
+            if not _accepts_connections(self.port):
+                time.sleep(0.2)
+                continue
+            try:
+                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, request_timeout_ms=5000,
+                                         bootstrap_timeout_ms=3000, client_id="broker-readiness")
+                try:
+                    cluster = admin.describe_cluster()
+                finally:
+                    admin.close()
+                if cluster.get("brokers"):
+                    return
+            except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
+                last_error = exc
+            time.sleep(0.3)
+        raise BrokerError(f"the Kafka broker on {self.bootstrap_servers} did not answer metadata requests "
+                          f"within {self.start_timeout:.0f}s (last error: {last_error!r}); log tail:\n"
+                          f"{self.log_tail()}")
+
+    # ---------------------------------------------------------------- stop
+
+    def stop(self) -> None:
+        """Terminate the broker; kill it if it has not exited within the grace period."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        _terminate(process.pid, process.wait)
+        pid_file = self.work_dir / "broker.pid"
+        pid_file.unlink(missing_ok=True)
+        if self._owns_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def __enter__(self) -> "LocalKafkaBroker":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _terminate(pid: int, wait) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        wait(timeout=STOP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.kill(pid, signal.SIGKILL)
+        wait(timeout=STOP_GRACE_SECONDS)
+
+
+def _wait_pid(pid: int):
+    """A ``wait(timeout=)`` for a process that is not our child (started by an earlier command)."""
+    def wait(timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        raise subprocess.TimeoutExpired(f"pid {pid}", timeout)
+    return wait
+
+
+def _main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="broker.py", description="Local single-node Kafka broker (KRaft).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("resolve", help="resolve the broker jars with Maven (once)")
+    start = sub.add_parser("start", help="start a broker in the background; prints bootstrap servers")
+    start.add_argument("--dir", required=True, help="work directory (wiped and formatted)")
+    start.add_argument("--port", type=int, default=None)
+    stop = sub.add_parser("stop", help="stop the broker started in --dir")
+    stop.add_argument("--dir", required=True)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "resolve":
+            print(resolve_jars())
+        elif args.command == "start":
+            broker = LocalKafkaBroker(args.dir, port=args.port, detached=True)
+            broker.start()
+            print(broker.bootstrap_servers)
+            print(f"started in {broker.start_seconds:.1f}s, log {broker.log_path}", file=sys.stderr)
+        elif args.command == "stop":
+            pid_file = Path(args.dir) / "broker.pid"
+            if not pid_file.exists():
+                print(f"no broker is running from {args.dir}", file=sys.stderr)
+                return 0
+            pid = int(pid_file.read_text())
+            _terminate(pid, _wait_pid(pid))
+            pid_file.unlink(missing_ok=True)
+    except BrokerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
