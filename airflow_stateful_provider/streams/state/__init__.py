@@ -1,0 +1,109 @@
+"""State stores: key-value, session and versioned, on RocksDB or in memory.
+
+Stores work on bytes (serdes are applied above them, in the runtime). Persistent
+stores live in self-describing directories (``store-metadata.json`` + ``rocksdb/``)
+that :func:`open_store` opens without the topology. Changelogging wrappers send
+every write to a :class:`ChangelogWriter`; ``restore_batch`` replays a changelog.
+See docs/stores.md for layouts and record formats.
+"""
+
+from __future__ import annotations
+
+from airflow_stateful_provider.streams.state.changelogging import (
+    ChangelogRecord,
+    ChangelogWriter,
+    ChangeloggingKeyValueStore,
+    ChangeloggingSessionStore,
+    ChangeloggingVersionedKeyValueStore,
+    ListChangelogWriter,
+)
+from airflow_stateful_provider.streams.state.checkpoint import (
+    CHECKPOINT_FILE_NAME,
+    OFFSET_UNKNOWN,
+    OffsetCheckpoint,
+    TopicPartition,
+    read_checkpoint,
+    write_checkpoint,
+)
+from airflow_stateful_provider.streams.state.keyvalue import (
+    InMemoryKeyValueStore,
+    KeyValueStore,
+    RocksDBKeyValueStore,
+)
+from airflow_stateful_provider.streams.state.maintenance import (
+    CompactionResult,
+    RetentionResult,
+    SegmentInfo,
+    StoreStats,
+)
+from airflow_stateful_provider.streams.state.metadata import (
+    FORMAT_VERSION,
+    METADATA_FILE_NAME,
+    StoreMetadata,
+    StoreType,
+    read_metadata,
+)
+from airflow_stateful_provider.streams.state.segments import (
+    session_segment_interval,
+    versioned_segment_interval,
+)
+from airflow_stateful_provider.streams.state.session import (
+    InMemorySessionStore,
+    RocksDBSessionStore,
+    SessionKey,
+    SessionStore,
+    session_key_from_bytes,
+    session_key_to_bytes,
+)
+from airflow_stateful_provider.streams.state.store_dir import find_stores, open_store
+from airflow_stateful_provider.streams.state.versioned import (
+    NOT_PUT,
+    VALID_TO_UNDEFINED,
+    InMemoryVersionedKeyValueStore,
+    RocksDBVersionedKeyValueStore,
+    VersionedKeyValueStore,
+    VersionedRecord,
+)
+
+__all__ = [
+    "CHECKPOINT_FILE_NAME",
+    "FORMAT_VERSION",
+    "METADATA_FILE_NAME",
+    "NOT_PUT",
+    "OFFSET_UNKNOWN",
+    "VALID_TO_UNDEFINED",
+    "ChangelogRecord",
+    "ChangelogWriter",
+    "ChangeloggingKeyValueStore",
+    "ChangeloggingSessionStore",
+    "ChangeloggingVersionedKeyValueStore",
+    "CompactionResult",
+    "InMemoryKeyValueStore",
+    "InMemorySessionStore",
+    "InMemoryVersionedKeyValueStore",
+    "KeyValueStore",
+    "ListChangelogWriter",
+    "OffsetCheckpoint",
+    "RetentionResult",
+    "RocksDBKeyValueStore",
+    "RocksDBSessionStore",
+    "RocksDBVersionedKeyValueStore",
+    "SegmentInfo",
+    "SessionKey",
+    "SessionStore",
+    "StoreMetadata",
+    "StoreStats",
+    "StoreType",
+    "TopicPartition",
+    "VersionedKeyValueStore",
+    "VersionedRecord",
+    "find_stores",
+    "open_store",
+    "read_checkpoint",
+    "read_metadata",
+    "session_key_from_bytes",
+    "session_key_to_bytes",
+    "session_segment_interval",
+    "versioned_segment_interval",
+    "write_checkpoint",
+]

@@ -1,0 +1,271 @@
+"""What every RocksDB-backed store shares: its directory, the RocksDB handle, flush,
+close, compaction and disk usage.
+
+Directory layout (one per store, inside the task directory)::
+
+    <store>/store-metadata.json   what the store is (see metadata.py)
+    <store>/rocksdb/              the RocksDB instance (raw bytes keys and values)
+
+A new store directory is built under a temporary sibling name and renamed into
+place, so a crash never leaves a half-created store behind: the directory either
+is complete or does not exist.
+
+Writes skip RocksDB's write-ahead log. The changelog topic is the durability
+source (as in Kafka Streams): the runtime flushes stores before it writes the
+checkpoint, and anything after the last flush is restored from the changelog.
+A consequence for readers in other processes (``read_only=True``, RocksDB
+secondary mode): they see the store as of its last flush.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any, ClassVar
+
+import rocksdict
+
+from airflow_stateful_provider.streams.errors import InvalidStoreError, ReadOnlyStoreError
+from airflow_stateful_provider.streams.state.maintenance import CompactionResult
+from airflow_stateful_provider.streams.state.metadata import (
+    DB_DIR_NAME,
+    METADATA_FILE_NAME,
+    StoreMetadata,
+    StoreType,
+    read_metadata,
+    write_metadata,
+)
+
+__all__ = ["RocksDBStore", "bytes_on_disk", "prepare_store_dir"]
+
+_BLOCK_CACHE_BYTES = 64 << 20
+_WRITE_BUFFER_BYTES = 16 << 20
+_cache_lock = threading.Lock()
+_shared_cache: rocksdict.Cache | None = None
+
+
+def _block_cache() -> rocksdict.Cache:
+    """One block cache for all stores of the process (as Kafka Streams users configure it),
+    so memory does not grow with the number of tasks."""
+    global _shared_cache
+    with _cache_lock:
+        if _shared_cache is None:
+            _shared_cache = rocksdict.Cache(_BLOCK_CACHE_BYTES)
+        return _shared_cache
+
+
+def _options(create: bool) -> rocksdict.Options:
+    opts = rocksdict.Options(raw_mode=True)
+    opts.create_if_missing(create)
+    opts.set_write_buffer_size(_WRITE_BUFFER_BYTES)
+    opts.set_max_write_buffer_number(3)
+    opts.set_max_background_jobs(2)
+    opts.set_keep_log_file_num(2)
+    table = rocksdict.BlockBasedOptions()
+    table.set_bloom_filter(10, False)  # point lookups on absent keys skip SST reads
+    table.set_block_cache(_block_cache())
+    opts.set_block_based_table_factory(table)
+    return opts
+
+
+def _write_options() -> rocksdict.WriteOptions:
+    wo = rocksdict.WriteOptions()
+    wo.disable_wal = True
+    return wo
+
+
+def bytes_on_disk(path: str) -> int:
+    """Total size of the regular files under ``path`` (0 when it does not exist)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except FileNotFoundError:  # RocksDB deleted an obsolete file meanwhile
+                continue
+    return total
+
+
+def prepare_store_dir(path: str, requested: StoreMetadata) -> StoreMetadata:
+    """Make sure ``path`` is a store directory matching ``requested``; returns its metadata.
+
+    Existing directory: its metadata must agree with ``requested`` (fields left None in
+    ``requested`` take the stored value). Missing directory (or an empty one): it is
+    created atomically with ``requested`` as metadata and an empty RocksDB. Anything else
+    (a file, a non-empty directory without metadata) is refused without touching it.
+    """
+    if os.path.isdir(path):
+        if os.path.exists(os.path.join(path, METADATA_FILE_NAME)):
+            stored = read_metadata(path)
+            stored.check_compatible(requested, path)
+            if not os.path.isdir(os.path.join(path, DB_DIR_NAME)):
+                raise InvalidStoreError(f"{path} has store metadata but no {DB_DIR_NAME}/ directory")
+            return stored
+        if os.listdir(path):
+            raise InvalidStoreError(
+                f"{path} is a non-empty directory without {METADATA_FILE_NAME}; "
+                f"refusing to create a store in it"
+            )
+    elif os.path.lexists(path):
+        raise InvalidStoreError(f"{path} exists and is not a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    staging = os.path.join(parent, f".{os.path.basename(path)}.creating-{uuid.uuid4().hex[:12]}")
+    os.mkdir(staging)
+    try:
+        write_metadata(staging, requested)
+        db = rocksdict.Rdict(os.path.join(staging, DB_DIR_NAME), _options(create=True))
+        db.close()
+        del db
+        try:
+            os.rename(staging, path)  # replaces an empty directory, fails on a non-empty one
+        except OSError:
+            if os.path.exists(os.path.join(path, METADATA_FILE_NAME)):  # another opener won the race
+                stored = read_metadata(path)
+                stored.check_compatible(requested, path)
+                return stored
+            raise
+    finally:
+        if os.path.exists(staging):
+            shutil.rmtree(staging, ignore_errors=True)
+    return requested
+
+
+class RocksDBStore:
+    """Base of the persistent stores: opening, flush/close, compaction, disk usage.
+
+    Subclasses set ``store_type`` and may override ``_on_flush`` to persist in-memory
+    state (e.g. observed stream time) into the RocksDB just before it is flushed.
+    """
+
+    store_type: ClassVar[StoreType]
+    persistent: ClassVar[bool] = True
+
+    def __init__(self, path: str | os.PathLike[str], requested: StoreMetadata, *, read_only: bool) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self.read_only = read_only
+        self._secondary_dir: str | None = None
+        if read_only:
+            metadata = read_metadata(self.path)
+            metadata.check_compatible(requested, self.path)
+        else:
+            metadata = prepare_store_dir(self.path, requested)
+        self.metadata = metadata
+        self.name = metadata.name
+        self._db = self._open_db(os.path.join(self.path, DB_DIR_NAME))
+        self._open = True
+
+    def _open_db(self, db_path: str) -> rocksdict.Rdict:
+        if not os.path.isdir(db_path):
+            raise InvalidStoreError(f"{self.path} has store metadata but no {DB_DIR_NAME}/ directory")
+        if self.read_only:
+            self._secondary_dir = tempfile.mkdtemp(prefix="stateful-streams-secondary-")
+            try:
+                return rocksdict.Rdict(
+                    db_path,
+                    _options(create=False),
+                    access_type=rocksdict.AccessType.secondary(self._secondary_dir),
+                )
+            except Exception as exc:  # rocksdict raises plain Exception for RocksDB status errors
+                shutil.rmtree(self._secondary_dir, ignore_errors=True)
+                raise InvalidStoreError(f"cannot open store {self.path} read-only: {exc}") from exc
+        try:
+            db = rocksdict.Rdict(db_path, _options(create=False))
+        except Exception as exc:  # rocksdict raises plain Exception for RocksDB status errors
+            if "lock" in str(exc).lower():
+                raise InvalidStoreError(
+                    f"store {self.path} is already open for writing (by this or another process); "
+                    f"open it with read_only=True to inspect it: {exc}"
+                ) from exc
+            raise InvalidStoreError(f"cannot open store {self.path}: {exc}") from exc
+        db.set_write_options(_write_options())
+        return db
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise InvalidStoreError(f"store {self.name!r} at {self.path} is closed")
+
+    def _check_writable(self) -> None:
+        if not self._open:
+            raise InvalidStoreError(f"store {self.name!r} at {self.path} is closed")
+        if self.read_only:
+            raise ReadOnlyStoreError(f"store {self.name!r} at {self.path} was opened read-only")
+
+    def _on_flush(self) -> None:
+        """Hook: write in-memory state into the RocksDB before it is flushed."""
+
+    def flush(self) -> None:
+        """Persist everything written so far (the runtime calls this before checkpointing)."""
+        self._check_open()
+        if self.read_only:
+            return
+        self._on_flush()
+        self._db.flush(True)
+
+    def refresh(self) -> None:
+        """Read-only stores: catch up with what the writing process has flushed since."""
+        self._check_open()
+        if self.read_only:
+            self._db.try_catch_up_with_primary()
+            self._on_refresh()
+
+    def _on_refresh(self) -> None:
+        """Hook: reload in-memory state after a secondary catch-up."""
+
+    def close(self) -> None:
+        """Flush and release the RocksDB; closing twice is harmless."""
+        if not self._open:
+            return
+        try:
+            if not self.read_only:
+                self._on_flush()
+                self._db.flush(True)
+        finally:
+            self._open = False
+            self._db.close()
+            del self._db
+            if self._secondary_dir is not None:
+                shutil.rmtree(self._secondary_dir, ignore_errors=True)
+                self._secondary_dir = None
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def bytes_on_disk(self) -> int:
+        """Size of the store directory's files."""
+        return bytes_on_disk(self.path)
+
+    def _rocksdb_int(self, prop: str) -> int:
+        value = self._db.property_int_value(prop)
+        return int(value) if value is not None else 0
+
+    def compact(self) -> CompactionResult:
+        """Full manual RocksDB compaction: reclaims space of deleted and overwritten rows."""
+        self._check_writable()
+        self._on_flush()
+        self._db.flush(True)
+        before = self.bytes_on_disk()
+        started = time.monotonic()
+        self._db.compact_range(None, None)
+        elapsed = time.monotonic() - started
+        return CompactionResult(bytes_before=before, bytes_after=self.bytes_on_disk(), duration_s=elapsed)
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.read_only else "read-write"
+        state = "open" if self._open else "closed"
+        return f"{type(self).__name__}({self.name!r}, {self.path!r}, {mode}, {state})"

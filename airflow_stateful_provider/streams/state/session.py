@@ -1,0 +1,737 @@
+"""Session stores (KIP-94): aggregates per (key, session window), RocksDB and in-memory.
+
+Store key layout (also the changelog key), SEMANTICS §4::
+
+    record key bytes | end (8 bytes big-endian) | start (8 bytes big-endian)
+
+Sessions live in segments by end time: ``interval = max(retention / 2, 60000)``,
+``segment id = end // interval``. A segment is live while
+``id >= (observed stream time - retention) // interval``; dead segments are dropped
+whole and writes into them are discarded. Reads additionally hide sessions with
+``end < observed - retention + 1`` (Kafka's ``actualFrom``), so what a query
+returns never depends on segment boundaries.
+
+RocksDB layout (one RocksDB per store)::
+
+    0x00 "observed_stream_time"        -> observed stream time, 8 bytes big-endian
+    0x02 | segment id (8 bytes BE) | session key layout above -> aggregate bytes
+
+Observed stream time advances on every put and remove (with the session end) and
+is persisted on flush, so expiry continues correctly after a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+
+import rocksdict
+
+from airflow_stateful_provider.streams.config import duration_ms
+from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError, InvalidStoreError
+from airflow_stateful_provider.streams.serdes import serde_name
+from airflow_stateful_provider.streams.state.maintenance import RetentionResult, SegmentInfo, StoreStats
+from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
+from airflow_stateful_provider.streams.state.rocks import RocksDBStore
+from airflow_stateful_provider.streams.state.segments import (
+    SEGMENT_PREFIX,
+    SegmentSet,
+    min_live_segment,
+    session_segment_interval,
+)
+
+if TYPE_CHECKING:
+    from airflow_stateful_provider.streams.state.changelogging import ChangelogRecord
+
+__all__ = [
+    "InMemorySessionStore",
+    "RocksDBSessionStore",
+    "SessionKey",
+    "SessionStore",
+    "session_key_from_bytes",
+    "session_key_to_bytes",
+]
+
+NO_TIMESTAMP = -1
+_MAX_TS = (1 << 63) - 1
+_TS2 = struct.Struct(">qq")  # end, start
+_SEGP = struct.Struct(">Bq")  # segment marker, segment id
+_I64 = struct.Struct(">q")
+_OBSERVED_KEY = b"\x00observed_stream_time"
+_SEG_MARK = SEGMENT_PREFIX[0]
+
+
+class SessionKey(NamedTuple):
+    """A key and its session window ``[start, end]`` (inclusive); Kafka's ``Windowed<Bytes>``.
+
+    A NamedTuple because stores create one per returned session: it is the cheapest
+    object with named fields. Objects shaped like ``windows.Windowed`` (``.key`` and
+    ``.window.start/.end``) are accepted wherever a SessionKey is.
+    """
+
+    key: bytes
+    start: int
+    end: int
+
+
+def _coerce(windowed: Any) -> SessionKey:
+    """Validate a session key given as SessionKey, (key, start, end) or Windowed-like."""
+    if type(windowed) is SessionKey:
+        key, start, end = windowed
+    else:
+        window = getattr(windowed, "window", None)
+        if window is not None:
+            key, start, end = windowed.key, window.start, window.end
+        elif isinstance(windowed, tuple) and len(windowed) == 3:
+            key, start, end = windowed
+        else:
+            raise InvalidRecordError(f"expected a SessionKey or Windowed session key, got {windowed!r:.100}")
+        windowed = SessionKey(key, start, end)
+    if type(key) is not bytes:
+        if key is None:
+            raise InvalidRecordError("session key cannot be null (None)")
+        raise InvalidRecordError(f"session store keys must be bytes, got {type(key).__name__} {key!r:.80}")
+    if type(start) is not int or type(end) is not int or start < 0 or end < start:
+        raise InvalidRecordError(f"session window needs 0 <= start <= end (ints), got [{start!r}, {end!r}]")
+    return windowed  # type: ignore[no-any-return]
+
+
+def session_key_to_bytes(windowed: SessionKey) -> bytes:
+    """The store/changelog key of a session: key + end + start, both 8 bytes big-endian."""
+    key, start, end = _coerce(windowed)
+    return key + _TS2.pack(end, start)
+
+
+def session_key_from_bytes(data: bytes) -> SessionKey:
+    """Inverse of :func:`session_key_to_bytes`."""
+    if len(data) < 16:
+        raise InvalidRecordError(f"session store key must be at least 16 bytes, got {len(data)}: {data!r:.80}")
+    end, start = _TS2.unpack_from(data, len(data) - 16)
+    return SessionKey(data[:-16], start, end)
+
+
+def _check_agg(agg: object) -> None:
+    if type(agg) is not bytes:
+        raise InvalidRecordError(f"session aggregates must be bytes or None, got {type(agg).__name__} {agg!r:.80}")
+
+
+def _check_key(key: object) -> None:
+    if type(key) is not bytes:
+        if key is None:
+            raise InvalidRecordError("session key cannot be null (None)")
+        raise InvalidRecordError(f"session store keys must be bytes, got {type(key).__name__} {key!r:.80}")
+
+
+def _retention(retention: int | Any) -> int:
+    ms = duration_ms(retention, "session store retention")
+    if ms <= 0:
+        raise ConfigError(f"session store retention must be > 0 ms, got {ms} ms")
+    return ms
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Kafka Streams' ``SessionStore<Bytes, byte[]>`` in snake_case.
+
+    Results are lists of ``(SessionKey, aggregate)`` ordered by (end, start) for one key.
+    """
+
+    name: str
+    persistent: bool
+
+    def find_sessions(
+        self, key: bytes, earliest_session_end: int, latest_session_start: int
+    ) -> list[tuple[SessionKey, bytes]]: ...
+
+    def backward_find_sessions(
+        self, key: bytes, earliest_session_end: int, latest_session_start: int
+    ) -> list[tuple[SessionKey, bytes]]: ...
+
+    def find_sessions_by_end(
+        self, earliest_session_end: int, latest_session_end: int
+    ) -> list[tuple[SessionKey, bytes]]: ...
+
+    def fetch(self, key: bytes) -> list[tuple[SessionKey, bytes]]: ...
+
+    def fetch_session(self, key: bytes, session_start: int, session_end: int) -> bytes | None: ...
+
+    def put(self, windowed: SessionKey, agg: bytes | None) -> None: ...
+
+    def remove(self, windowed: SessionKey) -> None: ...
+
+    def all(self) -> list[tuple[SessionKey, bytes]]: ...
+
+    def restore_batch(self, records: Iterable[ChangelogRecord]) -> int: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _SessionTime:
+    """Observed stream time and the retention arithmetic shared by both implementations."""
+
+    retention_ms: int
+    segment_interval_ms: int
+    _observed: int
+    _min_live: int
+
+    @property
+    def observed_stream_time(self) -> int:
+        """Largest session end seen by put/remove (-1 before the first)."""
+        return self._observed
+
+    def _visible_from(self) -> int:
+        """Smallest session end a read may return (Kafka's actualFrom)."""
+        return self._observed - self.retention_ms + 1
+
+    def _live_segments_info(self, ids: Iterable[int]) -> tuple[SegmentInfo, ...]:
+        interval = self.segment_interval_ms
+        return tuple(SegmentInfo.of(s, interval) for s in ids)
+
+
+class RocksDBSessionStore(RocksDBStore, _SessionTime):
+    """Persistent session store on one RocksDB with end-time segments as key prefixes."""
+
+    store_type: ClassVar[StoreType] = StoreType.SESSION
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        retention: int | Any | None = None,
+        *,
+        name: str | None = None,
+        key_serde: object = "bytes",
+        value_serde: object = "bytes",
+        inactivity_gap: int | Any | None = None,
+        grace_period: int | Any | None = None,
+        read_only: bool = False,
+    ) -> None:
+        retention_ms = None if retention is None else _retention(retention)
+        gap_ms = None if inactivity_gap is None else duration_ms(inactivity_gap, "inactivity_gap", minimum=1)
+        grace_ms = None if grace_period is None else duration_ms(grace_period, "grace_period", minimum=0)
+        if retention_ms is None and gap_ms is not None:
+            retention_ms = gap_ms + (grace_ms or 0)  # Kafka's default: gap + grace
+        path = os.fspath(path)
+        if retention_ms is None and not os.path.isdir(path):
+            raise ConfigError(f"creating session store {path} needs a retention (or an inactivity gap)")
+        requested = StoreMetadata(
+            store_type=StoreType.SESSION,
+            name=name or os.path.basename(os.path.abspath(path)),
+            key_serde=serde_name(key_serde),
+            value_serde=serde_name(value_serde),
+            retention_ms=retention_ms,
+            segment_interval_ms=None if retention_ms is None else session_segment_interval(retention_ms),
+            inactivity_gap_ms=gap_ms,
+            grace_period_ms=grace_ms,
+        )
+        super().__init__(path, requested, read_only=read_only)
+        meta = self.metadata
+        assert meta.retention_ms is not None and meta.segment_interval_ms is not None
+        self.retention_ms = meta.retention_ms
+        self.segment_interval_ms = meta.segment_interval_ms
+        self.dropped_writes = 0
+        self._load_state()
+
+    # -- state kept in memory --------------------------------------------------------------
+
+    def _load_state(self) -> None:
+        raw = self._db.get(_OBSERVED_KEY)
+        self._observed = NO_TIMESTAMP if raw is None else _I64.unpack(raw)[0]
+        self._min_live = min_live_segment(self._observed, self.retention_ms, self.segment_interval_ms)
+        self._segments = SegmentSet(self._scan_segment_ids())
+        self._persisted_observed = self._observed
+
+    def _scan_segment_ids(self) -> list[int]:
+        ids = []
+        it = self._db.iter()
+        it.seek(SEGMENT_PREFIX)
+        while it.valid():
+            key = it.key()
+            if key[0] != _SEG_MARK:
+                break
+            segment_id = _I64.unpack_from(key, 1)[0]
+            ids.append(segment_id)
+            it.seek(_SEGP.pack(_SEG_MARK, segment_id + 1))
+        return ids
+
+    def _on_flush(self) -> None:
+        if self._observed != self._persisted_observed:
+            self._db.put(_OBSERVED_KEY, _I64.pack(self._observed))
+            self._persisted_observed = self._observed
+
+    def _on_refresh(self) -> None:
+        self._load_state()
+
+    def _advance(self, timestamp: int) -> None:
+        """Move observed stream time forward; drop segments that died."""
+        self._observed = timestamp
+        new_min = (timestamp - self.retention_ms) // self.segment_interval_ms
+        if new_min > self._min_live:
+            self._min_live = new_min
+            dropped = self._segments.drop_below(new_min)
+            if dropped:
+                self._db.delete_range(_SEGP.pack(_SEG_MARK, dropped[0]), _SEGP.pack(_SEG_MARK, new_min))
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def put(self, windowed: SessionKey, agg: bytes | None) -> None:
+        """Store ``agg`` for the session; None removes it. Writes into dead segments are dropped."""
+        if type(windowed) is not SessionKey:
+            windowed = _coerce(windowed)
+        key, start, end = windowed
+        if type(key) is not bytes or type(start) is not int or type(end) is not int or start < 0 or end < start:
+            _coerce(windowed)  # raises the precise error
+        if agg is None:
+            self.remove(windowed)
+            return
+        if type(agg) is not bytes:
+            _check_agg(agg)
+        if self.read_only or not self._open:
+            self._check_writable()
+        if end > self._observed:
+            self._advance(end)
+        segment_id = end // self.segment_interval_ms
+        if segment_id < self._min_live:
+            self.dropped_writes += 1
+            return
+        if segment_id not in self._segments:
+            self._segments.add(segment_id)
+        self._db.put(_SEGP.pack(_SEG_MARK, segment_id) + key + _TS2.pack(end, start), agg)
+
+    def remove(self, windowed: SessionKey) -> None:
+        """Delete the session (no-op when absent or already expired)."""
+        if type(windowed) is not SessionKey:
+            windowed = _coerce(windowed)
+        key, start, end = windowed
+        if type(key) is not bytes or type(start) is not int or type(end) is not int or start < 0 or end < start:
+            _coerce(windowed)  # raises the precise error
+        if self.read_only or not self._open:
+            self._check_writable()
+        if end > self._observed:
+            self._advance(end)
+        segment_id = end // self.segment_interval_ms
+        if segment_id < self._min_live or segment_id not in self._segments:
+            return
+        self._db.delete(_SEGP.pack(_SEG_MARK, segment_id) + key + _TS2.pack(end, start))
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def find_sessions(
+        self, key: bytes, earliest_session_end: int, latest_session_start: int
+    ) -> list[tuple[SessionKey, bytes]]:
+        """Sessions of ``key`` with end >= earliest_session_end and start <= latest_session_start,
+        ordered by (end, start)."""
+        if type(key) is not bytes:
+            _check_key(key)
+        if not self._open:
+            self._check_open()
+        actual_from = self._observed - self.retention_ms + 1
+        if earliest_session_end > actual_from:
+            actual_from = earliest_session_end
+        if actual_from < 0:
+            actual_from = 0
+        interval = self.segment_interval_ms
+        segment_ids = self._segments.from_id(actual_from // interval)
+        if not segment_ids:
+            return []
+        if actual_from > _MAX_TS or latest_session_start < 0:
+            return []
+        lo_suffix = _TS2.pack(actual_from, 0)
+        hi_suffix = _TS2.pack(_MAX_TS, min(latest_session_start, _MAX_TS))
+        want_len = 9 + len(key) + 16
+        result: list[tuple[SessionKey, bytes]] = []
+        it = self._db.iter()
+        pack = _SEGP.pack
+        unpack_from = _TS2.unpack_from
+        for segment_id in segment_ids:
+            prefix = pack(_SEG_MARK, segment_id) + key
+            hi = prefix + hi_suffix
+            it.seek(prefix + lo_suffix)
+            while it.valid():
+                row_key = it.key()
+                if row_key > hi:
+                    break
+                if len(row_key) == want_len:
+                    end, start = unpack_from(row_key, want_len - 16)
+                    if start <= latest_session_start:
+                        result.append((SessionKey(key, start, end), it.value()))
+                it.next()
+        return result
+
+    def backward_find_sessions(
+        self, key: bytes, earliest_session_end: int, latest_session_start: int
+    ) -> list[tuple[SessionKey, bytes]]:
+        """:meth:`find_sessions` in reverse order."""
+        result = self.find_sessions(key, earliest_session_end, latest_session_start)
+        result.reverse()
+        return result
+
+    def fetch(self, key: bytes) -> list[tuple[SessionKey, bytes]]:
+        """All (unexpired) sessions of ``key``."""
+        return self.find_sessions(key, 0, _MAX_TS)
+
+    def backward_fetch(self, key: bytes) -> list[tuple[SessionKey, bytes]]:
+        return self.backward_find_sessions(key, 0, _MAX_TS)
+
+    def fetch_session(self, key: bytes, session_start: int, session_end: int) -> bytes | None:
+        """The aggregate of exactly that session, or None (also when expired)."""
+        if type(key) is not bytes:
+            _check_key(key)
+        self._check_open()
+        if session_end < self._observed - self.retention_ms + 1 or session_end < 0 or session_start < 0:
+            return None
+        segment_id = session_end // self.segment_interval_ms
+        if segment_id not in self._segments:
+            return None
+        return self._db.get(_SEGP.pack(_SEG_MARK, segment_id) + key + _TS2.pack(session_end, session_start))
+
+    def find_sessions_by_end(
+        self, earliest_session_end: int, latest_session_end: int
+    ) -> list[tuple[SessionKey, bytes]]:
+        """Sessions of all keys with end in [earliest, latest], ordered by (end, key, start).
+
+        Used by emit-on-window-close. Scans the whole segments covering the range, so call
+        it for time ranges, not per record.
+        """
+        self._check_open()
+        actual_from = max(earliest_session_end, self._visible_from(), 0)
+        if latest_session_end < actual_from:
+            return []
+        interval = self.segment_interval_ms
+        result = []
+        for segment_id in self._segments.from_id(actual_from // interval):
+            if segment_id > latest_session_end // interval:
+                break
+            for session, agg in self._scan_segment(segment_id):
+                if actual_from <= session.end <= latest_session_end:
+                    result.append((session, agg))
+        result.sort(key=lambda item: (item[0].end, item[0].key, item[0].start))
+        return result
+
+    def all(self) -> list[tuple[SessionKey, bytes]]:
+        """Every unexpired session, by segment then key, end, start."""
+        self._check_open()
+        visible = self._visible_from()
+        result = []
+        for segment_id in self._segments.from_id(max(visible, 0) // self.segment_interval_ms):
+            for session, agg in self._scan_segment(segment_id):
+                if session.end >= visible:
+                    result.append((session, agg))
+        return result
+
+    def _scan_segment(self, segment_id: int) -> Iterable[tuple[SessionKey, bytes]]:
+        it = self._db.iter()
+        prefix = _SEGP.pack(_SEG_MARK, segment_id)
+        it.seek(prefix)
+        while it.valid():
+            row_key = it.key()
+            if not row_key.startswith(prefix):
+                break
+            end, start = _TS2.unpack_from(row_key, len(row_key) - 16)
+            yield SessionKey(row_key[9:-16], start, end), it.value()
+            it.next()
+
+    # -- restore ---------------------------------------------------------------------------
+
+    def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
+        """Apply changelog records (key = key + end + start) in one RocksDB write batch.
+
+        Like Kafka, observed stream time first advances to the batch's largest end, then
+        records for dead segments are skipped. Null keys are skipped. Returns how many
+        records were applied.
+        """
+        self._check_writable()
+        batch_records = [r for r in records if r.key is not None]
+        unpack_from = _TS2.unpack_from
+        max_end = self._observed
+        for record in batch_records:
+            key = record.key
+            if len(key) < 16:
+                raise InvalidRecordError(
+                    f"session changelog record at offset {record.offset} has a {len(key)}-byte key; "
+                    f"expected key + end + start (>= 16 bytes): {key!r:.80}"
+                )
+            end = unpack_from(key, len(key) - 16)[0]
+            if end > max_end:
+                max_end = end
+        if max_end > self._observed:
+            self._advance(max_end)
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        interval = self.segment_interval_ms
+        min_live = self._min_live
+        segments = self._segments
+        applied = 0
+        for record in batch_records:
+            key = record.key
+            segment_id = unpack_from(key, len(key) - 16)[0] // interval
+            if segment_id < min_live:
+                continue
+            row_key = _SEGP.pack(_SEG_MARK, segment_id) + key
+            if record.value is None:
+                batch.delete(row_key)
+            else:
+                if segment_id not in segments:
+                    segments.add(segment_id)
+                batch.put(row_key, record.value)
+            applied += 1
+        self._db.write(batch)
+        return applied
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def enforce_retention(self, now_ms: int) -> RetentionResult:
+        """Drop every segment expired as of ``now_ms``, even if stream time stalled.
+
+        Observed stream time moves to ``max(observed, now_ms)`` so writes and reads agree
+        with what was dropped. The dropped key range is compacted so the space is returned.
+        """
+        self._check_writable()
+        if isinstance(now_ms, bool) or not isinstance(now_ms, int) or now_ms < 0:
+            raise InvalidRecordError(f"enforce_retention needs now_ms as an int >= 0, got {now_ms!r}")
+        self._on_flush()
+        self._db.flush(True)
+        before_bytes = self.bytes_on_disk()
+        before = self._observed
+        to_drop = [s for s in self._segments.ids if s < min_live_segment(
+            max(before, now_ms), self.retention_ms, self.segment_interval_ms)]
+        if now_ms > self._observed:
+            self._advance(now_ms)
+        if to_drop:
+            self._db.compact_range(_SEGP.pack(_SEG_MARK, to_drop[0]), _SEGP.pack(_SEG_MARK, to_drop[-1] + 1))
+        self._on_flush()
+        self._db.flush(True)
+        return RetentionResult(
+            now_ms=now_ms,
+            observed_stream_time_before=None if before == NO_TIMESTAMP else before,
+            observed_stream_time_after=None if self._observed == NO_TIMESTAMP else self._observed,
+            min_live_segment=self._min_live,
+            segments_dropped=self._live_segments_info(to_drop),
+            bytes_before=before_bytes,
+            bytes_after=self.bytes_on_disk(),
+        )
+
+    def stats(self) -> StoreStats:
+        self._check_open()
+        return StoreStats(
+            store_type=self.store_type.value,
+            name=self.name,
+            path=self.path,
+            approximate_num_entries=self._rocksdb_int("rocksdb.estimate-num-keys"),
+            bytes_on_disk=self.bytes_on_disk(),
+            observed_stream_time=None if self._observed == NO_TIMESTAMP else self._observed,
+            retention_ms=self.retention_ms,
+            segment_interval_ms=self.segment_interval_ms,
+            live_segments=self._live_segments_info(self._segments.ids),
+        )
+
+
+class InMemorySessionStore(_SessionTime):
+    """Non-persistent session store with the same segments and visibility as the RocksDB one.
+
+    Layout: ``{segment id: {key: {(end, start): aggregate}}}``.
+    """
+
+    persistent: ClassVar[bool] = False
+    store_type: ClassVar[StoreType] = StoreType.SESSION
+
+    def __init__(
+        self,
+        retention: int | Any,
+        name: str = "in-memory-session",
+        *,
+        key_serde: object = "bytes",
+        value_serde: object = "bytes",
+    ) -> None:
+        self.name = name
+        self.retention_ms = _retention(retention)
+        self.segment_interval_ms = session_segment_interval(self.retention_ms)
+        self.key_serde = serde_name(key_serde)
+        self.value_serde = serde_name(value_serde)
+        self.dropped_writes = 0
+        self._observed = NO_TIMESTAMP
+        self._min_live = min_live_segment(NO_TIMESTAMP, self.retention_ms, self.segment_interval_ms)
+        self._data: dict[int, dict[bytes, dict[tuple[int, int], bytes]]] = {}
+        self._open = True
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise InvalidStoreError(f"store {self.name!r} is closed")
+
+    def _advance(self, timestamp: int) -> None:
+        self._observed = timestamp
+        new_min = (timestamp - self.retention_ms) // self.segment_interval_ms
+        if new_min > self._min_live:
+            self._min_live = new_min
+            for segment_id in [s for s in self._data if s < new_min]:
+                del self._data[segment_id]
+
+    def put(self, windowed: SessionKey, agg: bytes | None) -> None:
+        key, start, end = _coerce(windowed)
+        if agg is None:
+            self.remove(windowed)
+            return
+        _check_agg(agg)
+        self._check_open()
+        if end > self._observed:
+            self._advance(end)
+        segment_id = end // self.segment_interval_ms
+        if segment_id < self._min_live:
+            self.dropped_writes += 1
+            return
+        self._data.setdefault(segment_id, {}).setdefault(key, {})[(end, start)] = agg
+
+    def remove(self, windowed: SessionKey) -> None:
+        key, start, end = _coerce(windowed)
+        self._check_open()
+        if end > self._observed:
+            self._advance(end)
+        per_key = self._data.get(end // self.segment_interval_ms, {}).get(key)
+        if per_key is not None:
+            per_key.pop((end, start), None)
+            if not per_key:
+                del self._data[end // self.segment_interval_ms][key]
+
+    def find_sessions(
+        self, key: bytes, earliest_session_end: int, latest_session_start: int
+    ) -> list[tuple[SessionKey, bytes]]:
+        _check_key(key)
+        self._check_open()
+        actual_from = max(earliest_session_end, self._visible_from())
+        result = []
+        interval = self.segment_interval_ms
+        for segment_id in sorted(self._data):
+            if segment_id < actual_from // interval:
+                continue
+            per_key = self._data[segment_id].get(key)
+            if not per_key:
+                continue
+            for end, start in sorted(per_key):
+                if end >= actual_from and start <= latest_session_start:
+                    result.append((SessionKey(key, start, end), per_key[(end, start)]))
+        return result
+
+    def backward_find_sessions(
+        self, key: bytes, earliest_session_end: int, latest_session_start: int
+    ) -> list[tuple[SessionKey, bytes]]:
+        result = self.find_sessions(key, earliest_session_end, latest_session_start)
+        result.reverse()
+        return result
+
+    def fetch(self, key: bytes) -> list[tuple[SessionKey, bytes]]:
+        return self.find_sessions(key, 0, _MAX_TS)
+
+    def backward_fetch(self, key: bytes) -> list[tuple[SessionKey, bytes]]:
+        return self.backward_find_sessions(key, 0, _MAX_TS)
+
+    def fetch_session(self, key: bytes, session_start: int, session_end: int) -> bytes | None:
+        _check_key(key)
+        self._check_open()
+        if session_end < self._visible_from():
+            return None
+        per_key = self._data.get(session_end // self.segment_interval_ms, {}).get(key)
+        return None if per_key is None else per_key.get((session_end, session_start))
+
+    def find_sessions_by_end(
+        self, earliest_session_end: int, latest_session_end: int
+    ) -> list[tuple[SessionKey, bytes]]:
+        self._check_open()
+        actual_from = max(earliest_session_end, self._visible_from())
+        result = [
+            (SessionKey(key, start, end), agg)
+            for segment in self._data.values()
+            for key, per_key in segment.items()
+            for (end, start), agg in per_key.items()
+            if actual_from <= end <= latest_session_end
+        ]
+        result.sort(key=lambda item: (item[0].end, item[0].key, item[0].start))
+        return result
+
+    def all(self) -> list[tuple[SessionKey, bytes]]:
+        self._check_open()
+        visible = self._visible_from()
+        result = []
+        for segment_id in sorted(self._data):
+            segment = self._data[segment_id]
+            for key in sorted(segment):
+                per_key = segment[key]
+                for end, start in sorted(per_key):
+                    if end >= visible:
+                        result.append((SessionKey(key, start, end), per_key[(end, start)]))
+        return result
+
+    def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
+        self._check_open()
+        batch_records = [r for r in records if r.key is not None]
+        sessions = []
+        max_end = self._observed
+        for record in batch_records:
+            try:
+                session = session_key_from_bytes(record.key)
+            except InvalidRecordError as exc:
+                raise InvalidRecordError(f"session changelog record at offset {record.offset}: {exc}") from None
+            sessions.append((session, record.value))
+            max_end = max(max_end, session.end)
+        if max_end > self._observed:
+            self._advance(max_end)
+        applied = 0
+        for session, value in sessions:
+            if session.end // self.segment_interval_ms < self._min_live:
+                continue
+            if value is None:
+                self.remove(session)
+            else:
+                self.put(session, value)
+            applied += 1
+        return applied
+
+    def enforce_retention(self, now_ms: int) -> RetentionResult:
+        self._check_open()
+        if isinstance(now_ms, bool) or not isinstance(now_ms, int) or now_ms < 0:
+            raise InvalidRecordError(f"enforce_retention needs now_ms as an int >= 0, got {now_ms!r}")
+        before = self._observed
+        new_min = min_live_segment(max(before, now_ms), self.retention_ms, self.segment_interval_ms)
+        to_drop = sorted(s for s in self._data if s < new_min)
+        if now_ms > self._observed:
+            self._advance(now_ms)
+        return RetentionResult(
+            now_ms=now_ms,
+            observed_stream_time_before=None if before == NO_TIMESTAMP else before,
+            observed_stream_time_after=None if self._observed == NO_TIMESTAMP else self._observed,
+            min_live_segment=self._min_live,
+            segments_dropped=self._live_segments_info(to_drop),
+            bytes_before=0,
+            bytes_after=0,
+        )
+
+    def stats(self) -> StoreStats:
+        return StoreStats(
+            store_type=self.store_type.value,
+            name=self.name,
+            path=None,
+            approximate_num_entries=sum(len(p) for seg in self._data.values() for p in seg.values()),
+            bytes_on_disk=0,
+            observed_stream_time=None if self._observed == NO_TIMESTAMP else self._observed,
+            retention_ms=self.retention_ms,
+            segment_interval_ms=self.segment_interval_ms,
+            live_segments=self._live_segments_info(sorted(self._data)),
+        )
+
+    def flush(self) -> None:
+        """Nothing to persist."""
+
+    def close(self) -> None:
+        self._data.clear()
+        self._open = False
+
+    def __enter__(self) -> InMemorySessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
