@@ -13,7 +13,7 @@ import dataclasses
 import enum
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from airflow_stateful_provider.streams.topology import TaskId
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Cancellable",
     "Headers",
+    "KeyValue",
     "Processor",
     "ProcessorContext",
     "ProcessorSupplier",
@@ -32,6 +33,13 @@ __all__ = [
 
 K = TypeVar("K")
 V = TypeVar("V")
+
+class KeyValue(NamedTuple):
+    """A key and a value (what stores return and output topics read)."""
+
+    key: Any
+    value: Any
+
 
 #: Record headers: an ordered tuple of (key, value) pairs; keys may repeat, as in Kafka.
 Headers = tuple[tuple[str, bytes | None], ...]

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from airflow_stateful_provider.streams.config import StreamsConfig, duration_ms
 from airflow_stateful_provider.streams.errors import StreamsError
-from airflow_stateful_provider.streams.processor import Headers, _as_headers
+from airflow_stateful_provider.streams.processor import Headers, KeyValue, _as_headers
 from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
 from airflow_stateful_provider.streams.runtime.records import ConsumedRecord, TopicPartition
 from airflow_stateful_provider.streams.runtime.serde_resolution import resolve_serde
@@ -54,11 +54,6 @@ DEFAULT_BOOTSTRAP_SERVERS = "dummy-bootstrap:9092"
 
 class EmptyTopicError(StreamsError, LookupError):
     """Read from an output topic that holds no (more) records."""
-
-
-class KeyValue(NamedTuple):
-    key: Any
-    value: Any
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,7 +33,7 @@ __all__ = ["ProcessorContextImpl"]
 class ProcessorContextImpl(ProcessorContext):
     """Context of an active task (``standby=True`` for a standby: scheduling is refused)."""
 
-    __slots__ = ("_task", "_standby", "current_node", "record_context")
+    __slots__ = ("_task", "_standby", "current_node", "record_context", "timestamp")
 
     def __init__(self, task: StreamTask, *, standby: bool = False) -> None:
         self._task = task
@@ -41,6 +41,9 @@ class ProcessorContextImpl(ProcessorContext):
         self.current_node: ProcessorNode | None = None
         #: Metadata of the input record being processed; None during punctuation.
         self.record_context: RecordMetadata | None = None
+        #: Timestamp of the record being processed (the forwarded record's, downstream of a
+        #: forward; the punctuation time in a punctuator). Changelog records carry it.
+        self.timestamp = -1
 
     # -- metadata -------------------------------------------------------------
     @property
@@ -50,6 +53,11 @@ class ProcessorContextImpl(ProcessorContext):
     @property
     def task_id(self) -> TaskId:
         return self._task.id
+
+    @property
+    def config(self) -> Any:
+        """The application's StreamsConfig (engine processors read tuning knobs from it)."""
+        return self._task.config
 
     @property
     def app_configs(self) -> Mapping[str, Any]:
@@ -94,10 +102,13 @@ class ProcessorContextImpl(ProcessorContext):
                     f"(children: {[c.name for c in node.children]})"
                 )
             children = (child,)
+        previous_timestamp = self.timestamp
+        self.timestamp = record.timestamp
         for child in children:
             self.current_node = child
             child.process(record)
         self.current_node = node
+        self.timestamp = previous_timestamp
 
     def schedule(
         self,

@@ -1,31 +1,403 @@
-"""Placeholder; replaced once the state stores land."""
+"""A task's state stores: built from the topology's store builders, changelogged, typed.
+
+For every store of its subtopology a task gets three layers:
+
+1. the byte store from ``streams/state`` (RocksDB under
+   ``<state_dir>/<application_id>/<task_id>/<store>/``, or in memory);
+2. if logging is enabled, a changelogging layer: every write also goes to the
+   changelog topic ``<application_id>-<store>-changelog``, partition = task partition,
+   through the task's RecordCollector, stamped with the current record's timestamp
+   (the version timestamp for versioned stores);
+3. a typed facade (serdes) that processors get from ``context.get_state_store``.
+
+The runtime restores through :meth:`TaskStateManager.restore` (layer 1 directly, so
+restoring never writes to the changelog) starting after
+:meth:`TaskStateManager.checkpointed_offsets`, and checkpoints through
+:meth:`TaskStateManager.checkpoint` (called by ``StreamTask.post_commit``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import StreamsError
+from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
+from airflow_stateful_provider.streams.runtime.records import TopicPartition
+from airflow_stateful_provider.streams.runtime.serde_resolution import resolve_serde
+from airflow_stateful_provider.streams.runtime.store_builders import (
+    KeyValueStoreBuilder,
+    SessionStoreBuilder,
+    StoreBuilder,
+    VersionedKeyValueStoreBuilder,
+    changelog_topic_name,
+)
+from airflow_stateful_provider.streams.runtime.typed_stores import (
+    TypedKeyValueStore,
+    TypedSessionStore,
+    TypedVersionedKeyValueStore,
+)
+from airflow_stateful_provider.streams.state.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
+from airflow_stateful_provider.streams.state.keyvalue import InMemoryKeyValueStore, RocksDBKeyValueStore
+from airflow_stateful_provider.streams.state.session import (
+    InMemorySessionStore,
+    RocksDBSessionStore,
+    session_key_to_bytes,
+)
+from airflow_stateful_provider.streams.state.versioned import (
+    InMemoryVersionedKeyValueStore,
+    RocksDBVersionedKeyValueStore,
+)
+from airflow_stateful_provider.streams.topology import TaskId, Topology
+
+__all__ = ["StoreEntry", "TaskStateManager"]
+
+log = logging.getLogger(__name__)
+
+#: Checkpoint on commit only after this many changelog offsets were applied since the
+#: last write (SEMANTICS §1); suspend/close/restore-complete always write.
+CHECKPOINT_OFFSET_DELTA = 10_000
+
+_KINDS = {
+    KeyValueStoreBuilder: "key_value",
+    SessionStoreBuilder: "session",
+    VersionedKeyValueStoreBuilder: "versioned",
+}
+
+#: (key bytes, value bytes or None, timestamp) -> None: where changelog records go.
+ChangelogWriter = Callable[[bytes, "bytes | None", int], None]
+
+
+@dataclasses.dataclass
+class StoreEntry:
+    """Everything the task knows about one of its stores."""
+
+    name: str
+    kind: str  # "key_value" | "session" | "versioned"
+    builder: StoreBuilder
+    raw: Any  # the byte store (restore into this)
+    typed: Any  # what processors see
+    persistent: bool
+    changelog: TopicPartition | None  # None when logging is disabled
 
 
 class TaskStateManager:
-    def __init__(self, task_id: Any, topology: Any, config: Any, *, record_collector: Any, store_type: str | None = None) -> None:
+    """Builds and owns the stores of one task (see module docstring).
+
+    ``store_type`` "in_memory" or "rocksdb" forces every store to that implementation
+    (the TopologyTestDriver uses it); None follows each builder (and, for DSL stores
+    without a choice, ``StreamsConfig.default_dsl_store``).
+    """
+
+    def __init__(
+        self,
+        task_id: TaskId,
+        topology: Topology,
+        config: StreamsConfig,
+        *,
+        record_collector: RecordCollector,
+        store_type: str | None = None,
+        timestamp: Callable[[], int] | None = None,
+    ) -> None:
+        if store_type not in (None, "in_memory", "rocksdb"):
+            raise StreamsError(f"store_type must be 'in_memory', 'rocksdb' or None, got {store_type!r}")
         self.task_id = task_id
-        self._stores: dict[str, Any] = {}
+        self._topology = topology
+        self._config = config
+        self._collector = record_collector
+        self._store_type = store_type
+        #: Current record timestamp for changelog records; the task wires its context in.
+        self.timestamp: Callable[[], int] = timestamp or (lambda: 0)
+        self.task_dir = config.task_state_dir(task_id)
+        self._store_names = topology.subtopology(task_id.subtopology).store_names
+        self._entries: dict[str, StoreEntry] = {}
+        self._checkpoint = OffsetCheckpoint.in_task_dir(self.task_dir)
+        self._checkpointed: dict[TopicPartition, int] = {}
+        self._written: dict[TopicPartition, int] = {}
+        self._open = False
+
+    def bind_task(self, task: Any) -> None:
+        """Called by StreamTask: changelog records take the timestamp of the record being
+        processed (or the punctuation time) from the task's processor context."""
+        context = task.context
+        self.timestamp = lambda: context.timestamp
+
+    # ------------------------------------------------------------------ lifecycle
 
     def initialize(self) -> None:
-        pass
-
-    def get(self, name: str) -> Any:
+        """Open (create) every store of the task and read the checkpoint file."""
+        if self._open:
+            return
         try:
-            return self._stores[name]
-        except KeyError:
-            raise StreamsError(f"no store {name!r}") from None
-
-    def kind(self, name: str) -> str:
-        raise StreamsError(f"no store {name!r}")
+            for name in self._store_names:
+                self._entries[name] = self._build(self._topology.store_builder(name))
+            if any(e.persistent for e in self._entries.values()):
+                self._checkpointed = {
+                    TopicPartition(tp[0], tp[1]): offset for tp, offset in self._checkpoint.read().items()
+                }
+        except BaseException:
+            self._close_all(quiet=True)
+            raise
+        self._open = True
 
     def flush(self) -> None:
-        pass
+        for entry in self._entries.values():
+            entry.raw.flush()
 
     def close(self) -> None:
-        pass
+        self._close_all(quiet=False)
+        self._open = False
+
+    def _close_all(self, *, quiet: bool) -> None:
+        first: BaseException | None = None
+        for entry in self._entries.values():
+            try:
+                entry.raw.close()
+            except Exception as exc:  # noqa: BLE001 - close every store, report the first failure
+                log.exception("error closing store %s of task %s", entry.name, self.task_id)
+                first = first or exc
+        self._entries.clear()
+        if first is not None and not quiet:
+            raise StreamsError(f"failed to close a store of task {self.task_id}: {first!r}") from first
+
+    # ------------------------------------------------------------------ access
+
+    def get(self, name: str) -> Any:
+        """The typed store processors see."""
+        return self._entry(name).typed
+
+    def kind(self, name: str) -> str:
+        """"key_value", "session" or "versioned"."""
+        return self._entry(name).kind
+
+    def raw_store(self, name: str) -> Any:
+        """The byte store underneath (restoration, maintenance)."""
+        return self._entry(name).raw
+
+    def entries(self) -> list[StoreEntry]:
+        return list(self._entries.values())
+
+    def changelog_partitions(self) -> dict[str, TopicPartition]:
+        """Store name -> its changelog partition, for logged stores."""
+        return {e.name: e.changelog for e in self._entries.values() if e.changelog is not None}
+
+    def store_for_changelog(self, partition: TopicPartition) -> StoreEntry:
+        for entry in self._entries.values():
+            if entry.changelog == partition:
+                return entry
+        raise StreamsError(f"task {self.task_id} has no store logged to {partition}")
+
+    # ------------------------------------------------------------------ restoration
+
+    def checkpointed_offsets(self) -> dict[TopicPartition, int]:
+        """Offsets of the last changelog record applied per changelog partition, from the
+        checkpoint file (persistent stores only; -4 = unknown). Restore from offset + 1;
+        a partition absent here restores from the beginning (SEMANTICS §1)."""
+        persistent = {e.changelog for e in self._entries.values() if e.persistent and e.changelog is not None}
+        return {tp: off for tp, off in self._checkpointed.items() if tp in persistent and off != OFFSET_UNKNOWN}
+
+    def restore(self, partition: TopicPartition, records: Iterable[Any]) -> int:
+        """Apply changelog records (objects with ``key``, ``value``, ``offset``, ...) to
+        the store logged to ``partition``, bypassing the changelog. Returns how many
+        were applied (null keys are skipped by the store)."""
+        entry = self.store_for_changelog(TopicPartition(partition[0], partition[1]))
+        records = list(records)
+        applied = entry.raw.restore_batch(records)
+        if records:
+            self._checkpointed[entry.changelog] = records[-1].offset  # type: ignore[index]
+        return applied
+
+    def wipe_store(self, name: str) -> None:
+        """Drop a (corrupted) store's content and checkpoint entry; it is rebuilt empty
+        (SEMANTICS §2: an out-of-range changelog offset restores from the beginning)."""
+        entry = self._entry(name)
+        entry.raw.close()
+        if entry.persistent:
+            import shutil
+
+            shutil.rmtree(os.path.join(self.task_dir, name), ignore_errors=True)
+        if entry.changelog is not None:
+            self._checkpointed.pop(entry.changelog, None)
+        self._entries[name] = self._build(entry.builder)
+
+    # ------------------------------------------------------------------ checkpoint
+
+    def checkpoint(self, changelog_offsets: Mapping[TopicPartition, int], *, force: bool = False) -> bool:
+        """Record the changelog offsets written by the task (from its RecordCollector).
+        Writes the ``.checkpoint`` file when forced, or when more than 10,000 offsets were
+        applied since the last write. Only persistent logged stores are checkpointed.
+        Returns whether the file was written."""
+        persistent = [e for e in self._entries.values() if e.persistent and e.changelog is not None]
+        if not persistent:
+            return False
+        new = dict(self._checkpointed)
+        for entry in persistent:
+            offset = changelog_offsets.get(entry.changelog)  # type: ignore[arg-type]
+            if offset is not None:
+                new[entry.changelog] = offset  # type: ignore[index]
+        written = self._written
+        delta = sum(max(0, off - written.get(tp, -1)) for tp, off in new.items())
+        self._checkpointed = new
+        if not force and delta <= CHECKPOINT_OFFSET_DELTA:
+            return False
+        os.makedirs(self.task_dir, exist_ok=True)
+        self._checkpoint.write({tp: off for tp, off in new.items() if tp in {e.changelog for e in persistent}})
+        self._written = dict(new)
+        return True
+
+    # ------------------------------------------------------------------ internals
+
+    def _entry(self, name: str) -> StoreEntry:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise StreamsError(
+                f"task {self.task_id} has no open state store {name!r} (stores: {list(self._store_names)})"
+            ) from None
+
+    def _build(self, builder: StoreBuilder) -> StoreEntry:
+        kind = next((k for cls, k in _KINDS.items() if isinstance(builder, cls)), None)
+        if kind is None:
+            raise StreamsError(
+                f"store {builder.name!r}: unsupported store builder {type(builder).__name__}; build it with "
+                f"Stores.key_value_store_builder / session_store_builder / versioned_key_value_store_builder"
+            )
+        config = self._config
+        what = f"store {builder.name!r}"
+        key_serde = resolve_serde(builder.key_serde, config.default_key_serde, f"key serde of {what}")
+        value_serde = resolve_serde(builder.value_serde, config.default_value_serde, f"value serde of {what}")
+        if self._store_type is not None:
+            persistent = self._store_type == "rocksdb"
+        elif builder.persistent is None:
+            persistent = config.default_dsl_store == "rocksdb"
+        else:
+            persistent = bool(builder.persistent)
+        path = os.path.join(self.task_dir, builder.name)
+        if persistent:
+            os.makedirs(self.task_dir, exist_ok=True)
+        serdes = {"key_serde": key_serde, "value_serde": value_serde}
+        raw: Any
+        if isinstance(builder, SessionStoreBuilder):
+            if persistent:
+                raw = RocksDBSessionStore(
+                    path, builder.retention_ms, name=builder.name, **serdes,
+                    inactivity_gap=builder.inactivity_gap_ms, grace_period=builder.grace_period_ms,
+                )
+            else:
+                raw = InMemorySessionStore(builder.retention_ms, builder.name, **serdes)
+        elif isinstance(builder, VersionedKeyValueStoreBuilder):
+            if persistent:
+                raw = RocksDBVersionedKeyValueStore(
+                    path, builder.history_retention_ms, segment_interval=builder.segment_interval_ms,
+                    name=builder.name, **serdes,
+                )
+            else:
+                raw = InMemoryVersionedKeyValueStore(
+                    builder.history_retention_ms, builder.name, segment_interval=builder.segment_interval_ms,
+                    **serdes,
+                )
+        else:
+            raw = RocksDBKeyValueStore(path, name=builder.name, **serdes) if persistent else \
+                InMemoryKeyValueStore(builder.name, **serdes)
+
+        changelog = None
+        logged: Any = raw
+        if builder.logging_enabled:
+            changelog = TopicPartition(
+                changelog_topic_name(config.application_id, builder.name), self.task_id.partition
+            )
+            logged = _LOGGERS[kind](raw, self._writer(changelog), self)
+        typed_cls = {"key_value": TypedKeyValueStore, "session": TypedSessionStore,
+                     "versioned": TypedVersionedKeyValueStore}[kind]
+        return StoreEntry(builder.name, kind, builder, raw, typed_cls(logged, key_serde, value_serde),
+                          persistent, changelog)
+
+    def _writer(self, changelog: TopicPartition) -> ChangelogWriter:
+        send = self._collector.send_bytes
+        topic, partition = changelog
+
+        def write(key: bytes, value: bytes | None, timestamp: int) -> None:
+            send(topic, key, value, timestamp, partition=partition)
+
+        return write
+
+
+# ---------------------------------------------------------------------- changelogging
+# Narrow write-through layers: each write goes to the store, then to the changelog
+# writer with the store's changelog key layout (SEMANTICS §4 for sessions; versioned
+# records carry the version timestamp). Reads pass through.
+
+
+class _Logged:
+    __slots__ = ("inner", "_write", "_manager")
+
+    def __init__(self, inner: Any, write: ChangelogWriter, manager: TaskStateManager) -> None:
+        self.inner = inner
+        self._write = write
+        self._manager = manager
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.inner, item)
+
+
+class _LoggedKeyValueStore(_Logged):
+    __slots__ = ()
+
+    def put(self, key: bytes, value: bytes | None) -> None:
+        self.inner.put(key, value)
+        self._write(key, value, self._manager.timestamp())
+
+    def put_if_absent(self, key: bytes, value: bytes | None) -> bytes | None:
+        existing = self.inner.put_if_absent(key, value)
+        if existing is None:
+            self._write(key, value, self._manager.timestamp())
+        return existing
+
+    def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        entries = list(entries)
+        self.inner.put_all(entries)
+        ts = self._manager.timestamp()
+        for key, value in entries:
+            self._write(key, value, ts)
+
+    def delete(self, key: bytes) -> bytes | None:
+        existing = self.inner.delete(key)
+        self._write(key, None, self._manager.timestamp())
+        return existing
+
+
+class _LoggedSessionStore(_Logged):
+    __slots__ = ()
+
+    def put(self, windowed: Any, agg: bytes | None) -> None:
+        self.inner.put(windowed, agg)
+        self._write(session_key_to_bytes(windowed), agg, self._manager.timestamp())
+
+    def remove(self, windowed: Any) -> None:
+        self.inner.remove(windowed)
+        self._write(session_key_to_bytes(windowed), None, self._manager.timestamp())
+
+
+class _LoggedVersionedStore(_Logged):
+    __slots__ = ()
+
+    def put(self, key: bytes, value: bytes | None, timestamp: int) -> int:
+        result = self.inner.put(key, value, timestamp)
+        self._write(key, value, timestamp)  # also when NOT_PUT (SEMANTICS §5)
+        return result
+
+    def delete(self, key: bytes, timestamp: int) -> Any:
+        result = self.inner.delete(key, timestamp)
+        self._write(key, None, timestamp)
+        return result
+
+
+_LOGGERS: dict[str, type[_Logged]] = {
+    "key_value": _LoggedKeyValueStore,
+    "session": _LoggedSessionStore,
+    "versioned": _LoggedVersionedStore,
+}

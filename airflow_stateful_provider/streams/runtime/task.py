@@ -142,6 +142,9 @@ class StreamTask:
         self.commit_needed = False
         self.commit_requested = False
         self.context = ProcessorContextImpl(self)
+        bind = getattr(self.stores, "bind_task", None)
+        if bind is not None:
+            bind(self)
         self._handler = deserialization_handler_from_config(config.deserialization_exception_handler)
         self._stream_queue = PunctuationQueue()
         self._wall_queue = PunctuationQueue()
@@ -326,6 +329,7 @@ class StreamTask:
         record, raw, queue = polled
         ctx = self.context
         ctx.record_context = RecordMetadata(raw.topic, raw.partition, raw.offset, record.timestamp, record.headers)
+        ctx.timestamp = record.timestamp
         ctx.current_node = source = self._nodes[queue.source_node]
         try:
             source.process(record)
@@ -388,6 +392,7 @@ class StreamTask:
             )
         ctx.current_node = node
         ctx.record_context = None
+        ctx.timestamp = now
         try:
             punctuator(now)
         except ProcessingError:
