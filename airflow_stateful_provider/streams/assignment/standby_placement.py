@@ -44,7 +44,6 @@ def _place_on_least_loaded(
     remaining: dict[TaskId, int],
     by_load: ConstrainedPrioritySet[ProcessId, TaskId],
     task: TaskId,
-    num_standby_replicas: int,
 ) -> None:
     """Give ``task`` its remaining standbys on the least-loaded clients that do not hold it."""
     left = remaining[task]
@@ -56,11 +55,16 @@ def _place_on_least_loaded(
         left -= 1
         by_load.offer(pid)
     remaining[task] = left
-    if left > 0:
+
+
+def _warn_about_missing_standbys(remaining: Mapping[TaskId, int], num_standby_replicas: int) -> None:
+    missing = {task: left for task, left in remaining.items() if left > 0}
+    if missing:
         log.warning(
-            "Unable to assign %d of %d standby tasks for task %s: not enough clients; "
-            "add instances to get the requested number of standby replicas.",
-            left, num_standby_replicas, task,
+            "Unable to assign %d of %d standby tasks (%d per task, tasks %s): not enough "
+            "clients; add instances to get the requested number of standby replicas.",
+            sum(missing.values()), num_standby_replicas * len(remaining), num_standby_replicas,
+            ", ".join(str(task) for task in sorted(missing)),
         )
 
 
@@ -83,7 +87,8 @@ def assign_standby_tasks(
     if not rack_aware_assignment_tags:
         by_load.offer_all(clients)
         for task in tasks:
-            _place_on_least_loaded(clients, remaining, by_load, task, num_standby_replicas)
+            _place_on_least_loaded(clients, remaining, by_load, task)
+        _warn_about_missing_standbys(remaining, num_standby_replicas)
         return
 
     tag_keys = frozenset(rack_aware_assignment_tags)
@@ -112,7 +117,8 @@ def assign_standby_tasks(
         )
         by_load.offer_all(clients)
         for task in pending:
-            _place_on_least_loaded(clients, remaining, by_load, task, num_standby_replicas)
+            _place_on_least_loaded(clients, remaining, by_load, task)
+    _warn_about_missing_standbys(remaining, num_standby_replicas)
 
 
 def _assign_on_different_tags(
