@@ -333,7 +333,7 @@ class Topology:
         self._check_acyclic()
 
     def subtopologies(self) -> list[Subtopology]:
-        """The connected components, numbered like Kafka Streams (by sorted source name)."""
+        """The connected components, numbered like Kafka Streams (by first added node)."""
         if self._subtopologies is None:
             self.validate()
             self._subtopologies = self._compute_subtopologies()
@@ -528,9 +528,11 @@ class Topology:
             for other in users[1:]:
                 unite(users[0], other)
 
+        # Numbered in the order the components' first nodes were added (Kafka Streams'
+        # makeNodeGroups walks its nodes in insertion order).
         roots: dict[str, int] = {}
-        for source in sorted(n for n, spec in self._nodes.items() if isinstance(spec, SourceNodeSpec)):
-            root = find(source)
+        for name in self._nodes:
+            root = find(name)
             if root not in roots:
                 roots[root] = len(roots)
         members: dict[int, list[str]] = {i: [] for i in roots.values()}

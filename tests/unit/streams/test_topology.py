@@ -110,14 +110,14 @@ def test_subtopologies_are_connected_components_and_stores_connect():
         .add_sink("sink-c", "out", "pc")
     )
     subs = t.subtopologies()
-    # numbered by sorted source name, like Kafka Streams
-    assert [s.source_topics for s in subs] == [("a",), ("b",), ("c",)]
+    # numbered in the order their first node was added, like Kafka Streams
+    assert [s.source_topics for s in subs] == [("b",), ("a",), ("c",)]
     assert subs[2].sink_topics == ("out",)
     # a store shared by pa and pb puts a and b into one subtopology
     t.add_state_store(kv("shared"), "pa", "pb")
     subs = t.subtopologies()
     assert len(subs) == 2
-    assert set(subs[0].source_topics) == {"a", "b"}
+    assert set(subs[0].source_topics) == {"a", "b"}  # b-src was added first
     assert subs[0].store_names == ("shared",)
     assert t.subtopology_of_topic("c").id == 1
 
@@ -174,9 +174,8 @@ def test_internal_topics_are_decorated_and_derived():
     assert t.decorate_topic("agg-repartition", "app") == "app-agg-repartition"
     assert t.decorate_topic("in", "app") == "in"
     assert t.resolve_partition_counts({"in": 6}, "app") == {"in": 6, "app-agg-repartition": 6}
-    # subtopologies are numbered by sorted source node name: "rsrc" < "src"
-    assert t.validate_partition_counts({"in": 6, "app-agg-repartition": 4}, "app") == {0: 4, 1: 6}
-    assert t.subtopologies()[0].repartition_source_topics == ("agg-repartition",)
+    assert t.validate_partition_counts({"in": 6, "app-agg-repartition": 4}, "app") == {0: 6, 1: 4}
+    assert t.subtopologies()[1].repartition_source_topics == ("agg-repartition",)
 
 
 def test_internal_topic_nobody_reads_is_an_error():

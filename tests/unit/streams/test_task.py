@@ -1,0 +1,360 @@
+"""StreamTask as the real runtime drives it: records per partition, timestamp order,
+commit hooks, stream time restore, deserialization error handling, lifecycle."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.errors import (
+    DeserializationError,
+    IllegalStateError,
+    ProcessingError,
+    StreamsError,
+)
+from airflow_stateful_provider.streams.processor import Processor, PunctuationType
+from airflow_stateful_provider.streams.runtime.deserialization import (
+    HEADER_OFFSET,
+    HEADER_TOPIC,
+    DeserializationHandlerResult,
+)
+from airflow_stateful_provider.streams.runtime.partition_group import PartitionGroup, RecordQueue
+from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
+from airflow_stateful_provider.streams.runtime.records import (
+    ConsumedRecord,
+    OffsetAndMetadata,
+    TopicPartition,
+    decode_partition_time,
+    encode_partition_time,
+)
+from airflow_stateful_provider.streams.runtime.state_manager import TaskStateManager
+from airflow_stateful_provider.streams.runtime.store_builders import Stores
+from airflow_stateful_provider.streams.runtime.task import StreamTask, TaskState
+from airflow_stateful_provider.streams.processor import Record
+from airflow_stateful_provider.streams.serdes import Serdes
+from airflow_stateful_provider.streams.topology import TaskId, Topology
+
+
+class FakeProducer:
+    def __init__(self):
+        self.sent = []
+        self.flushes = 0
+
+    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
+        self.sent.append((topic, partition, key, value, timestamp_ms, headers))
+
+    def flush(self, timeout=None):
+        self.flushes += 1
+
+    def partitions_for(self, topic):
+        return {0, 1}
+
+
+class Recorder(Processor):
+    def __init__(self, seen):
+        self.seen = seen
+
+    def process(self, record):
+        meta = self.context.record_metadata
+        self.seen.append((record.key, record.value, record.timestamp, meta.topic, meta.partition, meta.offset))
+        self.context.forward(record)
+
+
+def _config(**kw):
+    return StreamsConfig("app", "localhost:9092", default_key_serde="string", default_value_serde="string", **kw)
+
+
+def _task(seen, *, partition=1, config=None, now=lambda: 0):
+    topology = (
+        Topology()
+        .add_source("src", "left", "right")
+        .add_processor("rec", lambda: Recorder(seen), "src")
+        .add_sink("sink", "out", "rec")
+    )
+    producer = FakeProducer()
+    collector = RecordCollector(producer, task_id=TaskId(0, partition))
+    task = StreamTask(TaskId(0, partition), topology, config or _config(), record_collector=collector, wall_clock=now)
+    return task, producer
+
+
+def _rec(topic, partition, offset, ts, key="k", value="v", headers=()):
+    return ConsumedRecord(topic, partition, offset, ts, None if key is None else key.encode(),
+                          None if value is None else value.encode(), headers)
+
+
+def _run(task):
+    task.initialize()
+    task.complete_restoration()
+
+
+def test_smallest_timestamp_first_across_partitions():
+    seen = []
+    task, producer = _task(seen)
+    _run(task)
+    assert task.partitions == [TopicPartition("left", 1), TopicPartition("right", 1)]
+    task.add_records(TopicPartition("left", 1), [_rec("left", 1, 0, 5), _rec("left", 1, 1, 1), _rec("left", 1, 2, 9)])
+    task.add_records(("right", 1), [_rec("right", 1, 10, 3), _rec("right", 1, 11, 7)])
+    assert task.num_buffered() == 5
+    order = []
+    while task.process():
+        order.append((seen[-1][3], seen[-1][5], task.stream_time))
+    # head-of-queue comparison: left@5 vs right@3 -> right; left@5 vs right@7 -> left; then
+    # left@1 (its head now) goes before right@7; stream time never goes back
+    assert order == [("right", 10, 3), ("left", 0, 5), ("left", 1, 5), ("right", 11, 7), ("left", 2, 9)]
+    assert task.stream_time == 9
+    assert task.partition_time(("left", 1)) == 9
+    assert [s[0] for s in producer.sent] == ["out"] * 5
+
+
+def test_commit_hooks_offsets_and_partition_time_metadata():
+    seen = []
+    task, producer = _task(seen)
+    _run(task)
+    assert not task.commit_needed
+    task.add_records(("left", 1), [_rec("left", 1, 41, 100), _rec("left", 1, 42, 50)])
+    while task.process():
+        pass
+    assert task.commit_needed
+    offsets = task.prepare_commit()
+    assert producer.flushes == 1
+    assert offsets == {TopicPartition("left", 1): OffsetAndMetadata(43, encode_partition_time(100))}
+    task.post_commit()
+    assert not task.commit_needed
+    assert decode_partition_time(offsets[TopicPartition("left", 1)].metadata) == 100
+
+
+def test_stream_time_restored_from_commit_metadata():
+    seen = []
+    task, _ = _task(seen)
+    task.initialize()
+    task.initialize_task_time({TopicPartition("left", 1): OffsetAndMetadata(10, encode_partition_time(500)),
+                               TopicPartition("right", 1): "garbage"})
+    task.complete_restoration()
+    assert task.stream_time == 500
+    assert decode_partition_time("garbage") == -1 and decode_partition_time("") == -1
+
+
+def test_context_commit_requests_a_commit():
+    class Committer(Processor):
+        def process(self, record):
+            self.context.commit()
+
+    topology = Topology().add_source("src", "in").add_processor("c", Committer, "src")
+    task = StreamTask(TaskId(0, 0), topology, _config(), record_collector=RecordCollector(FakeProducer()))
+    _run(task)
+    task.add_records(("in", 0), [_rec("in", 0, 0, 1)])
+    task.process()
+    assert task.commit_requested
+
+
+def test_lifecycle_state_errors():
+    seen = []
+    task, _ = _task(seen)
+    with pytest.raises(IllegalStateError, match="not RUNNING"):
+        task.process()
+    with pytest.raises(IllegalStateError, match="cannot complete restoration"):
+        task.complete_restoration()
+    _run(task)
+    assert task.state is TaskState.RUNNING
+    task.add_records(("left", 1), [_rec("left", 1, 0, 1)])
+    task.suspend()
+    assert task.state is TaskState.SUSPENDED and task.num_buffered() == 0
+    task.resume()
+    task.complete_restoration()
+    task.close()
+    assert task.state is TaskState.CLOSED
+    with pytest.raises(IllegalStateError, match="closed"):
+        task.add_records(("left", 1), [])
+
+
+def test_unknown_partition_is_refused():
+    seen = []
+    task, _ = _task(seen)
+    with pytest.raises(KeyError, match="not an input"):
+        task.add_records(("elsewhere", 1), [])
+    topology = Topology().add_source("src", "in")
+    with pytest.raises(StreamsError, match="not read by subtopology"):
+        StreamTask(TaskId(0, 0), topology, _config(), record_collector=RecordCollector(FakeProducer()),
+                   partitions=[TopicPartition("other", 0)])
+
+
+def test_processing_error_names_task_node_and_offset():
+    class Boom(Processor):
+        def process(self, record):
+            raise ValueError("bad value")
+
+    topology = Topology().add_source("src", "in").add_processor("boom", Boom, "src")
+    task = StreamTask(TaskId(0, 2), topology, _config(), record_collector=RecordCollector(FakeProducer()),
+                      partitions=[TopicPartition("in", 2)])
+    _run(task)
+    task.add_records(("in", 2), [_rec("in", 2, 77, 1)])
+    with pytest.raises(ProcessingError, match=r"task 0_2, processor 'boom', topic 'in', partition 2, offset 77"):
+        task.process()
+
+
+def test_negative_timestamp_is_refused():
+    seen = []
+    task, _ = _task(seen)
+    _run(task)
+    with pytest.raises(StreamsError, match="invalid timestamp -1"):
+        task.add_records(("left", 1), [_rec("left", 1, 5, -1)])
+
+
+# --------------------------------------------------------------------- deserialization
+
+
+def _int_task(handler, seen):
+    topology = Topology().add_source("src", "in", value_serde=Serdes.int64()).add_processor(
+        "rec", lambda: Recorder(seen), "src")
+    producer = FakeProducer()
+    task = StreamTask(TaskId(0, 0), topology, _config(deserialization_exception_handler=handler),
+                      record_collector=RecordCollector(producer))
+    _run(task)
+    good = ConsumedRecord("in", 0, 0, 1, b"k", Serdes.int64().serialize(7))
+    poison = ConsumedRecord("in", 0, 1, 2, b"k", b"\x01", (("h", b"x"),))
+    return task, producer, good, poison
+
+
+def test_log_and_fail_names_topic_partition_offset():
+    seen = []
+    task, _, good, poison = _int_task("log_and_fail", seen)
+    task.add_records(("in", 0), [good])
+    task.process()
+    with pytest.raises(DeserializationError, match="topic 'in' partition 0 offset 1"):
+        task.add_records(("in", 0), [poison])
+    # state before the poison record is intact: its offset is committable
+    assert task.committable_offsets()[TopicPartition("in", 0)].offset == 1
+
+
+def test_log_and_continue_skips_and_counts():
+    seen = []
+    task, _, good, poison = _int_task("log_and_continue", seen)
+    task.add_records(("in", 0), [poison, good])
+    while task.process():
+        pass
+    assert [s[1] for s in seen] == [7]
+    assert task.metrics.dropped_records["deserialization"] == 1
+
+
+def test_dead_letter_topic_gets_raw_record_with_error_headers():
+    seen = []
+    task, producer, good, poison = _int_task("dead_letter:app-dlq", seen)
+    task.add_records(("in", 0), [good, poison])
+    while task.process():
+        pass
+    (dlq,) = [s for s in producer.sent if s[0] == "app-dlq"]
+    topic, partition, key, value, ts, headers = dlq
+    assert (key, value, ts) == (b"k", b"\x01", 2)
+    headers = dict(headers)
+    assert headers["h"] == b"x"
+    assert headers[HEADER_TOPIC] == b"in" and headers[HEADER_OFFSET] == b"1"
+    assert b"int64" in headers["__streams.errors.message"]
+    assert task.metrics.dropped_records["deserialization"] == 1
+
+
+def test_custom_handler_object():
+    class Handler:
+        def __init__(self):
+            self.calls = []
+
+        def handle(self, context, record, exception):
+            self.calls.append((context.topic, context.offset, context.processor_node_id))
+            return DeserializationHandlerResult.CONTINUE
+
+    handler = Handler()
+    seen = []
+    task, _, good, poison = _int_task(handler, seen)
+    task.add_records(("in", 0), [poison])
+    assert handler.calls == [("in", 1, "src")]
+
+
+# --------------------------------------------------------------------- partition group
+
+
+def test_partition_group_idling_with_lag_provider():
+    def deserialize(raw):
+        return Record(raw.key, raw.value, raw.timestamp)
+
+    a, b = TopicPartition("a", 0), TopicPartition("b", 0)
+    lags = {b: None}
+    group = PartitionGroup(
+        {a: RecordQueue(a, "s", deserialize), b: RecordQueue(b, "s", deserialize)},
+        max_task_idle_ms=100,
+        fetched_lag=lambda tp: lags[tp],
+    )
+    assert not group.ready_to_process(0)  # nothing buffered
+    group.add_raw_records(a, [ConsumedRecord("a", 0, 0, 5, b"k", b"v")])
+    assert not group.ready_to_process(0)  # b's lag unknown: wait for the fetch
+    lags[b] = 3
+    assert not group.ready_to_process(0)  # b has data on the broker: idle up to 100 ms
+    assert not group.ready_to_process(99)
+    assert group.ready_to_process(100)  # enforced processing
+    lags[b] = 0
+    assert group.ready_to_process(100)  # caught up: nothing to wait for
+    group.add_raw_records(b, [ConsumedRecord("b", 0, 0, 1, b"k", b"v")])
+    assert group.ready_to_process(0)
+    record, _, queue = group.next_record()
+    assert queue.partition == b and record.timestamp == 1
+    disabled = PartitionGroup({a: RecordQueue(a, "s", deserialize), b: RecordQueue(b, "s", deserialize)},
+                              max_task_idle_ms=-1, fetched_lag=lambda tp: None)
+    disabled.add_raw_records(a, [ConsumedRecord("a", 0, 0, 5, b"k", b"v")])
+    assert disabled.ready_to_process(0)
+
+
+def test_task_with_persistent_store_checkpoints_changelog_offsets(tmp_path):
+    class Counter(Processor):
+        def init(self, context):
+            super().init(context)
+            self.store = context.get_state_store("counts")
+
+        def process(self, record):
+            self.store.put(record.key, (self.store.get(record.key) or 0) + 1)
+
+    topology = (
+        Topology()
+        .add_source("src", "in")
+        .add_processor("count", Counter, "src")
+        .add_state_store(
+            Stores.key_value_store_builder(Stores.persistent_key_value_store("counts"), Serdes.string(), Serdes.int64()),
+            "count",
+        )
+    )
+    config = _config(state_dir=str(tmp_path))
+
+    class AckingProducer(FakeProducer):
+        def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
+            super().send(topic, value, key, headers, partition, timestamp_ms)
+            offset = len(self.sent) - 1
+
+            class Done:
+                def add_callback(self, fn):
+                    fn(type("M", (), {"topic": topic, "partition": partition, "offset": offset})())
+
+                def add_errback(self, fn, *args):
+                    pass
+
+            return Done()
+
+    producer = AckingProducer()
+    collector = RecordCollector(producer, task_id=TaskId(0, 0))
+    stores = TaskStateManager(TaskId(0, 0), topology, config, record_collector=collector)
+    task = StreamTask(TaskId(0, 0), topology, config, record_collector=collector, stores=stores)
+    _run(task)
+    task.add_records(("in", 0), [_rec("in", 0, i, 10 + i) for i in range(3)])
+    while task.process():
+        pass
+    changelog = TopicPartition("app-counts-changelog", 0)
+    assert [(s[0], s[1], s[4]) for s in producer.sent] == [(changelog.topic, 0, ts) for ts in (10, 11, 12)]
+    assert stores.changelog_partitions() == {"counts": changelog}
+    task.prepare_commit()
+    task.post_commit(enforce_checkpoint=True)
+    checkpoint = tmp_path / "app" / "0_0" / ".checkpoint"
+    assert checkpoint.read_text() == "0\n1\napp-counts-changelog 0 2\n"
+    task.close()
+    # a new task on the same directory sees the checkpoint and the data
+    collector2 = RecordCollector(FakeProducer())
+    stores2 = TaskStateManager(TaskId(0, 0), topology, config, record_collector=collector2)
+    stores2.initialize()
+    assert stores2.checkpointed_offsets() == {changelog: 2}
+    assert stores2.get("counts").get("k") == 3
+    stores2.close()
