@@ -43,6 +43,14 @@ def test_second_resolve_reuses_jars_without_maven(monkeypatch):
     assert any(jar.name.startswith("kafka_2.13-4.") for jar in lib.glob("*.jar"))
 
 
+def test_cluster_id_starting_with_a_dash_formats(tmp_path, monkeypatch):
+    from tools.kafka import broker as broker_tools
+
+    monkeypatch.setattr(broker_tools, "_random_cluster_id", lambda: "-AAAAAAAAAAAAAAAAAAAAA")
+    broker = LocalKafkaBroker(tmp_path / "k").start()
+    broker.stop()
+
+
 def test_port_in_use_is_refused_with_the_port(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -117,7 +117,8 @@ def _accepts_connections(port: int) -> bool:
 
 
 def _random_cluster_id() -> str:
-    # Kafka cluster ids are 16 random bytes, url-safe base64 without padding.
+    # Kafka cluster ids are 16 random bytes, url-safe base64 without padding. One in 64
+    # starts with "-", which is why the format command passes it as --cluster-id=<id>.
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
@@ -216,7 +217,7 @@ class LocalKafkaBroker:
                f"-Dkafka.logs.dir={self.work_dir}", "-cp", classpath]
         with open(self.log_path, "ab") as log:
             fmt = subprocess.run(
-                jvm + ["kafka.tools.StorageTool", "format", "-t", _random_cluster_id(), "-c", str(properties)],
+                jvm + ["kafka.tools.StorageTool", "format", f"--cluster-id={_random_cluster_id()}", "-c", str(properties)],
                 stdout=log, stderr=subprocess.STDOUT)
         if fmt.returncode != 0:
             raise BrokerError(f"formatting KRaft storage in {data_dir} failed (exit {fmt.returncode}):\n"
