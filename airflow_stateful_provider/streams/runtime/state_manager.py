@@ -41,13 +41,14 @@ from airflow_stateful_provider.streams.runtime.typed_stores import (
     TypedSessionStore,
     TypedVersionedKeyValueStore,
 )
+from airflow_stateful_provider.streams.state.changelogging import (
+    ChangeloggingKeyValueStore,
+    ChangeloggingSessionStore,
+    ChangeloggingVersionedKeyValueStore,
+)
 from airflow_stateful_provider.streams.state.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
 from airflow_stateful_provider.streams.state.keyvalue import InMemoryKeyValueStore, RocksDBKeyValueStore
-from airflow_stateful_provider.streams.state.session import (
-    InMemorySessionStore,
-    RocksDBSessionStore,
-    session_key_to_bytes,
-)
+from airflow_stateful_provider.streams.state.session import InMemorySessionStore, RocksDBSessionStore
 from airflow_stateful_provider.streams.state.versioned import (
     InMemoryVersionedKeyValueStore,
     RocksDBVersionedKeyValueStore,
@@ -67,9 +68,6 @@ _KINDS = {
     SessionStoreBuilder: "session",
     VersionedKeyValueStoreBuilder: "versioned",
 }
-
-#: (key bytes, value bytes or None, timestamp) -> None: where changelog records go.
-ChangelogWriter = Callable[[bytes, "bytes | None", int], None]
 
 
 @dataclasses.dataclass
@@ -310,94 +308,31 @@ class TaskStateManager:
             changelog = TopicPartition(
                 changelog_topic_name(config.application_id, builder.name), self.task_id.partition
             )
-            logged = _LOGGERS[kind](raw, self._writer(changelog), self)
+            writer = _CollectorChangelogWriter(self._collector, changelog)
+            timestamp_fn = self._current_timestamp
+            if kind == "key_value":
+                logged = ChangeloggingKeyValueStore(raw, writer, timestamp_fn)
+            elif kind == "session":
+                logged = ChangeloggingSessionStore(raw, writer, timestamp_fn)
+            else:  # versioned records carry the version timestamp
+                logged = ChangeloggingVersionedKeyValueStore(raw, writer)
         typed_cls = {"key_value": TypedKeyValueStore, "session": TypedSessionStore,
                      "versioned": TypedVersionedKeyValueStore}[kind]
         return StoreEntry(builder.name, kind, builder, raw, typed_cls(logged, key_serde, value_serde),
                           persistent, changelog)
 
-    def _writer(self, changelog: TopicPartition) -> ChangelogWriter:
-        send = self._collector.send_bytes
-        topic, partition = changelog
-
-        def write(key: bytes, value: bytes | None, timestamp: int) -> None:
-            send(topic, key, value, timestamp, partition=partition)
-
-        return write
+    def _current_timestamp(self) -> int:
+        return self.timestamp()
 
 
-# ---------------------------------------------------------------------- changelogging
-# Narrow write-through layers: each write goes to the store, then to the changelog
-# writer with the store's changelog key layout (SEMANTICS §4 for sessions; versioned
-# records carry the version timestamp). Reads pass through.
+class _CollectorChangelogWriter:
+    """A ChangelogWriter sending to the task's changelog partition through its collector."""
 
+    __slots__ = ("_send", "_topic", "_partition")
 
-class _Logged:
-    __slots__ = ("inner", "_write", "_manager")
+    def __init__(self, collector: RecordCollector, changelog: TopicPartition) -> None:
+        self._send = collector.send_bytes
+        self._topic, self._partition = changelog
 
-    def __init__(self, inner: Any, write: ChangelogWriter, manager: TaskStateManager) -> None:
-        self.inner = inner
-        self._write = write
-        self._manager = manager
-
-    def __getattr__(self, item: str) -> Any:
-        return getattr(self.inner, item)
-
-
-class _LoggedKeyValueStore(_Logged):
-    __slots__ = ()
-
-    def put(self, key: bytes, value: bytes | None) -> None:
-        self.inner.put(key, value)
-        self._write(key, value, self._manager.timestamp())
-
-    def put_if_absent(self, key: bytes, value: bytes | None) -> bytes | None:
-        existing = self.inner.put_if_absent(key, value)
-        if existing is None:
-            self._write(key, value, self._manager.timestamp())
-        return existing
-
-    def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
-        entries = list(entries)
-        self.inner.put_all(entries)
-        ts = self._manager.timestamp()
-        for key, value in entries:
-            self._write(key, value, ts)
-
-    def delete(self, key: bytes) -> bytes | None:
-        existing = self.inner.delete(key)
-        self._write(key, None, self._manager.timestamp())
-        return existing
-
-
-class _LoggedSessionStore(_Logged):
-    __slots__ = ()
-
-    def put(self, windowed: Any, agg: bytes | None) -> None:
-        self.inner.put(windowed, agg)
-        self._write(session_key_to_bytes(windowed), agg, self._manager.timestamp())
-
-    def remove(self, windowed: Any) -> None:
-        self.inner.remove(windowed)
-        self._write(session_key_to_bytes(windowed), None, self._manager.timestamp())
-
-
-class _LoggedVersionedStore(_Logged):
-    __slots__ = ()
-
-    def put(self, key: bytes, value: bytes | None, timestamp: int) -> int:
-        result = self.inner.put(key, value, timestamp)
-        self._write(key, value, timestamp)  # also when NOT_PUT (SEMANTICS §5)
-        return result
-
-    def delete(self, key: bytes, timestamp: int) -> Any:
-        result = self.inner.delete(key, timestamp)
-        self._write(key, None, timestamp)
-        return result
-
-
-_LOGGERS: dict[str, type[_Logged]] = {
-    "key_value": _LoggedKeyValueStore,
-    "session": _LoggedSessionStore,
-    "versioned": _LoggedVersionedStore,
-}
+    def send(self, key: bytes, value: bytes | None, timestamp: int) -> None:
+        self._send(self._topic, key, value, timestamp, partition=self._partition)

@@ -1,0 +1,74 @@
+"""StreamsConfig validation and defaults."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from airflow_stateful_provider.streams.config import ProcessingGuarantee, StreamsConfig, duration_ms
+from airflow_stateful_provider.streams.errors import ConfigError
+
+
+def test_defaults():
+    c = StreamsConfig("app", "localhost:9092")
+    assert c.bootstrap_servers == ("localhost:9092",)
+    assert c.num_stream_threads == 1
+    assert c.commit_interval_ms == 30_000
+    assert c.processing_guarantee is ProcessingGuarantee.AT_LEAST_ONCE
+    assert c.deserialization_exception_handler == "log_and_fail"
+    assert c.state_dir.endswith("kafka-streams")
+    assert c.task_state_dir("0_1").endswith("kafka-streams/app/0_1")
+    eos = StreamsConfig("app", "h:1", processing_guarantee="exactly_once_v2")
+    assert eos.commit_interval_ms == 100 and eos.exactly_once
+
+
+def test_durations_accept_timedelta():
+    c = StreamsConfig("app", ["a:1", "b:2"], commit_interval_ms=timedelta(seconds=5), max_task_idle_ms=timedelta(0))
+    assert c.commit_interval_ms == 5000
+    assert c.bootstrap_servers == ("a:1", "b:2")
+    assert duration_ms(timedelta(milliseconds=7), "x") == 7
+    with pytest.raises(ConfigError, match="whole number of milliseconds"):
+        duration_ms(timedelta(microseconds=1500), "x")
+    with pytest.raises(ConfigError, match="x must be int milliseconds"):
+        duration_ms(1.5, "x")
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"application_id": "has space"}, "application_id"),
+        ({"application_id": ""}, "application_id"),
+        ({"bootstrap_servers": "nohostport"}, "not of the form host:port"),
+        ({"bootstrap_servers": ""}, "empty"),
+        ({"num_stream_threads": 0}, "num_stream_threads must be >= 1, got 0"),
+        ({"num_stream_threads": "2"}, "num_stream_threads must be an int"),
+        ({"commit_interval_ms": -1}, "commit_interval_ms must be >= 0"),
+        ({"processing_guarantee": "exactly_once"}, "processing_guarantee must be one of"),
+        ({"default_key_serde": "utf8"}, "default_key_serde"),
+        ({"default_value_serde": object()}, "default_value_serde"),
+        ({"deserialization_exception_handler": "ignore"}, "deserialization_exception_handler"),
+        ({"deserialization_exception_handler": "dead_letter:"}, "deserialization_exception_handler"),
+        ({"default_dsl_store": "lmdb"}, "default_dsl_store"),
+        ({"replication_factor": 0}, "replication_factor"),
+        ({"max_task_idle_ms": -2}, "max_task_idle_ms"),
+    ],
+)
+def test_bad_values_are_named(changes, message):
+    values = {"application_id": "app", "bootstrap_servers": "h:1", **changes}
+    with pytest.raises(ConfigError, match=message):
+        StreamsConfig.from_mapping(values)
+
+
+def test_from_mapping_unknown_and_missing_keys():
+    with pytest.raises(ConfigError, match="unknown streams config key 'comit_interval_ms'.*commit_interval_ms"):
+        StreamsConfig.from_mapping({"application_id": "a", "bootstrap_servers": "h:1", "comit_interval_ms": 5})
+    with pytest.raises(ConfigError, match="missing the required key 'bootstrap_servers'"):
+        StreamsConfig.from_mapping({"application_id": "a"})
+
+
+def test_round_trip_and_overrides():
+    c = StreamsConfig("app", "h:1", deserialization_exception_handler="dead_letter:dlq")
+    again = StreamsConfig.from_mapping(c.to_dict())
+    assert again == c
+    assert c.with_overrides(num_stream_threads=4).num_stream_threads == 4
