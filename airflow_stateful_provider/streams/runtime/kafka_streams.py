@@ -1,0 +1,288 @@
+"""KafkaStreams: one instance of a streams application.
+
+``start()`` checks the topology against the brokers (source topics exist and are
+co-partitioned), creates the internal topics (SEMANTICS §7) and starts
+``num_stream_threads`` stream threads, each a member of the consumer group
+``<application_id>``. ``close()`` stops them cleanly: commit, checkpoint, leave the group.
+
+Instance states (as in Kafka Streams)::
+
+    CREATED -> REBALANCING <-> RUNNING -> PENDING_SHUTDOWN -> NOT_RUNNING
+    any running state -> PENDING_ERROR -> ERROR   (a stream thread died)
+
+RUNNING means every thread runs with all of its tasks restored; REBALANCING covers
+group rebalances and restoration.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.errors import ConfigError, IllegalStateError, StreamsError
+from airflow_stateful_provider.streams.runtime.changelog_reader import StateRestoreListener
+from airflow_stateful_provider.streams.runtime.internal_topics import InternalTopic, internal_topics
+from airflow_stateful_provider.streams.runtime.topic_manager import InternalTopicManager, fetch_partition_counts
+from airflow_stateful_provider.streams.runtime.stream_thread import StreamThread, StreamThreadState
+from airflow_stateful_provider.streams.topology import Topology
+
+__all__ = ["KafkaStreams", "KafkaStreamsState"]
+
+log = logging.getLogger(__name__)
+
+
+class KafkaStreamsState(enum.Enum):
+    CREATED = "CREATED"
+    REBALANCING = "REBALANCING"
+    RUNNING = "RUNNING"
+    PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
+    NOT_RUNNING = "NOT_RUNNING"
+    PENDING_ERROR = "PENDING_ERROR"
+    ERROR = "ERROR"
+
+
+_TRANSITIONS = {
+    KafkaStreamsState.CREATED: {KafkaStreamsState.REBALANCING, KafkaStreamsState.PENDING_SHUTDOWN,
+                                KafkaStreamsState.PENDING_ERROR},
+    KafkaStreamsState.REBALANCING: {KafkaStreamsState.RUNNING, KafkaStreamsState.PENDING_SHUTDOWN,
+                                    KafkaStreamsState.PENDING_ERROR},
+    KafkaStreamsState.RUNNING: {KafkaStreamsState.REBALANCING, KafkaStreamsState.PENDING_SHUTDOWN,
+                                KafkaStreamsState.PENDING_ERROR},
+    KafkaStreamsState.PENDING_SHUTDOWN: {KafkaStreamsState.NOT_RUNNING},
+    KafkaStreamsState.NOT_RUNNING: set(),
+    KafkaStreamsState.PENDING_ERROR: {KafkaStreamsState.ERROR},
+    KafkaStreamsState.ERROR: set(),
+}
+
+#: ``listener(new_state, old_state)``
+StateListener = Callable[[KafkaStreamsState, KafkaStreamsState], None]
+#: ``handler(exception)``: called once when a stream thread dies; the instance then shuts
+#: down into ERROR (Kafka Streams' SHUTDOWN_CLIENT response).
+UncaughtExceptionHandler = Callable[[BaseException], None]
+
+
+class KafkaStreams:
+    """One instance of the application described by ``topology`` and ``config``.
+
+    ``consumer_configs`` / ``producer_configs`` / ``admin_configs`` pass extra
+    kafka-python settings (security, timeouts) to the clients this instance creates.
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        config: StreamsConfig | Mapping[str, Any],
+        *,
+        consumer_configs: Mapping[str, Any] | None = None,
+        producer_configs: Mapping[str, Any] | None = None,
+        admin_configs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.config = StreamsConfig.from_mapping(config) if not isinstance(config, StreamsConfig) else config
+        if self.config.exactly_once:
+            raise ConfigError("processing_guarantee 'exactly_once_v2' is not implemented yet; use 'at_least_once'")
+        topology.validate()
+        self.topology = topology
+        self.process_id = uuid.uuid4()
+        self.client_id = f"{self.config.application_id}-{self.process_id}"
+        self._consumer_configs = dict(consumer_configs or {})
+        self._producer_configs = dict(producer_configs or {})
+        self._admin_configs = dict(admin_configs or {})
+        self._state = KafkaStreamsState.CREATED
+        self._state_lock = threading.Condition()
+        self._state_listener: StateListener | None = None
+        self._exception_handler: UncaughtExceptionHandler | None = None
+        self._restore_listener: StateRestoreListener | None = None
+        self.threads: list[StreamThread] = []
+        self.internal_topics: list[InternalTopic] = []
+        self._error_closer: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ listeners
+
+    def set_state_listener(self, listener: StateListener) -> None:
+        self._require_created("set a state listener")
+        self._state_listener = listener
+
+    def set_uncaught_exception_handler(self, handler: UncaughtExceptionHandler) -> None:
+        self._require_created("set an uncaught exception handler")
+        self._exception_handler = handler
+
+    def set_global_state_restore_listener(self, listener: StateRestoreListener) -> None:
+        self._require_created("set a restore listener")
+        self._restore_listener = listener
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def state(self) -> KafkaStreamsState:
+        return self._state
+
+    def _set_state(self, new: KafkaStreamsState) -> bool:
+        with self._state_lock:
+            old = self._state
+            if new is old:
+                return False
+            if new not in _TRANSITIONS[old]:
+                return False
+            self._state = new
+            self._state_lock.notify_all()
+        log.info("stream-client %s: %s -> %s", self.client_id, old.value, new.value)
+        if self._state_listener is not None:
+            try:
+                self._state_listener(new, old)
+            except Exception:  # noqa: BLE001 - a listener must not break the state machine
+                log.exception("state listener failed on %s -> %s", old.value, new.value)
+        return True
+
+    def wait_for_state(self, *states: KafkaStreamsState, timeout: float) -> KafkaStreamsState:
+        """Block until the instance is in one of ``states``; raises TimeoutError otherwise."""
+        deadline = time.monotonic() + timeout
+        with self._state_lock:
+            while self._state not in states:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"instance {self.client_id} is {self._state.value}, not in "
+                                       f"{[s.value for s in states]} after {timeout}s")
+                self._state_lock.wait(remaining)
+            return self._state
+
+    def _require_created(self, action: str) -> None:
+        if self._state is not KafkaStreamsState.CREATED:
+            raise IllegalStateError(f"cannot {action}: the instance is {self._state.value}, not CREATED")
+
+    # ------------------------------------------------------------------ clients
+
+    def _common_client_configs(self) -> dict[str, Any]:
+        return {"bootstrap_servers": list(self.config.bootstrap_servers)}
+
+    def _new_consumer(self, **overrides: Any) -> Any:
+        from kafka import KafkaConsumer
+
+        return KafkaConsumer(**{**self._common_client_configs(), "max_poll_records": 1000,
+                                "allow_auto_create_topics": False, **self._consumer_configs, **overrides})
+
+    def _new_producer(self, **overrides: Any) -> Any:
+        from kafka import KafkaProducer
+
+        return KafkaProducer(**{**self._common_client_configs(), "acks": "all", "linger_ms": 5,
+                                "batch_size": 256 * 1024, **self._producer_configs, **overrides})
+
+    def _new_admin(self) -> Any:
+        from kafka import KafkaAdminClient
+
+        return KafkaAdminClient(**{**self._common_client_configs(), "client_id": f"{self.client_id}-admin",
+                                   **self._admin_configs})
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Validate against the brokers, create internal topics, start the stream threads."""
+        self._require_created("start")
+        self._prepare_topics()
+        os.makedirs(os.path.join(self.config.state_dir, self.config.application_id), exist_ok=True)
+        self._set_state(KafkaStreamsState.REBALANCING)
+        for index in range(1, self.config.num_stream_threads + 1):
+            thread = StreamThread(
+                index, self.topology, self.config, client_id=self.client_id,
+                consumer_factory=self._new_consumer, producer_factory=self._new_producer,
+                restore_listener=self._restore_listener, on_state_change=self._on_thread_state,
+                on_error=self._on_thread_error)
+            self.threads.append(thread)
+        for thread in self.threads:
+            thread.start()
+        log.info("stream-client %s started %d stream thread(s) on %s", self.client_id, len(self.threads),
+                 socket.gethostname())
+
+    def _prepare_topics(self) -> None:
+        admin = self._new_admin()
+        try:
+            external = [self.topology.decorate_topic(t, self.config.application_id)
+                        for t in self.topology.source_topics() if not self.topology.is_internal_topic(t)]
+            counts = fetch_partition_counts(admin, external)
+            missing = sorted(set(external) - set(counts))
+            if missing:
+                raise StreamsError(f"source topics {missing} do not exist on {','.join(self.config.bootstrap_servers)}; "
+                                   f"create them before starting application {self.config.application_id!r}")
+            self.internal_topics = internal_topics(self.topology, self.config.application_id, counts)
+            manager = InternalTopicManager(admin, replication_factor=self.config.replication_factor)
+            manager.ensure(self.internal_topics)
+            dead_letter = self._dead_letter_topic()
+            if dead_letter is not None and not fetch_partition_counts(admin, [dead_letter]):
+                manager.ensure([InternalTopic(dead_letter, 1, {}, "dead-letter", -1)])
+        finally:
+            admin.close()
+
+    def _dead_letter_topic(self) -> str | None:
+        handler = self.config.deserialization_exception_handler
+        if isinstance(handler, str) and handler.startswith("dead_letter:"):
+            return handler.split(":", 1)[1]
+        return None
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Stop every stream thread cleanly (commit, checkpoint, leave the group).
+        Returns False if a thread did not stop within ``timeout`` seconds."""
+        if self._state in (KafkaStreamsState.NOT_RUNNING, KafkaStreamsState.ERROR):
+            return True
+        if self._state is KafkaStreamsState.PENDING_ERROR:
+            return self._wait_for_threads(timeout)
+        self._set_state(KafkaStreamsState.PENDING_SHUTDOWN)
+        stopped = self._wait_for_threads(timeout)
+        if stopped:
+            self._set_state(KafkaStreamsState.NOT_RUNNING)
+        return stopped
+
+    def _wait_for_threads(self, timeout: float | None) -> bool:
+        for thread in self.threads:
+            thread.shutdown()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self.threads:
+            if thread is threading.current_thread():
+                continue
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self.threads if t is not threading.current_thread())
+
+    def __enter__(self) -> KafkaStreams:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ thread events
+
+    def _on_thread_state(self, thread: StreamThread, new: StreamThreadState, old: StreamThreadState) -> None:
+        if self._state not in (KafkaStreamsState.REBALANCING, KafkaStreamsState.RUNNING):
+            return
+        live = [t for t in self.threads if t.state is not StreamThreadState.DEAD]
+        if live and all(t.state is StreamThreadState.RUNNING for t in live):
+            self._set_state(KafkaStreamsState.RUNNING)
+        elif new in (StreamThreadState.PARTITIONS_REVOKED, StreamThreadState.PARTITIONS_ASSIGNED):
+            self._set_state(KafkaStreamsState.REBALANCING)
+
+    def _on_thread_error(self, thread: StreamThread, error: BaseException) -> None:
+        if not self._set_state(KafkaStreamsState.PENDING_ERROR):
+            return
+        if self._exception_handler is not None:
+            try:
+                self._exception_handler(error)
+            except Exception:  # noqa: BLE001
+                log.exception("uncaught exception handler failed")
+
+        def shut_down() -> None:
+            self._wait_for_threads(None)
+            self._set_state(KafkaStreamsState.ERROR)
+
+        self._error_closer = threading.Thread(target=shut_down, name=f"{self.client_id}-error-shutdown", daemon=True)
+        self._error_closer.start()
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """Which tasks each thread runs and in what state (for logs and status)."""
+        return {thread.name: {str(task_id): task.state.value for task_id, task in sorted(thread.tasks.items())}
+                for thread in self.threads}

@@ -1,0 +1,406 @@
+"""StreamThread: one consumer-group member running its assigned tasks.
+
+Each iteration of the loop: poll the consumer (rebalances happen inside the poll), hand
+the records to their tasks, restore the stores of tasks that are not yet restored (each
+task starts processing as soon as its *own* stores are restored), process buffered
+records in timestamp order, fire punctuations, and commit when the commit interval has
+passed or a processor asked for it.
+
+Commit (at-least-once): flush stores, flush the producer, commit input offsets, then
+write the checkpoint. On revocation the same happens before the partitions are given up.
+
+kafka-python 3 runs rebalance callbacks on the consumer's IO thread while this thread
+is blocked inside ``poll()``; blocking consumer calls are refused there. Revocation
+(which must commit before the rebalance proceeds) therefore uses an async listener that
+awaits the offset commit; new assignments are only recorded by the listener and turned
+into tasks by this thread once ``poll()`` returns.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
+from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
+
+from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.runtime.changelog_reader import ChangelogReader, StateRestoreListener
+from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
+from airflow_stateful_provider.streams.runtime.records import OffsetAndMetadata, TopicPartition
+from airflow_stateful_provider.streams.runtime.state_manager import TaskStateManager
+from airflow_stateful_provider.streams.runtime.task import StreamTask, TaskState
+from airflow_stateful_provider.streams.topology import TaskId, Topology
+
+__all__ = ["StreamThread", "StreamThreadState"]
+
+log = logging.getLogger(__name__)
+
+#: Records a task processes before the thread turns to the next task, punctuation and commit.
+RECORDS_PER_TASK_ITERATION = 1000
+#: Longest poll while there is nothing to process or restore.
+IDLE_POLL_MS = 100
+
+
+class StreamThreadState(enum.Enum):
+    CREATED = "CREATED"
+    STARTING = "STARTING"
+    PARTITIONS_REVOKED = "PARTITIONS_REVOKED"
+    PARTITIONS_ASSIGNED = "PARTITIONS_ASSIGNED"
+    RUNNING = "RUNNING"
+    PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
+    DEAD = "DEAD"
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _RebalanceListener(AsyncConsumerRebalanceListener):
+    def __init__(self, thread: StreamThread) -> None:
+        self._thread = thread
+
+    async def on_partitions_revoked(self, revoked):
+        offsets = self._thread._prepare_revocation(revoked)
+        if offsets:
+            try:
+                await self._thread.consumer.commit_async(offsets)
+            except Exception as exc:  # noqa: BLE001 - the records are reprocessed (at-least-once)
+                log.warning("%s: offset commit on revocation failed (%r); uncommitted records will be "
+                            "processed again by the next owner", self._thread.name, exc)
+        self._thread._complete_revocation(revoked)
+
+    async def on_partitions_assigned(self, assigned):
+        self._thread._pending_assignment = set(assigned)
+
+    async def on_partitions_lost(self, lost):
+        self._thread._lose_partitions(lost)
+
+
+class StreamThread(threading.Thread):
+    """Runs the tasks the consumer group assigns to this member (see module docstring)."""
+
+    def __init__(
+        self,
+        index: int,
+        topology: Topology,
+        config: StreamsConfig,
+        *,
+        client_id: str,
+        consumer_factory: Callable[..., Any],
+        producer_factory: Callable[..., Any],
+        restore_listener: StateRestoreListener | None = None,
+        on_state_change: Callable[[StreamThread, StreamThreadState, StreamThreadState], None] | None = None,
+        on_error: Callable[[StreamThread, BaseException], None] | None = None,
+        wall_clock: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        super().__init__(name=f"{client_id}-StreamThread-{index}", daemon=True)
+        self.index = index
+        self.topology = topology
+        self.config = config
+        self.client_id = client_id
+        self._consumer_factory = consumer_factory
+        self._producer_factory = producer_factory
+        self._restore_listener = restore_listener
+        self._on_state_change = on_state_change
+        self._on_error = on_error
+        self.wall_clock_ms = wall_clock
+        self.state = StreamThreadState.CREATED
+        self._state_lock = threading.Lock()
+        self._shutdown_requested = threading.Event()
+        self.tasks: dict[TaskId, StreamTask] = {}
+        self._topic_to_subtopology: dict[str, int] = {}
+        for sub in topology.subtopologies():
+            for raw in sub.source_topics:
+                self._topic_to_subtopology[topology.decorate_topic(raw, config.application_id)] = sub.id
+        self._pending_assignment: set | None = None
+        self._revocation_tasks: list[StreamTask] = []
+        self._paused: set[TopicPartition] = set()
+        self._last_commit_ms = 0
+        self.consumer: Any = None
+        self.restore_consumer: Any = None
+        self.producer: Any = None
+        self.changelog_reader: ChangelogReader | None = None
+        self.error: BaseException | None = None
+
+    # ------------------------------------------------------------------ state
+
+    def _set_state(self, new: StreamThreadState) -> None:
+        with self._state_lock:
+            old, self.state = self.state, new
+        if old is not new:
+            log.info("%s: %s -> %s", self.name, old.value, new.value)
+            if self._on_state_change is not None:
+                self._on_state_change(self, new, old)
+
+    def shutdown(self) -> None:
+        """Ask the thread to finish its iteration, commit, close its tasks and exit."""
+        self._shutdown_requested.set()
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> None:
+        clean = False
+        try:
+            self._set_state(StreamThreadState.STARTING)
+            self._create_clients()
+            self._run_loop()
+            clean = True
+        except BaseException as exc:  # noqa: BLE001 - reported to the instance, which decides
+            self.error = exc
+            log.exception("%s failed", self.name)
+        finally:
+            self._set_state(StreamThreadState.PENDING_SHUTDOWN)
+            self._close(clean=clean)
+            self._set_state(StreamThreadState.DEAD)
+            if self.error is not None and self._on_error is not None:
+                self._on_error(self, self.error)
+
+    def _create_clients(self) -> None:
+        prefix = f"{self.client_id}-StreamThread-{self.index}"
+        self.producer = self._producer_factory(client_id=f"{prefix}-producer")
+        self.restore_consumer = self._consumer_factory(
+            client_id=f"{prefix}-restore-consumer", group_id=None, auto_offset_reset="none",
+            enable_auto_commit=False)
+        self.consumer = self._consumer_factory(
+            client_id=f"{prefix}-consumer", group_id=self.config.application_id, auto_offset_reset="earliest",
+            enable_auto_commit=False)
+        self.changelog_reader = ChangelogReader(self.restore_consumer, self._restore_listener)
+        topics = sorted(self._topic_to_subtopology)
+        # Load the topics' metadata first: a member that joins without it is assigned
+        # nothing, and a second rebalance follows as soon as the metadata arrives.
+        for topic in topics:
+            self.consumer.partitions_for_topic(topic)
+        self.consumer.subscribe(topics, listener=_RebalanceListener(self))
+
+    def _run_loop(self) -> None:
+        self._last_commit_ms = self.wall_clock_ms()
+        while not self._shutdown_requested.is_set():
+            self.run_once()
+
+    def run_once(self) -> None:
+        """One iteration of the loop (see module docstring)."""
+        busy = self._has_work()
+        fetched = self.consumer.poll(timeout_ms=0 if busy else IDLE_POLL_MS,
+                                     max_records=self.config.buffered_records_per_partition)
+        if self._pending_assignment is not None:
+            assigned, self._pending_assignment = self._pending_assignment, None
+            self._handle_assignment(assigned)
+        for kafka_tp, records in fetched.items():
+            self._add_records(TopicPartition(kafka_tp.topic, kafka_tp.partition), records)
+        reader = self.changelog_reader
+        if reader.restoring_tasks:
+            for task_id in reader.restore(poll_timeout_ms=0 if self._has_processable() else 50):
+                self._restoration_completed(task_id)
+        self._process()
+        now = self.wall_clock_ms()
+        for task in self._running_tasks():
+            task.maybe_punctuate_system_time()
+        self._maybe_commit(now)
+        self._resume_drained_partitions()
+        if self.state is StreamThreadState.PARTITIONS_ASSIGNED and not reader.restoring_tasks:
+            self._set_state(StreamThreadState.RUNNING)
+
+    # ------------------------------------------------------------------ input
+
+    def _add_records(self, tp: TopicPartition, records: list[Any]) -> None:
+        task = self.tasks.get(self._task_id_for(tp))
+        if task is None or task.state is TaskState.CLOSED:
+            log.warning("%s: dropping %d fetched records of %s: no task owns it", self.name, len(records), tp)
+            return
+        buffered = task.add_records(tp, records)
+        if buffered >= self.config.buffered_records_per_partition and tp not in self._paused:
+            self.consumer.pause(KafkaTopicPartition(tp.topic, tp.partition))
+            self._paused.add(tp)
+
+    def _resume_drained_partitions(self) -> None:
+        limit = self.config.buffered_records_per_partition
+        for tp in list(self._paused):
+            task = self.tasks.get(self._task_id_for(tp))
+            if task is None:
+                self._paused.discard(tp)
+                continue
+            if task.state is TaskState.RUNNING and task.buffered_size(tp) < limit // 2:
+                self.consumer.resume(KafkaTopicPartition(tp.topic, tp.partition))
+                self._paused.discard(tp)
+
+    def _task_id_for(self, tp: TopicPartition) -> TaskId:
+        return TaskId(self._topic_to_subtopology[tp.topic], tp.partition)
+
+    # ------------------------------------------------------------------ processing
+
+    def _running_tasks(self) -> list[StreamTask]:
+        return [t for t in self.tasks.values() if t.state is TaskState.RUNNING]
+
+    def _has_processable(self) -> bool:
+        now = self.wall_clock_ms()
+        return any(t.is_processable(now) for t in self._running_tasks())
+
+    def _has_work(self) -> bool:
+        return bool(self.changelog_reader.restoring_tasks) or self._has_processable()
+
+    def _process(self) -> int:
+        total = 0
+        now = self.wall_clock_ms()
+        for task in self._running_tasks():
+            done = 0
+            while done < RECORDS_PER_TASK_ITERATION and task.is_processable(now) and task.process(now):
+                task.maybe_punctuate_stream_time()
+                done += 1
+            total += done
+        return total
+
+    # ------------------------------------------------------------------ commit
+
+    def _maybe_commit(self, now: int) -> None:
+        requested = any(t.commit_requested for t in self.tasks.values())
+        if not requested and now - self._last_commit_ms < self.config.commit_interval_ms:
+            return
+        self.commit()
+        self._last_commit_ms = now
+
+    def commit(self, tasks: Iterable[StreamTask] | None = None, *, enforce_checkpoint: bool = False) -> int:
+        """Commit the running tasks that processed or punctuated since their last commit."""
+        tasks = [t for t in (self._running_tasks() if tasks is None else tasks)
+                 if t.commit_needed or t.commit_requested or enforce_checkpoint]
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        for task in tasks:
+            offsets.update(task.prepare_commit())
+        if offsets:
+            self.consumer.commit(_kafka_offsets(offsets))
+        for task in tasks:
+            task.post_commit(enforce_checkpoint=enforce_checkpoint)
+        return len(offsets)
+
+    # ------------------------------------------------------------------ rebalance
+
+    def _prepare_revocation(self, revoked: Iterable[Any]) -> dict:
+        """Listener, IO thread, this thread blocked in poll: flush the revoked tasks and
+        return the offsets to commit before the partitions are given up."""
+        if self.state is not StreamThreadState.PENDING_SHUTDOWN:
+            self._set_state(StreamThreadState.PARTITIONS_REVOKED)
+        revoked_ids = {self._task_id_for(TopicPartition(tp.topic, tp.partition)) for tp in revoked}
+        tasks = [self.tasks[t] for t in sorted(revoked_ids) if t in self.tasks]
+        self._revocation_tasks = tasks
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        for task in tasks:
+            if task.state is TaskState.RUNNING and (task.commit_needed or task.commit_requested):
+                offsets.update(task.prepare_commit())
+        return _kafka_offsets(offsets)
+
+    def _complete_revocation(self, revoked: Iterable[Any]) -> None:
+        """After the commit: checkpoint and suspend the revoked tasks (stores stay open in
+        case the same tasks come back in the new assignment)."""
+        for task in self._revocation_tasks:
+            if task.id in self.changelog_reader.restoring_tasks:
+                self.changelog_reader.unregister(task.id)
+            elif task.state is TaskState.RUNNING:
+                task.post_commit(enforce_checkpoint=True)
+            task.suspend()
+        self._revocation_tasks = []
+        for tp in revoked:
+            self._paused.discard(TopicPartition(tp.topic, tp.partition))
+
+    def _lose_partitions(self, lost: Iterable[Any]) -> None:
+        """The member was evicted: another member may already own these tasks, so nothing
+        is committed; the tasks are closed without a checkpoint (their next owner restores)."""
+        lost_ids = {self._task_id_for(TopicPartition(tp.topic, tp.partition)) for tp in lost}
+        for task_id in sorted(lost_ids):
+            task = self.tasks.pop(task_id, None)
+            if task is None:
+                continue
+            if task_id in self.changelog_reader.restoring_tasks:
+                self.changelog_reader.unregister(task_id)
+            task.close(clean=False)
+            log.warning("%s: lost task %s (evicted from the group); closed without committing", self.name, task_id)
+        self._paused.difference_update(TopicPartition(tp.topic, tp.partition) for tp in lost)
+
+    def _handle_assignment(self, assigned: set) -> None:
+        partitions: dict[TaskId, list[TopicPartition]] = {}
+        for kafka_tp in assigned:
+            tp = TopicPartition(kafka_tp.topic, kafka_tp.partition)
+            partitions.setdefault(self._task_id_for(tp), []).append(tp)
+        for task_id in sorted(set(self.tasks) - set(partitions)):
+            task = self.tasks.pop(task_id)
+            task.close(clean=True)
+            log.info("%s: closed task %s (no longer assigned)", self.name, task_id)
+        self._set_state(StreamThreadState.PARTITIONS_ASSIGNED)
+        for task_id in sorted(partitions):
+            task = self.tasks.get(task_id)
+            if task is not None and task.state is TaskState.SUSPENDED:
+                task.resume()
+            elif task is None:
+                task = self._create_task(task_id, partitions[task_id])
+                self.tasks[task_id] = task
+                task.initialize()
+            committed = {tp: self.consumer.committed(KafkaTopicPartition(*tp), metadata=True)
+                         for tp in partitions[task_id]}
+            task.initialize_task_time(committed)
+            if self.changelog_reader.register(task_id, task.stores):
+                self._restoration_completed(task_id)
+            else:
+                self._pause(partitions[task_id])
+        log.info("%s: assigned tasks %s", self.name, [str(t) for t in sorted(partitions)])
+
+    def _pause(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            if tp not in self._paused:
+                self.consumer.pause(KafkaTopicPartition(tp.topic, tp.partition))
+                self._paused.add(tp)
+
+    def _create_task(self, task_id: TaskId, partitions: list[TopicPartition]) -> StreamTask:
+        collector = RecordCollector(self.producer, task_id=task_id)
+        stores = TaskStateManager(task_id, self.topology, self.config, record_collector=collector)
+        return StreamTask(task_id, self.topology, self.config, record_collector=collector, stores=stores,
+                          partitions=partitions, wall_clock=self.wall_clock_ms)
+
+    def _restoration_completed(self, task_id: TaskId) -> None:
+        task = self.tasks[task_id]
+        task.complete_restoration()
+        for tp in task.partitions:
+            if tp in self._paused and task.buffered_size(tp) < self.config.buffered_records_per_partition:
+                self.consumer.resume(KafkaTopicPartition(tp.topic, tp.partition))
+                self._paused.discard(tp)
+        log.info("%s: task %s restored and running", self.name, task_id)
+
+    # ------------------------------------------------------------------ close
+
+    def _close(self, *, clean: bool) -> None:
+        """Clean: commit and checkpoint every task, then close it and leave the group.
+        Dirty (after an error): close without committing; committed state stays intact."""
+        if clean and self.consumer is not None:
+            try:
+                self.commit([t for t in self.tasks.values() if t.state is TaskState.RUNNING],
+                            enforce_checkpoint=True)
+            except Exception as exc:  # noqa: BLE001 - fall back to a dirty close
+                log.exception("%s: final commit failed; closing tasks without committing", self.name)
+                self.error = self.error or exc
+                clean = False
+        if self.changelog_reader is not None:
+            if clean:
+                self.changelog_reader.close()
+        for task in self.tasks.values():
+            try:
+                task.close(clean=clean)
+            except Exception:  # noqa: BLE001 - close the other tasks too
+                log.exception("%s: error closing task %s", self.name, task.id)
+        self.tasks.clear()
+        for client, close in ((self.consumer, lambda c: c.close(autocommit=False)),
+                              (self.restore_consumer, lambda c: c.close(autocommit=False)),
+                              (self.producer, lambda c: c.close(timeout=10))):
+            if client is None:
+                continue
+            try:
+                close(client)
+            except Exception:  # noqa: BLE001 - best effort while shutting down
+                log.exception("%s: error closing %s", self.name, type(client).__name__)
+
+
+def _kafka_offsets(offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict:
+    return {KafkaTopicPartition(tp.topic, tp.partition): KafkaOffsetAndMetadata(om.offset, om.metadata, -1)
+            for tp, om in offsets.items()}

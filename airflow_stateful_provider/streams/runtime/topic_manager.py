@@ -1,0 +1,90 @@
+"""Creating and validating the application's topics on the brokers.
+
+The topics an application needs come from :mod:`.internal_topics`; this module talks to
+the brokers (a kafka-python ``KafkaAdminClient``): it creates the missing internal
+topics and checks that existing ones have the partition count the topology needs. A
+changelog with another partition count would mix the state of different tasks, so that
+is an error, never a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from airflow_stateful_provider.streams.errors import StreamsError
+from airflow_stateful_provider.streams.runtime.internal_topics import InternalTopic
+
+__all__ = ["InternalTopicManager", "fetch_partition_counts"]
+
+log = logging.getLogger(__name__)
+
+
+def fetch_partition_counts(admin: Any, topics: Iterable[str]) -> dict[str, int]:
+    """Partition counts of the topics that exist (absent ones are left out)."""
+    wanted = sorted(set(topics))
+    if not wanted:
+        return {}
+    existing = set(admin.list_topics())
+    present = [t for t in wanted if t in existing]
+    if not present:
+        return {}
+    counts = {}
+    for description in admin.describe_topics(present):
+        if description.get("error_code", 0) == 0 and description.get("partitions"):
+            counts[description["name"]] = len(description["partitions"])
+    return counts
+
+
+class InternalTopicManager:
+    """Creates missing topics and validates the partition counts of existing ones."""
+
+    def __init__(self, admin: Any, *, replication_factor: int = -1, timeout_s: float = 30.0) -> None:
+        self._admin = admin
+        self._replication_factor = replication_factor
+        self._timeout_s = timeout_s
+
+    def ensure(self, topics: Iterable[InternalTopic]) -> list[str]:
+        """Create what is missing; returns the names created. Raises when an existing
+        topic has another partition count than needed."""
+        from kafka.admin import NewTopic
+        from kafka.errors import TopicAlreadyExistsError
+
+        topics = list(topics)
+        for topic in topics:
+            if topic.partitions is None:
+                raise StreamsError(f"internal {topic.kind} topic {topic.name!r}: partition count unknown")
+        existing = fetch_partition_counts(self._admin, [t.name for t in topics])
+        for topic in topics:
+            have = existing.get(topic.name)
+            if have is not None and have != topic.partitions:
+                raise StreamsError(
+                    f"internal {topic.kind} topic {topic.name!r} has {have} partitions but the topology needs "
+                    f"{topic.partitions}; delete it (its data belongs to another partitioning) or fix the source topics"
+                )
+        missing = [t for t in topics if t.name not in existing]
+        if not missing:
+            return []
+        try:
+            self._admin.create_topics([NewTopic(t.name, t.partitions, self._replication_factor,
+                                                topic_configs=dict(t.config)) for t in missing])
+        except TopicAlreadyExistsError:
+            pass  # another instance created them at the same moment; validated below
+        self._wait_until_visible(missing)
+        for topic in missing:
+            log.info("created %s topic %s (%d partitions, %s)", topic.kind, topic.name, topic.partitions, topic.config)
+        return [t.name for t in missing]
+
+    def _wait_until_visible(self, topics: list[InternalTopic]) -> None:
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            counts = fetch_partition_counts(self._admin, [t.name for t in topics])
+            pending = [t.name for t in topics if counts.get(t.name) != t.partitions]
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise StreamsError(f"topics {pending} were not visible with the expected partition counts "
+                                   f"{self._timeout_s:.0f}s after creation")
+            time.sleep(0.1)
