@@ -879,6 +879,12 @@ class _SessionWindowAggregateProcessor(Processor):
         interval = getattr(getattr(context, "config", None), "windowed_aggregation_emit_interval_ms", None)
         if interval is not None:
             self._emit_interval_ms = interval
+        if self._on_close:
+            # restore how far closed windows were already emitted (committed with the offsets)
+            lookup = getattr(context, "processor_metadata_for_key", None)
+            last = lookup(self._store_name) if lookup is not None else None
+            if last is not None:
+                self._last_emit_window_close_time = last
 
     def process(self, record: Record) -> None:
         key = record.key
@@ -944,3 +950,6 @@ class _SessionWindowAggregateProcessor(Processor):
         for session, value in self._store.find_sessions_by_end(lower, upper):
             self.context.forward(Record(session, Change(value, None), session.window.end, record.headers))
         self._last_emit_window_close_time = close_time
+        record_metadata = getattr(self.context, "add_processor_metadata_key_value", None)
+        if record_metadata is not None:
+            record_metadata(self._store_name, close_time)

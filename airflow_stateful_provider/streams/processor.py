@@ -78,14 +78,19 @@ class Record(Generic[K, V]):
     headers: Headers = ()
 
     def __post_init__(self) -> None:
-        if isinstance(self.timestamp, bool) or not isinstance(self.timestamp, int):
-            raise TypeError(f"Record timestamp must be int milliseconds, got {self.timestamp!r}")
-        if self.timestamp < 0:
-            raise ValueError(f"Record timestamp must be >= 0, got {self.timestamp}")
-        if not isinstance(self.headers, tuple) or any(
-            not isinstance(h, tuple) for h in self.headers
-        ):
-            object.__setattr__(self, "headers", _as_headers(self.headers))
+        # Hot path (every record, every forward): exact type checks first.
+        ts = self.timestamp
+        if type(ts) is not int:
+            if isinstance(ts, bool) or not isinstance(ts, int):
+                raise TypeError(f"Record timestamp must be int milliseconds, got {ts!r}")
+        if ts < 0:
+            raise ValueError(f"Record timestamp must be >= 0, got {ts}")
+        headers = self.headers
+        if headers:
+            if type(headers) is not tuple or any(type(h) is not tuple for h in headers):
+                object.__setattr__(self, "headers", _as_headers(headers))
+        elif type(headers) is not tuple:  # None, [] or {}
+            object.__setattr__(self, "headers", ())
 
     def with_key(self, key: Any) -> Record:
         return Record(key, self.value, self.timestamp, self.headers)

@@ -148,3 +148,12 @@ class ProcessorContextImpl(ProcessorContext):
 
     def commit(self) -> None:
         self._task.request_commit()
+
+    # -- engine-internal (Kafka's InternalProcessorContext) ---------------------------------
+    def processor_metadata_for_key(self, key: str) -> int | None:
+        """A value committed with the task's offsets (restored after a restart)."""
+        return self._task.processor_metadata.get(key)
+
+    def add_processor_metadata_key_value(self, key: str, value: int) -> None:
+        self._task.processor_metadata[key] = value
+        self._task.commit_needed = True

@@ -61,8 +61,8 @@ from airflow_stateful_provider.streams.runtime.record_collector import RecordCol
 from airflow_stateful_provider.streams.runtime.records import (
     OffsetAndMetadata,
     TopicPartition,
-    decode_partition_time,
-    encode_partition_time,
+    decode_commit_metadata,
+    encode_commit_metadata,
 )
 from airflow_stateful_provider.streams.runtime.serde_resolution import resolve_serde
 from airflow_stateful_provider.streams.topology import (
@@ -149,6 +149,9 @@ class StreamTask:
         self._stream_queue = PunctuationQueue()
         self._wall_queue = PunctuationQueue()
         self._consumed: dict[TopicPartition, int] = {}
+        #: Small per-task values processors keep across restarts, committed with the input
+        #: offsets (e.g. emit-on-close aggregations: the last window close time emitted).
+        self.processor_metadata: dict[str, int] = {}
 
         app = config.application_id
         self._nodes: dict[str, ProcessorNode] = {}
@@ -236,16 +239,20 @@ class StreamTask:
         self.state = TaskState.RUNNING
 
     def initialize_task_time(self, committed: Mapping[TopicPartition, Any]) -> None:
-        """Restore partition (and so stream) time from the committed offsets' metadata
-        (values: OffsetAndMetadata, a metadata string, or kafka-python's OffsetAndMetadata)."""
+        """Restore partition (and so stream) time and processor metadata from the committed
+        offsets' metadata (values: OffsetAndMetadata, a metadata string, or kafka-python's
+        OffsetAndMetadata). Call before :meth:`complete_restoration`."""
         for tp, value in committed.items():
             tp = TopicPartition(tp[0], tp[1])
             if tp not in self._partition_group.partitions or value is None:
                 continue
             metadata = value if isinstance(value, str) else getattr(value, "metadata", "")
-            partition_time = decode_partition_time(metadata)
+            partition_time, processor_metadata = decode_commit_metadata(metadata)
             if partition_time != UNKNOWN:
                 self._partition_group.set_partition_time(tp, partition_time)
+            for key, number in processor_metadata.items():
+                if number > self.processor_metadata.get(key, UNKNOWN):
+                    self.processor_metadata[key] = number
 
     def suspend(self) -> None:
         """Stop processing (revocation): close the processors, drop buffered input and
@@ -422,7 +429,10 @@ class StreamTask:
 
     def committable_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         return {
-            tp: OffsetAndMetadata(offset + 1, encode_partition_time(self._partition_group.partition_time(tp)))
+            tp: OffsetAndMetadata(
+                offset + 1,
+                encode_commit_metadata(self._partition_group.partition_time(tp), self.processor_metadata),
+            )
             for tp, offset in self._consumed.items()
         }
 

@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from airflow_stateful_provider.streams.errors import InvalidRecordError
 from airflow_stateful_provider.streams.processor import KeyValue
+from airflow_stateful_provider.streams.state.session import SessionKey
 from airflow_stateful_provider.streams.windows import SessionWindow, Windowed
 
 __all__ = [
@@ -166,9 +167,7 @@ class TypedSessionStore(_Typed):
     def all(self) -> list[KeyValue]:
         return self._sessions(self.inner.all())
 
-    def _raw_session(self, windowed: Windowed) -> Any:
-        from airflow_stateful_provider.streams.state.session import SessionKey
-
+    def _raw_session(self, windowed: Windowed) -> SessionKey:
         return SessionKey(*self._session_key(windowed))
 
 

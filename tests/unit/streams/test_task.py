@@ -358,3 +358,56 @@ def test_task_with_persistent_store_checkpoints_changelog_offsets(tmp_path):
     assert stores2.checkpointed_offsets() == {changelog: 2}
     assert stores2.get("counts").get("k") == 3
     stores2.close()
+
+
+def test_emit_on_close_progress_survives_a_restart(tmp_path):
+    """The last emitted window close time is committed with the offsets (as Kafka's
+    processor metadata), so a restarted task does not emit closed sessions again."""
+    from airflow_stateful_provider.streams.dsl import Consumed, Materialized, Produced, StreamsBuilder
+    from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindowedSerde, SessionWindows
+
+    S = Serdes.string()
+    builder = StreamsBuilder()
+    (builder.stream("in", Consumed.with_(S, S)).group_by_key()
+     .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(10)).emit_strategy(EmitStrategy.on_window_close())
+     .count(Materialized.as_("s").with_retention(1000)).to_stream()
+     .to("out", Produced.with_(SessionWindowedSerde(S), Serdes.int64())))
+    topology = builder.build()
+    config = _config(state_dir=str(tmp_path), windowed_aggregation_emit_interval_ms=0)
+
+    def start(committed=None):
+        producer = FakeProducer()
+        collector = RecordCollector(producer)
+        stores = TaskStateManager(TaskId(0, 0), topology, config, record_collector=collector)
+        task = StreamTask(TaskId(0, 0), topology, config, record_collector=collector, stores=stores)
+        task.initialize()
+        if committed:
+            task.initialize_task_time(committed)
+        task.complete_restoration()
+        return task, producer
+
+    def emitted(producer):
+        return [s for s in producer.sent if s[0] == "out"]
+
+    task, producer = start()
+    task.add_records(("in", 0), [_rec("in", 0, 0, 0, key="a"), _rec("in", 0, 1, 50, key="b")])
+    while task.process():
+        pass
+    assert len(emitted(producer)) == 1  # a's [0,0] closed at stream time 50
+    committed = task.prepare_commit()
+    task.post_commit(enforce_checkpoint=True)
+    task.close()
+    assert decode_partition_time(committed[TopicPartition("in", 0)].metadata) == 50
+
+    task, producer = start(committed)
+    assert task.processor_metadata == {"s": 40}
+    task.add_records(("in", 0), [_rec("in", 0, 2, 51, key="c")])
+    while task.process():
+        pass
+    assert emitted(producer) == []  # [0,0] is not emitted again
+    task.add_records(("in", 0), [_rec("in", 0, 3, 70, key="c")])
+    while task.process():
+        pass
+    # close = 60: b's [50,50] and c's [51,51] are emitted, each once
+    assert [s[2][:1] for s in emitted(producer)] == [b"b", b"c"]
+    task.close()
