@@ -113,7 +113,7 @@ def test_new_client_gets_one_warmup_while_caught_up_client_keeps_both_actives() 
     assert result.probing_rebalance_needed is True
 
 
-def _four_tasks_one_caught_up_client(num_standby_replicas: int) -> ClientState:
+def _four_tasks_one_caught_up_client() -> ClientState:
     return ClientState(
         "P1", previous_active_tasks=tasks("0_0", "0_1", "0_2", "0_3"),
         task_lags={t(x): 0 for x in ("0_0", "0_1", "0_2", "0_3")},
@@ -128,7 +128,7 @@ def test_warmups_are_limited_by_max_warmup_replicas() -> None:
     first movement in task order (0_1)."""
     configs = AssignmentConfigs(acceptable_recovery_lag=100, max_warmup_replicas=1,
                                 num_standby_replicas=0, probing_rebalance_interval_ms=60_000)
-    result = assign([_four_tasks_one_caught_up_client(0), ClientState("P2")],
+    result = assign([_four_tasks_one_caught_up_client(), ClientState("P2")],
                     tasks("0_0", "0_1", "0_2", "0_3"), (), configs, NOW)
     assert dict(result.clients) == {
         "P1": owned(active=("0_0", "0_1", "0_2", "0_3")),
@@ -146,7 +146,7 @@ def test_with_one_standby_the_new_client_holds_standbys_for_all_four() -> None:
     (P1, the only caught-up client, holds the actives, so they have nowhere better to go)."""
     configs = AssignmentConfigs(acceptable_recovery_lag=100, max_warmup_replicas=1,
                                 num_standby_replicas=1, probing_rebalance_interval_ms=60_000)
-    result = assign([_four_tasks_one_caught_up_client(1), ClientState("P2")],
+    result = assign([_four_tasks_one_caught_up_client(), ClientState("P2")],
                     tasks("0_0", "0_1", "0_2", "0_3"), (), configs, NOW)
     assert dict(result.clients) == {
         "P1": owned(active=("0_0", "0_1", "0_2", "0_3")),
