@@ -928,11 +928,8 @@ class _SessionWindowAggregateProcessor(Processor):
     def _forward_update(self, windowed: Windowed, new: Any, old: Any) -> None:
         if self._on_close:
             return
-        self.context.forward(Record(windowed, Change(new, old), windowed.window.end, self._headers()))
-
-    def _headers(self) -> Any:
-        meta = self.context.record_metadata
-        return meta.headers if meta is not None else ()
+        # a new record (no input headers), stamped with the window end, as Kafka does
+        self.context.forward(Record(windowed, Change(new, old), windowed.window.end))
 
     def _maybe_forward_final(self, record: Record, close_time: int) -> None:
         now = self.context.current_system_time_ms
