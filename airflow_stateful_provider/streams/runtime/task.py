@@ -256,12 +256,14 @@ class StreamTask:
 
     def suspend(self) -> None:
         """Stop processing (revocation): close the processors, drop buffered input and
-        schedules. The stores stay open; :meth:`resume` continues from RESTORING."""
+        schedules, flush and checkpoint. The stores stay open; :meth:`resume` continues
+        from RESTORING. Commit the task's offsets first (prepare_commit/post_commit)."""
         if self.state in (TaskState.SUSPENDED, TaskState.CLOSED):
             return
         if self.state is TaskState.RUNNING:
             self._close_topology(clean=True)
         self._partition_group.clear()
+        self._write_checkpoint()
         self.state = TaskState.SUSPENDED
 
     def resume(self) -> None:
@@ -270,9 +272,12 @@ class StreamTask:
         self.state = TaskState.RESTORING
 
     def close(self, *, clean: bool = True) -> None:
-        """Close processors and stores. ``clean=False`` after an error: never raises."""
+        """Close processors and stores. A clean close flushes and writes the checkpoint
+        (commit the input offsets first); ``clean=False`` after an error: no flush, no
+        checkpoint, never raises."""
         if self.state is TaskState.CLOSED:
             return
+        failed = False
         try:
             if self.state is TaskState.RUNNING:
                 self._close_topology(clean=clean)
@@ -280,16 +285,20 @@ class StreamTask:
             self._stream_queue.close()
             self._wall_queue.close()
             if clean:
-                self.stores.flush()
-                self.stores.close()
-            else:
-                try:
-                    self.stores.close()
-                except Exception:  # noqa: BLE001 - dirty close must not mask the original error
-                    log.exception("error closing the stores of task %s (dirty close)", self.id)
-            self.record_collector.close()
+                self._write_checkpoint()
+        except BaseException:
+            failed = True
+            raise
         finally:
-            self.state = TaskState.CLOSED
+            try:
+                self.stores.close()
+            except Exception:  # noqa: BLE001 - report, unless it is the only error of a clean close
+                if clean and not failed:
+                    raise
+                log.exception("error closing the stores of task %s", self.id)
+            finally:
+                self.record_collector.close()
+                self.state = TaskState.CLOSED
 
     # ------------------------------------------------------------------ input
 
@@ -498,6 +507,15 @@ class StreamTask:
             return Record(key, value, timestamp, headers)
 
         return deserialize
+
+    def _write_checkpoint(self) -> None:
+        """Flush stores and producer, then checkpoint unconditionally (SEMANTICS §1: on
+        suspend and close)."""
+        self.stores.flush()
+        self.record_collector.flush()
+        checkpoint = getattr(self.stores, "checkpoint", None)
+        if checkpoint is not None:
+            checkpoint(self.record_collector.offsets(), force=True)
 
     def _close_topology(self, *, clean: bool) -> None:
         self._stream_queue.close()

@@ -350,13 +350,18 @@ def test_task_with_persistent_store_checkpoints_changelog_offsets(tmp_path):
     task.post_commit(enforce_checkpoint=True)
     checkpoint = tmp_path / "app" / "0_0" / ".checkpoint"
     assert checkpoint.read_text() == "0\n1\napp-counts-changelog 0 2\n"
-    task.close()
+    task.add_records(("in", 0), [_rec("in", 0, 3, 20)])
+    task.process()
+    task.post_commit()  # fewer than 10,000 offsets since the last write: no checkpoint
+    assert checkpoint.read_text() == "0\n1\napp-counts-changelog 0 2\n"
+    task.close()  # a clean close flushes and checkpoints
+    assert checkpoint.read_text() == "0\n1\napp-counts-changelog 0 3\n"
     # a new task on the same directory sees the checkpoint and the data
     collector2 = RecordCollector(FakeProducer())
     stores2 = TaskStateManager(TaskId(0, 0), topology, config, record_collector=collector2)
     stores2.initialize()
-    assert stores2.checkpointed_offsets() == {changelog: 2}
-    assert stores2.get("counts").get("k") == 3
+    assert stores2.checkpointed_offsets() == {changelog: 3}
+    assert stores2.get("counts").get("k") == 4
     stores2.close()
 
 
