@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -36,9 +36,14 @@ def _task_set(name: str, process_id: object, tasks: Iterable[Any]) -> frozenset[
         raise InvalidAssignmentInputError(
             f"client {process_id}: {name} must be a collection of task ids, got {tasks!r}"
         )
-    result = frozenset(tasks)
+    try:
+        result = frozenset(tasks)
+    except TypeError as exc:
+        raise InvalidAssignmentInputError(
+            f"client {process_id}: {name} must be a collection of task ids, got {tasks!r}"
+        ) from exc
     for task in result:
-        if not isinstance(task, Hashable) or isinstance(task, (str, bytes)):
+        if isinstance(task, (str, bytes)):
             raise InvalidAssignmentInputError(
                 f"client {process_id}: {name} must hold task ids, got {task!r}"
             )

@@ -108,7 +108,10 @@ class AssignmentResult:
 def _validate_tasks(name: str, tasks: Iterable[TaskId]) -> frozenset[TaskId]:
     if isinstance(tasks, (str, bytes)):
         raise InvalidAssignmentInputError(f"{name} must be a collection of task ids, got {tasks!r}")
-    result = frozenset(tasks)
+    try:
+        result = frozenset(tasks)
+    except TypeError as exc:
+        raise InvalidAssignmentInputError(f"{name} must be a collection of task ids, got {tasks!r}") from exc
     for task in result:
         if isinstance(task, (str, bytes)):
             raise InvalidAssignmentInputError(
