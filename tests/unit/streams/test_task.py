@@ -416,3 +416,49 @@ def test_emit_on_close_progress_survives_a_restart(tmp_path):
     # close = 60: b's [50,50] and c's [51,51] are emitted, each once
     assert [s[2][:1] for s in emitted(producer)] == [b"b", b"c"]
     task.close()
+
+
+def test_restore_from_the_changelog_reproduces_the_stores(tmp_path):
+    """What a task wrote to its changelogs, replayed through TaskStateManager.restore into
+    a fresh task's stores, gives the same stores (the runtime's restoration entry point)."""
+    from airflow_stateful_provider.streams.dsl import Consumed, Materialized, StreamsBuilder
+    from airflow_stateful_provider.streams.state.changelogging import ChangelogRecord
+    from airflow_stateful_provider.streams.testing import TopologyTestDriver
+    from airflow_stateful_provider.streams.windows import SessionWindows
+
+    S = Serdes.string()
+    builder = StreamsBuilder()
+    builder.stream("clicks", Consumed.with_(S, S)).group_by_key().windowed_by(
+        SessionWindows.of_inactivity_gap_with_no_grace(10)).count(Materialized.as_("sessions").with_retention(1000))
+    builder.table("rates", Consumed.with_(S, S), Materialized.as_versioned("rates", 500))
+    topology = builder.build()
+    with TopologyTestDriver(topology, {"application_id": "app"}) as driver:
+        clicks = driver.create_input_topic("clicks", S, S)
+        rates = driver.create_input_topic("rates", S, S)
+        for i, (key, ts) in enumerate([("a", 0), ("b", 3), ("a", 5), ("a", 30), ("b", 9), ("a", 18)]):
+            clicks.pipe_input(key, "x", ts)
+            rates.pipe_input(key, f"r{i}", ts * 10)
+        expected_sessions = {k: driver.get_session_store("sessions").fetch(k) for k in "ab"}
+        expected_rates = {k: driver.get_versioned_key_value_store("rates").get_versions(k) for k in "ab"}
+        changelogs = {}
+        for store in ("sessions", "rates"):
+            out = driver.create_output_topic(f"app-{store}-changelog", "bytes", "bytes")
+            changelogs[store] = [ChangelogRecord(r.key, r.value, r.timestamp, offset)
+                                 for offset, r in enumerate(out.read_records_to_list())]
+
+    config = _config(state_dir=str(tmp_path))
+    for store_type in ("in_memory", "rocksdb"):
+        restored = {}
+        for sub in topology.subtopologies():  # sessions and rates live in different subtopologies
+            manager = TaskStateManager(TaskId(sub.id, 0), topology, config,
+                                       record_collector=RecordCollector(FakeProducer()), store_type=store_type)
+            manager.initialize()
+            ((store, partition),) = manager.changelog_partitions().items()
+            assert partition == TopicPartition(f"app-{store}-changelog", 0)
+            assert manager.restore(partition, changelogs[store]) == len(changelogs[store])
+            if store == "sessions":
+                restored[store] = {k: manager.get(store).fetch(k) for k in "ab"}
+            else:
+                restored[store] = {k: manager.get(store).get_versions(k) for k in "ab"}
+            manager.close()
+        assert restored == {"sessions": expected_sessions, "rates": expected_rates}
