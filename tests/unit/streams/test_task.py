@@ -12,7 +12,7 @@ from airflow_stateful_provider.streams.errors import (
     ProcessingError,
     StreamsError,
 )
-from airflow_stateful_provider.streams.processor import Processor, PunctuationType
+from airflow_stateful_provider.streams.processor import Processor
 from airflow_stateful_provider.streams.runtime.deserialization import (
     HEADER_OFFSET,
     HEADER_TOPIC,
