@@ -122,6 +122,16 @@ class StreamsConfig:
     windowed_aggregation_emit_interval_ms: int | timedelta = 1000
     #: Extra application-specific settings handed to processors via ``context.app_configs``.
     app_configs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: kafka-python settings for every client the instance creates (security, timeouts),
+    #: e.g. ``{"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", ...}``.
+    client_configs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: kafka-python settings for the consumers only (Kafka Streams' ``consumer.`` prefix),
+    #: e.g. ``{"session_timeout_ms": 10000}``.
+    consumer_configs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: kafka-python settings for the producers only (``producer.`` prefix).
+    producer_configs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: kafka-python settings for the admin client only (``admin.`` prefix).
+    admin_configs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen dataclass: normalise in place
@@ -191,6 +201,11 @@ class StreamsConfig:
         if not isinstance(self.app_configs, Mapping):
             raise ConfigError(f"app_configs must be a mapping, got {self.app_configs!r}")
         set_(self, "app_configs", dict(self.app_configs))
+        for field in ("client_configs", "consumer_configs", "producer_configs", "admin_configs"):
+            value = getattr(self, field)
+            if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+                raise ConfigError(f"{field} must be a mapping of kafka-python setting names to values, got {value!r}")
+            set_(self, field, dict(value))
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> StreamsConfig:

@@ -72,19 +72,11 @@ UncaughtExceptionHandler = Callable[[BaseException], None]
 class KafkaStreams:
     """One instance of the application described by ``topology`` and ``config``.
 
-    ``consumer_configs`` / ``producer_configs`` / ``admin_configs`` pass extra
-    kafka-python settings (security, timeouts) to the clients this instance creates.
+    Client settings (security, timeouts) come from the config's ``client_configs``,
+    ``consumer_configs``, ``producer_configs`` and ``admin_configs``.
     """
 
-    def __init__(
-        self,
-        topology: Topology,
-        config: StreamsConfig | Mapping[str, Any],
-        *,
-        consumer_configs: Mapping[str, Any] | None = None,
-        producer_configs: Mapping[str, Any] | None = None,
-        admin_configs: Mapping[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, topology: Topology, config: StreamsConfig | Mapping[str, Any]) -> None:
         self.config = StreamsConfig.from_mapping(config) if not isinstance(config, StreamsConfig) else config
         if self.config.exactly_once:
             raise ConfigError("processing_guarantee 'exactly_once_v2' is not implemented yet; use 'at_least_once'")
@@ -92,9 +84,6 @@ class KafkaStreams:
         self.topology = topology
         self.process_id = uuid.uuid4()
         self.client_id = f"{self.config.application_id}-{self.process_id}"
-        self._consumer_configs = dict(consumer_configs or {})
-        self._producer_configs = dict(producer_configs or {})
-        self._admin_configs = dict(admin_configs or {})
         self._state = KafkaStreamsState.CREATED
         self._state_lock = threading.Condition()
         self._state_listener: StateListener | None = None
@@ -160,25 +149,25 @@ class KafkaStreams:
     # ------------------------------------------------------------------ clients
 
     def _common_client_configs(self) -> dict[str, Any]:
-        return {"bootstrap_servers": list(self.config.bootstrap_servers)}
+        return {"bootstrap_servers": list(self.config.bootstrap_servers), **self.config.client_configs}
 
     def _new_consumer(self, **overrides: Any) -> Any:
         from kafka import KafkaConsumer
 
         return KafkaConsumer(**{**self._common_client_configs(), "max_poll_records": 1000,
-                                "allow_auto_create_topics": False, **self._consumer_configs, **overrides})
+                                "allow_auto_create_topics": False, **self.config.consumer_configs, **overrides})
 
     def _new_producer(self, **overrides: Any) -> Any:
         from kafka import KafkaProducer
 
         return KafkaProducer(**{**self._common_client_configs(), "acks": "all", "linger_ms": 5,
-                                "batch_size": 256 * 1024, **self._producer_configs, **overrides})
+                                "batch_size": 256 * 1024, **self.config.producer_configs, **overrides})
 
     def _new_admin(self) -> Any:
         from kafka import KafkaAdminClient
 
         return KafkaAdminClient(**{**self._common_client_configs(), "client_id": f"{self.client_id}-admin",
-                                   **self._admin_configs})
+                                   **self.config.admin_configs})
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -280,6 +269,12 @@ class KafkaStreams:
 
         self._error_closer = threading.Thread(target=shut_down, name=f"{self.client_id}-error-shutdown", daemon=True)
         self._error_closer.start()
+
+    def metrics(self) -> dict[str, dict[str, int]]:
+        """Counters of the tasks this instance runs now, by task id (processed,
+        punctuated, dropped records by reason)."""
+        return {str(task_id): task.metrics.as_dict()
+                for thread in self.threads for task_id, task in sorted(thread.tasks.items())}
 
     @property
     def metadata(self) -> dict[str, Any]:

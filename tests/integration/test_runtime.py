@@ -1,0 +1,234 @@
+"""The Kafka-backed instance on a real broker, in this process: restoration (SEMANTICS §2),
+poison records under each deserialization handler, and healing an out-of-range changelog."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+
+from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.runtime.changelog_reader import ChangelogReader
+from airflow_stateful_provider.streams.runtime.kafka_streams import KafkaStreams, KafkaStreamsState
+from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
+from airflow_stateful_provider.streams.runtime.state_manager import TaskStateManager
+from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
+from airflow_stateful_provider.streams.topology import TaskId
+from tests.integration.instances import committed_offsets, create_topics, read_all, wait_until
+from tests.integration.topologies import json_counts
+
+pytestmark = pytest.mark.kafka
+
+
+class RecordingListener:
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def on_restore_start(self, partition, store_name, start_offset, end_offset):
+        self.events.append(("start", store_name, start_offset, end_offset))
+
+    def on_batch_restored(self, partition, store_name, batch_end_offset, num_restored):
+        self.events.append(("batch", store_name, batch_end_offset, num_restored))
+
+    def on_restore_end(self, partition, store_name, total_restored):
+        self.events.append(("end", store_name, total_restored))
+
+    def on_restore_suspended(self, partition, store_name, total_restored):
+        self.events.append(("suspended", store_name, total_restored))
+
+    def total(self, kind: str) -> int:
+        return sum(e[-1] for e in self.events if e[0] == kind)  # records restored
+
+
+@pytest.fixture
+def names():
+    suffix = uuid.uuid4().hex[:8]
+    return {"app": f"app-{suffix}", "input": f"in-{suffix}", "output": f"out-{suffix}", "dlq": f"dlq-{suffix}"}
+
+
+def config(bootstrap_servers: str, names: dict, state_dir: Path, **overrides) -> StreamsConfig:
+    return StreamsConfig(application_id=names["app"], bootstrap_servers=bootstrap_servers, state_dir=str(state_dir),
+                         commit_interval_ms=200, consumer_configs={"session_timeout_ms": 10_000}, **overrides)
+
+
+def produce(bootstrap_servers: str, topic: str, records: list[tuple[bytes | None, bytes | None]], partition=None):
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
+    for key, value in records:
+        producer.send(topic, key=key, value=value, partition=partition)
+    producer.flush()
+    producer.close()
+
+
+def final_counts(bootstrap_servers: str, topic: str) -> dict[str, int]:
+    latest = {}
+    for record in read_all(bootstrap_servers, topic):
+        latest[record.key.decode()] = int.from_bytes(record.value, "big", signed=True)
+    return latest
+
+
+def run_until(streams: KafkaStreams, condition, what: str, timeout: float = 60) -> None:
+    streams.start()
+    try:
+        wait_until(lambda: condition() or streams.state in (KafkaStreamsState.ERROR, KafkaStreamsState.PENDING_ERROR),
+                   timeout, what, lambda: f"state {streams.state}, metrics {streams.metrics()}")
+    except BaseException:
+        streams.close(timeout=30)
+        raise
+
+
+def test_restoration_applies_up_to_the_captured_end_offset_and_skips_null_keys(bootstrap_servers, names, tmp_path):
+    """SEMANTICS §2: checkpoint 5, end offset 10, records at 6, 7, 8 (null key), 9, 11 ->
+    the active restores 6, 7 and 9 and leaves 11 alone."""
+    cfg = config(bootstrap_servers, names, tmp_path)
+    topology = json_counts(names["input"], names["output"])
+    changelog = f"{names['app']}-counts-changelog"
+    create_topics(bootstrap_servers, {changelog: 1})
+    value = (1).to_bytes(8, "big")
+    records = [(f"k{i}".encode(), value) for i in range(10)]
+    records[8] = (None, value)
+    produce(bootstrap_servers, changelog, records)
+    task_id = TaskId(0, 0)
+    os.makedirs(cfg.task_state_dir(task_id))
+    OffsetCheckpoint.in_task_dir(cfg.task_state_dir(task_id)).write({(changelog, 0): 5})
+
+    manager = TaskStateManager(task_id, topology, cfg, record_collector=RecordCollector(producer=None, task_id=task_id))
+    manager.initialize()
+    restore_consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
+                                     auto_offset_reset="none")
+    listener = RecordingListener()
+    reader = ChangelogReader(restore_consumer, listener)
+    try:
+        assert reader.register(task_id, manager) is False
+        produce(bootstrap_servers, changelog, [(b"k10", value), (b"k11", value)])  # past the captured end
+        completed = []
+        wait_until(lambda: completed.extend(reader.restore()) or completed == [task_id], 30, "restoration to complete")
+        store = manager.get("counts")
+        assert {k for k in [f"k{i}" for i in range(12)] if store.get(k) is not None} == {"k6", "k7", "k9"}
+        assert listener.events[0] == ("start", "counts", 6, 10)
+        assert listener.total("batch") == 3 and listener.events[-1] == ("end", "counts", 3)
+        assert OffsetCheckpoint.in_task_dir(cfg.task_state_dir(task_id)).read() == {(changelog, 0): 9}
+    finally:
+        manager.close()
+        restore_consumer.close()
+
+
+def test_restart_with_fresh_state_dir_restores_the_whole_changelog(bootstrap_servers, names, tmp_path):
+    create_topics(bootstrap_servers, {names["input"]: 2, names["output"]: 2})
+    produce(bootstrap_servers, names["input"], [(f"user-{i % 7}".encode(), b"{}") for i in range(700)])
+    first = KafkaStreams(json_counts(names["input"], names["output"]), config(bootstrap_servers, names, tmp_path / "a"))
+    run_until(first, lambda: sum(committed_offsets(bootstrap_servers, names["app"], names["input"]).values()) == 700,
+              "700 records committed")
+    first.close(timeout=30)
+    assert first.state is KafkaStreamsState.NOT_RUNNING
+
+    listener = RecordingListener()
+    second = KafkaStreams(json_counts(names["input"], names["output"]), config(bootstrap_servers, names, tmp_path / "b"))
+    second.set_global_state_restore_listener(listener)
+    produce(bootstrap_servers, names["input"], [(f"user-{i % 7}".encode(), b"{}") for i in range(70)])
+    run_until(second, lambda: sum(committed_offsets(bootstrap_servers, names["app"], names["input"]).values()) == 770,
+              "770 records committed")
+    second.close(timeout=30)
+    assert listener.total("end") == 700, listener.events  # one changelog record per processed input record
+    assert final_counts(bootstrap_servers, names["output"]) == {f"user-{i}": 110 for i in range(7)}
+
+
+def poison_input(bootstrap_servers: str, names: dict) -> list[int]:
+    """30 good JSON records on one partition with 3 undecodable ones; returns the poison offsets."""
+    create_topics(bootstrap_servers, {names["input"]: 1, names["output"]: 1})
+    records, poison = [], []
+    for i in range(33):
+        if i in (5, 17, 29):
+            records.append((b"k", b"{not json"))
+            poison.append(i)
+        else:
+            records.append((b"k", json.dumps({"n": i}).encode()))
+    produce(bootstrap_servers, names["input"], records)
+    return poison
+
+
+def test_poison_records_log_and_continue_skips_and_counts(bootstrap_servers, names, tmp_path):
+    poison_input(bootstrap_servers, names)
+    streams = KafkaStreams(json_counts(names["input"], names["output"]),
+                           config(bootstrap_servers, names, tmp_path, deserialization_exception_handler="log_and_continue"))
+    run_until(streams, lambda: committed_offsets(bootstrap_servers, names["app"], names["input"]) == {0: 33},
+              "all 33 records committed")
+    metrics = streams.metrics()["0_0"]
+    streams.close(timeout=30)
+    assert metrics["dropped-records-total:deserialization"] == 3
+    assert final_counts(bootstrap_servers, names["output"]) == {"k": 30}
+
+
+def test_poison_records_go_to_the_dead_letter_topic_with_the_error(bootstrap_servers, names, tmp_path):
+    poison = poison_input(bootstrap_servers, names)
+    streams = KafkaStreams(json_counts(names["input"], names["output"]),
+                           config(bootstrap_servers, names, tmp_path,
+                                  deserialization_exception_handler=f"dead_letter:{names['dlq']}"))
+    run_until(streams, lambda: committed_offsets(bootstrap_servers, names["app"], names["input"]) == {0: 33},
+              "all 33 records committed")
+    streams.close(timeout=30)
+    dead = read_all(bootstrap_servers, names["dlq"])
+    assert [r.value for r in dead] == [b"{not json"] * 3
+    for record, offset in zip(dead, poison):
+        headers = dict(record.headers)
+        assert headers["__streams.errors.topic"] == names["input"].encode()
+        assert headers["__streams.errors.offset"] == str(offset).encode()
+        assert b"JSON" in headers["__streams.errors.exception"] or b"json" in headers["__streams.errors.message"].lower()
+    assert final_counts(bootstrap_servers, names["output"]) == {"k": 30}
+
+
+def test_poison_record_log_and_fail_stops_in_error_with_committed_state_intact(bootstrap_servers, names, tmp_path):
+    poison_input(bootstrap_servers, names)
+    errors = []
+    streams = KafkaStreams(json_counts(names["input"], names["output"]), config(bootstrap_servers, names, tmp_path))
+    streams.set_uncaught_exception_handler(errors.append)
+    streams.start()
+    assert streams.wait_for_state(KafkaStreamsState.ERROR, timeout=60) is KafkaStreamsState.ERROR
+    assert len(errors) == 1
+    message = str(errors[0])
+    assert f"topic {names['input']!r}" in message and "partition 0" in message and "offset 5" in message
+    committed = committed_offsets(bootstrap_servers, names["app"], names["input"]).get(0, 0)
+    assert committed <= 5, "an offset past the poison record was committed"
+
+    # Committed state is intact: continuing past the poison records counts every good record;
+    # the only excess is the at-least-once replay of good records after the last commit.
+    resumed = KafkaStreams(json_counts(names["input"], names["output"]),
+                           config(bootstrap_servers, names, tmp_path, deserialization_exception_handler="log_and_continue"))
+    run_until(resumed, lambda: committed_offsets(bootstrap_servers, names["app"], names["input"]) == {0: 33},
+              "all 33 records committed after the restart")
+    resumed.close(timeout=30)
+    final = final_counts(bootstrap_servers, names["output"])["k"]
+    assert 30 <= final <= 30 + (5 - committed)
+
+
+def test_recreated_changelog_wipes_the_store_and_restores_without_crashing(bootstrap_servers, names, tmp_path):
+    """SEMANTICS §2: a checkpoint beyond a recreated (empty) changelog marks the store corrupted."""
+    create_topics(bootstrap_servers, {names["input"]: 1, names["output"]: 1})
+    produce(bootstrap_servers, names["input"], [(b"k", b"{}")] * 50)
+    cfg = config(bootstrap_servers, names, tmp_path)
+    first = KafkaStreams(json_counts(names["input"], names["output"]), cfg)
+    run_until(first, lambda: committed_offsets(bootstrap_servers, names["app"], names["input"]) == {0: 50},
+              "50 records committed")
+    first.close(timeout=30)
+    changelog = f"{names['app']}-counts-changelog"
+    checkpoint = OffsetCheckpoint.in_task_dir(cfg.task_state_dir(TaskId(0, 0)))
+    assert checkpoint.read() == {(changelog, 0): 49}
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    admin.delete_topics([changelog])
+    wait_until(lambda: changelog not in admin.list_topics(), 30, "changelog deletion")
+    admin.close()
+    produce(bootstrap_servers, names["input"], [(b"k", b"{}")] * 5)
+
+    second = KafkaStreams(json_counts(names["input"], names["output"]), cfg)
+    run_until(second, lambda: committed_offsets(bootstrap_servers, names["app"], names["input"]) == {0: 55},
+              "55 records committed after the changelog was recreated")
+    assert second.state is KafkaStreamsState.RUNNING
+    second.close(timeout=30)
+    # The wiped store restarted from the (empty) recreated changelog: counting began again.
+    assert final_counts(bootstrap_servers, names["output"]) == {"k": 5}
+    assert checkpoint.read() == {(changelog, 0): 4}
+    assert os.path.isdir(os.path.join(cfg.task_state_dir(TaskId(0, 0)), "counts"))

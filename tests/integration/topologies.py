@@ -1,0 +1,50 @@
+"""Topologies the integration tests run in separate instance processes
+(``python -m airflow_stateful_provider.streams.runner --topology tests.integration.topologies:NAME``)."""
+
+from __future__ import annotations
+
+from airflow_stateful_provider.streams.dsl import Consumed, Materialized, Produced, StreamsBuilder
+from airflow_stateful_provider.streams.windows import SessionWindows
+
+#: Inactivity gap of the click sessions: 5 minutes of synthetic event time.
+SESSION_GAP_MS = 300_000
+
+
+def session_counts() -> StreamsBuilder:
+    """Clicks keyed by user -> count per session -> ``sessions`` keyed "user@start-end"
+    (a None value retracts a session that was merged into a larger one)."""
+    builder = StreamsBuilder()
+    (builder.stream("clicks", Consumed.with_("string", "string"))
+     .group_by_key()
+     .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(SESSION_GAP_MS))
+     .count(Materialized.as_("click-sessions"))
+     .to_stream()
+     .map(lambda windowed, count: (f"{windowed.key}@{windowed.window.start}-{windowed.window.end}", count))
+     .to("sessions", Produced.with_("string", "int64")))
+    return builder
+
+
+def json_counts(input_topic: str, output_topic: str, store: str = "counts"):
+    """JSON values counted per key into a persistent key-value store; each new count is
+    sent to ``output_topic`` (string key, int64 count)."""
+    from airflow_stateful_provider.streams.processor import Processor
+    from airflow_stateful_provider.streams.runtime.store_builders import Stores
+    from airflow_stateful_provider.streams.topology import Topology
+
+    class Count(Processor):
+        def init(self, context):
+            self.context = context
+            self.counts = context.get_state_store(store)
+
+        def process(self, record):
+            count = (self.counts.get(record.key) or 0) + 1
+            self.counts.put(record.key, count)
+            self.context.forward(record.with_value(count))
+
+    topology = Topology()
+    topology.add_source("source", input_topic, key_serde="string", value_serde="json")
+    topology.add_processor("count", Count, "source")
+    topology.add_state_store(Stores.key_value_store_builder(Stores.persistent_key_value_store(store), "string", "int64"),
+                             "count")
+    topology.add_sink("sink", output_topic, "count", key_serde="string", value_serde="int64")
+    return topology
