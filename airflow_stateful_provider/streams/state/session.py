@@ -393,11 +393,14 @@ class RocksDBSessionStore(RocksDBStore, _SessionTime):
     ) -> list[tuple[SessionKey, bytes]]:
         """Sessions of all keys with end in [earliest, latest], ordered by (end, key, start).
 
-        Used by emit-on-window-close. Scans the whole segments covering the range, so call
-        it for time ranges, not per record.
+        Used by emit-on-window-close, which asks for sessions that just closed: like Kafka's
+        time-ordered session store it returns every session still in a live segment,
+        without the ``observed - retention + 1`` read cut-off of the other queries (a
+        session ending at ``close - 1`` is already past that cut-off). Scans the whole
+        segments covering the range, so call it per close-time advance, not per record.
         """
         self._check_open()
-        actual_from = max(earliest_session_end, self._visible_from(), 0)
+        actual_from = max(earliest_session_end, 0)
         if latest_session_end < actual_from:
             return []
         interval = self.segment_interval_ms
@@ -642,7 +645,7 @@ class InMemorySessionStore(_SessionTime):
         self, earliest_session_end: int, latest_session_end: int
     ) -> list[tuple[SessionKey, bytes]]:
         self._check_open()
-        actual_from = max(earliest_session_end, self._visible_from())
+        actual_from = max(earliest_session_end, 0)
         result = [
             (SessionKey(key, start, end), agg)
             for segment in self._data.values()

@@ -57,7 +57,8 @@ class SessionModel:
         return self.data.get((key, start, end))
 
     def find_sessions_by_end(self, lo: int, hi: int) -> list[tuple[bytes, int, int, bytes]]:
-        hits = [(k, s, e, agg) for (k, s, e), agg in self.data.items() if lo <= e <= hi and self._visible(e)]
+        # no read cut-off here: emit-on-close asks for sessions that just left it
+        hits = [(k, s, e, agg) for (k, s, e), agg in self.data.items() if lo <= e <= hi]
         return sorted(hits, key=lambda h: (h[2], h[0], h[1]))
 
     def enforce_retention(self, now: int) -> None:

@@ -131,6 +131,8 @@ def _run(ops, harness, model):
             _, key, value, ts = op
             clock = max(clock, ts)
             assert store.put(key, value, ts) == model.put(key, value, ts), op
+            got = [_as_tuple(r) for r in store.get_versions(key, ascending=True)]
+            assert got == model.get_versions(key, None, None, True), op
         elif kind == "delete":
             _, key, ts = op
             clock = max(clock, ts)
