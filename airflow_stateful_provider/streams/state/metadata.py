@@ -155,14 +155,14 @@ def read_metadata(store_dir: str | os.PathLike[str]) -> StoreMetadata:
     """Metadata of the store at ``store_dir``; a precise error when absent or invalid."""
     store_dir = os.fspath(store_dir)
     path = os.path.join(store_dir, METADATA_FILE_NAME)
+    if not os.path.exists(store_dir):
+        raise InvalidStoreError(f"store directory {store_dir} does not exist")
+    if not os.path.isdir(store_dir):
+        raise InvalidStoreError(f"{store_dir} is not a directory")
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except FileNotFoundError:
-        if not os.path.exists(store_dir):
-            raise InvalidStoreError(f"store directory {store_dir} does not exist") from None
-        if not os.path.isdir(store_dir):
-            raise InvalidStoreError(f"{store_dir} is not a directory") from None
         raise InvalidStoreError(
             f"{store_dir} is not a store directory: it has no {METADATA_FILE_NAME}"
         ) from None
