@@ -590,7 +590,12 @@ class RocksDBVersionedKeyValueStore(RocksDBStore):
                     continue
                 ts = record.timestamp
                 value = record.value
-                if type(key) is not bytes or (value is not None and type(value) is not bytes) or ts < 0:
+                if (
+                    type(key) is not bytes
+                    or (value is not None and type(value) is not bytes)
+                    or type(ts) is not int
+                    or ts < 0
+                ):
                     raise InvalidRecordError(
                         f"versioned changelog record at offset {record.offset} is invalid: "
                         f"key={key!r:.60} value type={type(value).__name__} timestamp={ts!r}"

@@ -165,3 +165,13 @@ def test_restored_store_matches_original_for_every_type(make_kv, make_session, m
         assert versioned2.get_versions(key) == versioned.get_versions(key)
         for t in range(0, 320_000, 997):
             assert versioned2.get(key, t) == versioned.get(key, t)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [ChangelogRecord(b"k", b"v", -1, 3), ChangelogRecord(b"k", "v", 1, 3), ChangelogRecord("k", b"v", 1, 3)],
+)
+def test_versioned_restore_rejects_invalid_records_naming_the_offset(make_versioned, record):
+    store = make_versioned(HR)
+    with pytest.raises(InvalidRecordError, match="offset 3"):
+        store.restore_batch([record])
