@@ -836,11 +836,22 @@ class InMemoryVersionedKeyValueStore:
         self._check_open()
         applied = 0
         for record in records:
-            if record.key is None:
+            key, value, ts = record.key, record.value, record.timestamp
+            if key is None:
                 continue
-            if record.timestamp < self._observed - self.history_retention_ms:
+            if (
+                type(key) is not bytes
+                or (value is not None and type(value) is not bytes)
+                or type(ts) is not int
+                or ts < 0
+            ):
+                raise InvalidRecordError(
+                    f"versioned changelog record at offset {record.offset} is invalid: "
+                    f"key={key!r:.60} value type={type(value).__name__} timestamp={ts!r}"
+                )
+            if ts < self._observed - self.history_retention_ms:
                 continue
-            self.put(record.key, record.value, record.timestamp)
+            self.put(key, value, ts)
             applied += 1
         return applied
 
