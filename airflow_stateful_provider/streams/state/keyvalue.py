@@ -35,6 +35,13 @@ def _bad_key(key: object) -> InvalidRecordError:
     return InvalidRecordError(f"store keys must be bytes, got {type(key).__name__} {key!r:.80}")
 
 
+def _bad_record(record: ChangelogRecord) -> InvalidRecordError:
+    return InvalidRecordError(
+        f"changelog record at offset {record.offset} needs bytes key and bytes-or-None value, got "
+        f"key {type(record.key).__name__} {record.key!r:.60}, value {type(record.value).__name__}"
+    )
+
+
 def _bad_value(value: object) -> InvalidRecordError:
     return InvalidRecordError(f"store values must be bytes or None, got {type(value).__name__} {value!r:.80}")
 
@@ -222,6 +229,8 @@ class RocksDBKeyValueStore(RocksDBStore):
             if key is None:
                 continue
             value = record.value
+            if type(key) is not bytes or (value is not None and type(value) is not bytes):
+                raise _bad_record(record)
             if value is None:
                 delete(key)
             else:
@@ -361,6 +370,8 @@ class InMemoryKeyValueStore:
             key = record.key
             if key is None:
                 continue
+            if type(key) is not bytes or (record.value is not None and type(record.value) is not bytes):
+                raise _bad_record(record)
             if record.value is None:
                 data.pop(key, None)
             else:

@@ -175,3 +175,11 @@ def test_matches_a_dict_and_restores_from_its_changelog(impl, ops):
             restored.close()
         finally:
             store.close()
+
+
+def test_restore_batch_rejects_invalid_records_naming_the_offset(make_kv):
+    store = make_kv()
+    with pytest.raises(InvalidRecordError, match="offset 4.*key str 'k'"):
+        store.restore_batch([ChangelogRecord("k", b"v", 0, 4)])
+    with pytest.raises(InvalidRecordError, match="offset 5.*value int"):
+        store.restore_batch([ChangelogRecord(b"k", 7, 0, 5)])
