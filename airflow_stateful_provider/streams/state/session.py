@@ -124,6 +124,13 @@ def _check_key(key: object) -> None:
         raise InvalidRecordError(f"session store keys must be bytes, got {type(key).__name__} {key!r:.80}")
 
 
+def _check_times(*times: object) -> None:
+    """Query bounds must be ints (a float or None would silently mis-sort as bytes)."""
+    for value in times:
+        if type(value) is not int:
+            raise InvalidRecordError(f"session time bounds must be int ms, got {type(value).__name__} {value!r}")
+
+
 def _retention(retention: int | Any) -> int:
     ms = duration_ms(retention, "session store retention")
     if ms <= 0:
@@ -326,6 +333,8 @@ class RocksDBSessionStore(RocksDBStore, _SessionTime):
         ordered by (end, start)."""
         if type(key) is not bytes:
             _check_key(key)
+        if type(earliest_session_end) is not int or type(latest_session_start) is not int:
+            _check_times(earliest_session_end, latest_session_start)
         if not self._open:
             self._check_open()
         actual_from = self._observed - self.retention_ms + 1
@@ -380,6 +389,7 @@ class RocksDBSessionStore(RocksDBStore, _SessionTime):
         """The aggregate of exactly that session, or None (also when expired)."""
         if type(key) is not bytes:
             _check_key(key)
+        _check_times(session_start, session_end)
         self._check_open()
         if session_end < self._observed - self.retention_ms + 1 or session_end < 0 or session_start < 0:
             return None
@@ -399,6 +409,7 @@ class RocksDBSessionStore(RocksDBStore, _SessionTime):
         session ending at ``close - 1`` is already past that cut-off). Scans the whole
         segments covering the range, so call it per close-time advance, not per record.
         """
+        _check_times(earliest_session_end, latest_session_end)
         self._check_open()
         actual_from = max(earliest_session_end, 0)
         if latest_session_end < actual_from:
@@ -605,6 +616,7 @@ class InMemorySessionStore(_SessionTime):
         self, key: bytes, earliest_session_end: int, latest_session_start: int
     ) -> list[tuple[SessionKey, bytes]]:
         _check_key(key)
+        _check_times(earliest_session_end, latest_session_start)
         self._check_open()
         actual_from = max(earliest_session_end, self._visible_from())
         result = []
@@ -635,6 +647,7 @@ class InMemorySessionStore(_SessionTime):
 
     def fetch_session(self, key: bytes, session_start: int, session_end: int) -> bytes | None:
         _check_key(key)
+        _check_times(session_start, session_end)
         self._check_open()
         if session_end < self._visible_from():
             return None
@@ -644,6 +657,7 @@ class InMemorySessionStore(_SessionTime):
     def find_sessions_by_end(
         self, earliest_session_end: int, latest_session_end: int
     ) -> list[tuple[SessionKey, bytes]]:
+        _check_times(earliest_session_end, latest_session_end)
         self._check_open()
         actual_from = max(earliest_session_end, 0)
         result = [

@@ -142,6 +142,11 @@ def _check_key(key: object) -> None:
         raise _bad_put(key, None, 0)
 
 
+def _check_time(value: object, what: str) -> None:
+    if value is not None and type(value) is not int:
+        raise InvalidRecordError(f"{what} must be int ms or None, got {type(value).__name__} {value!r}")
+
+
 class RocksDBVersionedKeyValueStore(RocksDBStore):
     """Persistent versioned store: latest value store plus valid_to segments in one RocksDB."""
 
@@ -492,6 +497,8 @@ class RocksDBVersionedKeyValueStore(RocksDBStore):
         """Newest non-tombstone version (``as_of`` None), or the version valid at ``as_of``."""
         if type(key) is not bytes:
             _check_key(key)
+        if as_of is not None and type(as_of) is not int:
+            _check_time(as_of, "as_of")
         if not self._open:
             self._check_open()
         raw = self._get(_LATEST + key)
@@ -522,6 +529,8 @@ class RocksDBVersionedKeyValueStore(RocksDBStore):
         """Non-tombstone versions valid at some point in ``[from_time, to_time]``
         (valid_from <= to_time and valid_to > from_time), newest first unless ``ascending``."""
         _check_key(key)
+        _check_time(from_time, "from_time")
+        _check_time(to_time, "to_time")
         self._check_open()
         lo = 0 if from_time is None else from_time
         hi = _MAX_TS if to_time is None else to_time
@@ -789,6 +798,7 @@ class InMemoryVersionedKeyValueStore:
 
     def get(self, key: bytes, as_of: int | None = None) -> VersionedRecord | None:
         _check_key(key)
+        _check_time(as_of, "as_of")
         self._check_open()
         entry = self._versions.get(key)
         if entry is None:
@@ -810,6 +820,8 @@ class InMemoryVersionedKeyValueStore:
         self, key: bytes, from_time: int | None = None, to_time: int | None = None, ascending: bool = False
     ) -> list[VersionedRecord]:
         _check_key(key)
+        _check_time(from_time, "from_time")
+        _check_time(to_time, "to_time")
         self._check_open()
         lo = 0 if from_time is None else from_time
         hi = _MAX_TS if to_time is None else to_time

@@ -333,3 +333,19 @@ def test_enforce_retention_with_stalled_stream_time(tmp_path):
     assert store.fetch(b"k") == []
     assert result.as_dict()["segments_dropped"][0] == {"segment_id": 0, "start_ms": 0, "end_ms": 149_999}
     store.close()
+
+
+def test_query_bounds_must_be_ints(make_session):
+    store = make_session(G)
+    with pytest.raises(InvalidRecordError, match="time bounds must be int ms, got float 1.5"):
+        store.find_sessions(b"k", 1.5, 10)
+    with pytest.raises(InvalidRecordError, match="got NoneType None"):
+        store.fetch_session(b"k", None, 10)
+    with pytest.raises(InvalidRecordError, match="got str 'x'"):
+        store.find_sessions_by_end(0, "x")
+
+
+def test_stores_satisfy_the_protocol(make_session):
+    from airflow_stateful_provider.streams.state import SessionStore
+
+    assert isinstance(make_session(G), SessionStore)

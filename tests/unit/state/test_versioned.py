@@ -281,3 +281,14 @@ def test_durations_accept_timedelta(tmp_path):
     assert store.history_retention_ms == 3_600_000
     assert store.segment_interval_ms == 300_000
     store.close()
+
+
+def test_query_times_must_be_ints(make_versioned):
+    from airflow_stateful_provider.streams.state import VersionedKeyValueStore
+
+    store = make_versioned(HR, SEG)
+    assert isinstance(store, VersionedKeyValueStore)
+    with pytest.raises(InvalidRecordError, match="as_of must be int ms or None, got float 1.5"):
+        store.get(b"k", 1.5)
+    with pytest.raises(InvalidRecordError, match="to_time must be int ms or None, got str"):
+        store.get_versions(b"k", 0, "9")
