@@ -93,8 +93,10 @@ def _coerce(windowed: Any) -> SessionKey:
         if key is None:
             raise InvalidRecordError("session key cannot be null (None)")
         raise InvalidRecordError(f"session store keys must be bytes, got {type(key).__name__} {key!r:.80}")
-    if type(start) is not int or type(end) is not int or start < 0 or end < start:
-        raise InvalidRecordError(f"session window needs 0 <= start <= end (ints), got [{start!r}, {end!r}]")
+    if type(start) is not int or type(end) is not int or start < 0 or end < start or end > _MAX_TS:
+        raise InvalidRecordError(
+            f"session window needs 0 <= start <= end < 2**63 (ints), got [{start!r}, {end!r}]"
+        )
     return windowed  # type: ignore[no-any-return]
 
 
@@ -289,7 +291,14 @@ class RocksDBSessionStore(RocksDBStore, _SessionTime):
         if type(windowed) is not SessionKey:
             windowed = _coerce(windowed)
         key, start, end = windowed
-        if type(key) is not bytes or type(start) is not int or type(end) is not int or start < 0 or end < start:
+        if (
+            type(key) is not bytes
+            or type(start) is not int
+            or type(end) is not int
+            or start < 0
+            or end < start
+            or end > _MAX_TS
+        ):
             _coerce(windowed)  # raises the precise error
         if agg is None:
             self.remove(windowed)
@@ -313,7 +322,14 @@ class RocksDBSessionStore(RocksDBStore, _SessionTime):
         if type(windowed) is not SessionKey:
             windowed = _coerce(windowed)
         key, start, end = windowed
-        if type(key) is not bytes or type(start) is not int or type(end) is not int or start < 0 or end < start:
+        if (
+            type(key) is not bytes
+            or type(start) is not int
+            or type(end) is not int
+            or start < 0
+            or end < start
+            or end > _MAX_TS
+        ):
             _coerce(windowed)  # raises the precise error
         if self.read_only or not self._open:
             self._check_writable()

@@ -277,6 +277,7 @@ def test_all_returns_unexpired_sessions(make_session):
         (S(b"k", -1, 1), b"x", r"0 <= start <= end.*\[-1, 1\]"),
         (S(b"k", 5, 1), b"x", r"0 <= start <= end.*\[5, 1\]"),
         (S(b"k", 0, 1.5), b"x", r"0 <= start <= end"),
+        (S(b"k", 0, 2**63), b"x", r"end < 2\*\*63"),
         (S(b"k", 0, 1), "agg", "aggregates must be bytes or None, got str"),
         ("not a session", b"x", "expected a SessionKey"),
     ],
