@@ -22,6 +22,8 @@ import dataclasses
 import logging
 from typing import Any, Protocol
 
+from kafka import TopicPartition as KafkaTopicPartition
+
 from airflow_stateful_provider.streams.runtime.records import TopicPartition
 from airflow_stateful_provider.streams.topology import TaskId
 
@@ -96,8 +98,8 @@ class ChangelogReader:
         if not partitions:
             return True
         checkpointed = state_manager.checkpointed_offsets()
-        ends = self._consumer.end_offsets(list(partitions.values()))
-        begins = self._consumer.beginning_offsets(list(partitions.values()))
+        ends = _by_partition(self._consumer.end_offsets(_kafka(partitions.values())))
+        begins = _by_partition(self._consumer.beginning_offsets(_kafka(partitions.values())))
         pending: list[TopicPartition] = []
         for store_name, tp in partitions.items():
             end, begin = ends[tp], begins[tp]
@@ -197,7 +199,7 @@ class ChangelogReader:
         if state.position >= state.end_offset:
             return True
         # Transaction markers and compacted gaps have offsets but no records: ask the consumer.
-        position = self._consumer.position(state.partition)
+        position = self._consumer.position(KafkaTopicPartition(*state.partition))
         if position is not None and position >= state.end_offset:
             state.position = position
             return True
@@ -206,8 +208,8 @@ class ChangelogReader:
     def _handle_out_of_range(self, offsets: dict) -> None:
         partitions = [TopicPartition(tp.topic, tp.partition) for tp in offsets] or \
             [tp for tp, s in self._changelogs.items() if not s.completed]
-        begins = self._consumer.beginning_offsets(partitions)
-        ends = self._consumer.end_offsets(partitions)
+        begins = _by_partition(self._consumer.beginning_offsets(_kafka(partitions)))
+        ends = _by_partition(self._consumer.end_offsets(_kafka(partitions)))
         for tp in partitions:
             state = self._changelogs.get(tp)
             if state is None:
@@ -218,7 +220,7 @@ class ChangelogReader:
             state.start_offset = state.position = begins[tp]
             state.end_offset = ends[tp]
             state.restored = 0
-            self._consumer.seek(tp, state.position)
+            self._consumer.seek(KafkaTopicPartition(*tp), state.position)
 
     def _finish_task(self, task_id: TaskId) -> None:
         partitions = self._tasks.pop(task_id, [])
@@ -232,10 +234,7 @@ class ChangelogReader:
     def _reassign(self) -> None:
         """Point the restore consumer at exactly the partitions still restoring, at their
         tracked positions."""
-        active = [tp for tp, s in self._changelogs.items() if not s.completed]
-        from kafka import TopicPartition as KafkaTopicPartition
-
-        kafka_tps = [KafkaTopicPartition(tp.topic, tp.partition) for tp in active]
+        kafka_tps = _kafka(tp for tp, s in self._changelogs.items() if not s.completed)
         self._consumer.assign(kafka_tps)
         for tp in kafka_tps:
             self._consumer.seek(tp, self._changelogs[TopicPartition(tp.topic, tp.partition)].position)
@@ -243,3 +242,12 @@ class ChangelogReader:
     def close(self) -> None:
         for task_id in list(self._tasks):
             self.unregister(task_id)
+
+
+def _kafka(partitions) -> list[KafkaTopicPartition]:
+    """kafka-python's consumer accepts only its own TopicPartition type."""
+    return [KafkaTopicPartition(tp[0], tp[1]) for tp in partitions]
+
+
+def _by_partition(offsets: dict) -> dict[TopicPartition, int]:
+    return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in offsets.items()}

@@ -131,10 +131,17 @@ class KafkaStreams:
         return True
 
     def wait_for_state(self, *states: KafkaStreamsState, timeout: float) -> KafkaStreamsState:
-        """Block until the instance is in one of ``states``; raises TimeoutError otherwise."""
+        """Block until the instance is in one of ``states``. Raises TimeoutError after
+        ``timeout`` seconds, and IllegalStateError at once if the instance reaches a final
+        state (NOT_RUNNING, ERROR) that was not asked for."""
         deadline = time.monotonic() + timeout
+        final = {KafkaStreamsState.NOT_RUNNING, KafkaStreamsState.ERROR}
         with self._state_lock:
             while self._state not in states:
+                if self._state in final:
+                    error = next((t.error for t in self.threads if t.error is not None), None)
+                    raise IllegalStateError(f"instance {self.client_id} ended {self._state.value} while waiting for "
+                                            f"{[s.value for s in states]}" + (f": {error!r}" if error else ""))
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError(f"instance {self.client_id} is {self._state.value}, not in "

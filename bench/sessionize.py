@@ -1,0 +1,170 @@
+"""Benchmark: session windows on a real broker, one instance (issue 4).
+
+1M click events over 10k users (gap 5 min, synthetic event time ending now) through a
+session-count topology, then a fresh state directory restores the session store from its
+changelog, and plain kafka-python reads the same changelog for comparison.
+
+Prints progress, then as its last line one JSON object:
+  process_rps     input records / (first poll with records -> last commit)
+  restore_rps     changelog records restored / restoration time (listener start -> end)
+  raw_fetch_rps   changelog records / time for a bare KafkaConsumer to read them all
+  restore_vs_raw  restore_rps / raw_fetch_rps
+
+    python bench/sessionize.py [--events 1000000] [--users 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka.admin import NewTopic  # noqa: E402
+
+from airflow_stateful_provider.streams.config import StreamsConfig  # noqa: E402
+from airflow_stateful_provider.streams.dsl import Consumed, Materialized, Produced, StreamsBuilder  # noqa: E402
+from airflow_stateful_provider.streams.runtime.kafka_streams import KafkaStreams, KafkaStreamsState  # noqa: E402
+from airflow_stateful_provider.streams.windows import SessionWindows  # noqa: E402
+from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
+
+GAP_MS = 300_000
+PARTITIONS = 4
+
+
+def topology():
+    builder = StreamsBuilder()
+    (builder.stream("bench-clicks", Consumed.with_("string", "bytes"))
+     .group_by_key()
+     .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(GAP_MS))
+     .count(Materialized.as_("sessions"))
+     .to_stream()
+     .map(lambda windowed, count: (windowed.key, count))
+     .to("bench-session-counts", Produced.with_("string", "int64")))
+    return builder.build()
+
+
+def produce_events(bootstrap: str, events: int, users: int) -> None:
+    """Per user a timeline (most steps extend the current session, one in ten starts a new
+    one), all merged in timestamp order and ending now."""
+    rng = random.Random(1)
+    per_user = events // users
+    timeline = []
+    for u in range(users):
+        ts = rng.randrange(0, 3_600_000)
+        for _ in range(per_user):
+            ts += rng.randrange(1_000, 60_000) if rng.random() < 0.9 else rng.randrange(GAP_MS + 1, 2 * GAP_MS)
+            timeline.append((ts, u))
+    timeline.sort()
+    shift = int(time.time() * 1000) - timeline[-1][0]
+    keys = [f"user-{u:05d}".encode() for u in range(users)]
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, batch_size=1024 * 1024, acks=1)
+    for ts, u in timeline:
+        producer.send("bench-clicks", key=keys[u], value=b"c", timestamp_ms=ts + shift)
+    producer.flush()
+    producer.close()
+
+
+def committed_total(admin: KafkaAdminClient, group: str) -> int:
+    from kafka.errors import KafkaError
+
+    try:
+        offsets = admin.list_group_offsets({group: None}).get(group, {})
+    except KafkaError as exc:
+        if not exc.retriable:
+            raise
+        return 0  # the group coordinator is still being set up
+    return sum(om.offset for tp, om in offsets.items() if tp.topic == "bench-clicks")
+
+
+class RestoreTimer:
+    def __init__(self) -> None:
+        self.started = self.ended = None
+        self.restored = 0
+
+    def on_restore_start(self, partition, store_name, start_offset, end_offset):
+        self.started = self.started or time.monotonic()
+
+    def on_batch_restored(self, partition, store_name, batch_end_offset, num_restored):
+        self.restored += num_restored
+
+    def on_restore_end(self, partition, store_name, total_restored):
+        self.ended = time.monotonic()
+
+    def on_restore_suspended(self, partition, store_name, total_restored):
+        pass
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--users", type=int, default=10_000)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-sessionize-"))
+    with LocalKafkaBroker(work / "kafka") as broker:
+        bootstrap = broker.bootstrap_servers
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.create_topics([NewTopic("bench-clicks", PARTITIONS, 1), NewTopic("bench-session-counts", PARTITIONS, 1)])
+        t0 = time.monotonic()
+        produce_events(bootstrap, args.events, args.users)
+        print(f"produced {args.events} events in {time.monotonic() - t0:.1f}s", flush=True)
+
+        config = StreamsConfig(application_id="bench-sessionize", bootstrap_servers=bootstrap,
+                               state_dir=str(work / "state-a"), commit_interval_ms=5_000)
+        streams = KafkaStreams(topology(), config)
+        streams.start()
+        expected = args.events // args.users * args.users
+        while committed_total(admin, "bench-sessionize") < expected:
+            if streams.state in (KafkaStreamsState.ERROR, KafkaStreamsState.PENDING_ERROR):
+                print("instance failed", file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+        thread = streams.threads[0]
+        process_seconds = thread.last_committed_at - thread.first_records_polled_at
+        streams.close(timeout=60)
+        process_rps = expected / process_seconds
+        print(f"processed {expected} events in {process_seconds:.1f}s: {process_rps:,.0f} records/s", flush=True)
+
+        changelog = "bench-sessionize-sessions-changelog"
+        timer = RestoreTimer()
+        restorer = KafkaStreams(topology(), config.with_overrides(state_dir=str(work / "state-b")))
+        restorer.set_global_state_restore_listener(timer)
+        restorer.start()
+        restorer.wait_for_state(KafkaStreamsState.RUNNING, timeout=600)
+        restorer.close(timeout=60)
+        restore_seconds = timer.ended - timer.started
+        restore_rps = timer.restored / restore_seconds
+        print(f"restored {timer.restored} changelog records in {restore_seconds:.1f}s: {restore_rps:,.0f} records/s")
+
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10_000)
+        tps = [TopicPartition(changelog, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        fetched, t0 = 0, time.monotonic()
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            fetched += sum(len(batch) for batch in consumer.poll(timeout_ms=500).values())
+        raw_seconds = time.monotonic() - t0
+        consumer.close()
+        admin.close()
+        raw_fetch_rps = fetched / raw_seconds
+        print(f"raw fetch of {fetched} changelog records in {raw_seconds:.1f}s: {raw_fetch_rps:,.0f} records/s")
+
+    result = {"events": args.events, "users": args.users, "process_rps": round(process_rps),
+              "restore_rps": round(restore_rps), "raw_fetch_rps": round(raw_fetch_rps),
+              "restore_vs_raw": round(restore_rps / raw_fetch_rps, 3),
+              "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}"}
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
