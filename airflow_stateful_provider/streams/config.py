@@ -120,6 +120,10 @@ class StreamsConfig:
     #: Minimum wall-clock time between two emit-on-window-close range scans of a windowed
     #: aggregation (Kafka Streams' internal ``emit.interval.ms.kstreams.windowed.aggregation``).
     windowed_aggregation_emit_interval_ms: int | timedelta = 1000
+    #: Bytes of record cache per stream thread for each cached store (Kafka Streams'
+    #: ``statestore.cache.max.bytes``, default 10 MiB); 0 disables caching. See
+    #: runtime/caching.py: updates of a key collapse until the next commit.
+    statestore_cache_max_bytes: int = 10 * 1024 * 1024
     #: Extra application-specific settings handed to processors via ``context.app_configs``.
     app_configs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     #: kafka-python settings for every client the instance creates (security, timeouts),
@@ -192,6 +196,7 @@ class StreamsConfig:
         idle = duration_ms(self.max_task_idle_ms, "max_task_idle_ms", minimum=-1)
         set_(self, "max_task_idle_ms", idle)
         _check_int(self.buffered_records_per_partition, "buffered_records_per_partition", minimum=1)
+        _check_int(self.statestore_cache_max_bytes, "statestore_cache_max_bytes", minimum=0)
         emit = duration_ms(
             self.windowed_aggregation_emit_interval_ms,
             "windowed_aggregation_emit_interval_ms",

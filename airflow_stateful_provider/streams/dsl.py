@@ -142,6 +142,8 @@ class Materialized:
     versioned_history_retention_ms: int | None = None
     versioned_segment_interval_ms: int | None = None
     logging_enabled: bool = True
+    #: DSL stores cache by default, as in Kafka Streams (runtime/caching.py).
+    caching_enabled: bool = True
     log_config: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -185,6 +187,13 @@ class Materialized:
 
     def with_logging_disabled(self) -> Materialized:
         return dataclasses.replace(self, logging_enabled=False, log_config=())
+
+    def with_caching_disabled(self) -> Materialized:
+        """Forward every update at once instead of the latest per key at each commit."""
+        return dataclasses.replace(self, caching_enabled=False)
+
+    def with_caching_enabled(self) -> Materialized:
+        return dataclasses.replace(self, caching_enabled=True)
 
     def with_logging_enabled(self, config: dict[str, str] | None = None) -> Materialized:
         return dataclasses.replace(
@@ -318,6 +327,7 @@ def _store_builder_for(
         builder.with_logging_enabled(dict(materialized.log_config))
     else:
         builder.with_logging_disabled()
+    builder.caching_enabled = materialized.caching_enabled
     return builder
 
 
@@ -879,6 +889,12 @@ class _SessionWindowAggregateProcessor(Processor):
         interval = getattr(getattr(context, "config", None), "windowed_aggregation_emit_interval_ms", None)
         if interval is not None:
             self._emit_interval_ms = interval
+        self._cached = False
+        if not self._on_close:
+            set_flush_listener = getattr(self._store, "set_flush_listener", None)
+            if set_flush_listener is not None:
+                self._node = getattr(context, "current_node", None)
+                self._cached = set_flush_listener(self._forward_flushed)
         if self._on_close:
             # restore how far closed windows were already emitted (committed with the offsets)
             lookup = getattr(context, "processor_metadata_for_key", None)
@@ -925,8 +941,18 @@ class _SessionWindowAggregateProcessor(Processor):
         if self._on_close:
             self._maybe_forward_final(record, close_time)
 
+    def _forward_flushed(self, windowed: Windowed, new: Any, old: Any) -> None:
+        """A cached session written through (commit or eviction): forward it as this node."""
+        context = self.context
+        previous = context.current_node
+        context.current_node = self._node
+        try:
+            context.forward(Record(windowed, Change(new, old), windowed.window.end))
+        finally:
+            context.current_node = previous
+
     def _forward_update(self, windowed: Windowed, new: Any, old: Any) -> None:
-        if self._on_close:
+        if self._on_close or self._cached:
             return
         # a new record (no input headers), stamped with the window end, as Kafka does
         self.context.forward(Record(windowed, Change(new, old), windowed.window.end))

@@ -26,6 +26,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import StreamsError
+from airflow_stateful_provider.streams.runtime.caching import CachingSessionStore
 from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
 from airflow_stateful_provider.streams.runtime.records import TopicPartition
 from airflow_stateful_provider.streams.runtime.serde_resolution import resolve_serde
@@ -81,6 +82,7 @@ class StoreEntry:
     typed: Any  # what processors see
     persistent: bool
     changelog: TopicPartition | None  # None when logging is disabled
+    cache: CachingSessionStore | None = None  # the record cache in front of it, if any
 
 
 class TaskStateManager:
@@ -110,6 +112,9 @@ class TaskStateManager:
         self._store_type = store_type
         #: Current record timestamp for changelog records; the task wires its context in.
         self.timestamp: Callable[[], int] = timestamp or (lambda: 0)
+        #: Set while a record cache writes an entry through: the timestamp of the record
+        #: that last touched it, not of the record being processed now.
+        self._timestamp_override: int | None = None
         self.task_dir = config.task_state_dir(task_id)
         self._store_names = topology.subtopology(task_id.subtopology).store_names
         self._entries: dict[str, StoreEntry] = {}
@@ -143,6 +148,10 @@ class TaskStateManager:
         self._open = True
 
     def flush(self) -> None:
+        """Write record caches through (changelog, downstream), then flush the stores."""
+        for entry in self._entries.values():
+            if entry.cache is not None:
+                entry.cache.flush_cache()
         for entry in self._entries.values():
             entry.raw.flush()
 
@@ -316,13 +325,23 @@ class TaskStateManager:
                 logged = ChangeloggingSessionStore(raw, writer, timestamp_fn)
             else:  # versioned records carry the version timestamp
                 logged = ChangeloggingVersionedKeyValueStore(raw, writer)
+        cache = None
+        if kind == "session" and builder.caching_enabled and config.statestore_cache_max_bytes > 0:
+            cache = CachingSessionStore(logged, config.statestore_cache_max_bytes // config.num_stream_threads,
+                                        record_timestamp=self._current_timestamp,
+                                        set_record_timestamp=self._set_timestamp_override)
+            logged = cache
         typed_cls = {"key_value": TypedKeyValueStore, "session": TypedSessionStore,
                      "versioned": TypedVersionedKeyValueStore}[kind]
         return StoreEntry(builder.name, kind, builder, raw, typed_cls(logged, key_serde, value_serde),
-                          persistent, changelog)
+                          persistent, changelog, cache)
 
     def _current_timestamp(self) -> int:
-        return self.timestamp()
+        override = self._timestamp_override
+        return self.timestamp() if override is None else override
+
+    def _set_timestamp_override(self, timestamp: int | None) -> None:
+        self._timestamp_override = timestamp
 
 
 class _CollectorChangelogWriter:

@@ -110,6 +110,8 @@ class StoreBuilder:
     persistent: bool = True
     logging_enabled: bool = True
     log_config: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: Write-back record cache (runtime/caching.py); honoured by session stores.
+    caching_enabled: bool = False
 
     store_type = StoreType.KEY_VALUE  # overridden per subclass (class attribute, not a field)
 
@@ -117,6 +119,15 @@ class StoreBuilder:
         """Keep a changelog; ``config`` adds or overrides changelog topic configs."""
         self.logging_enabled = True
         self.log_config = {str(k): str(v) for k, v in (config or {}).items()}
+        return self
+
+    def with_caching_enabled(self) -> StoreBuilder:
+        """Collapse updates of the same key between commits (see runtime/caching.py)."""
+        self.caching_enabled = True
+        return self
+
+    def with_caching_disabled(self) -> StoreBuilder:
+        self.caching_enabled = False
         return self
 
     def with_logging_disabled(self) -> StoreBuilder:

@@ -9,7 +9,7 @@ what a processor writes is exactly what the byte store (and its changelog) holds
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from airflow_stateful_provider.streams.errors import InvalidRecordError
@@ -166,6 +166,22 @@ class TypedSessionStore(_Typed):
 
     def all(self) -> list[KeyValue]:
         return self._sessions(self.inner.all())
+
+    def set_flush_listener(self, listener: Callable[[Windowed, Any, Any], None]) -> bool:
+        """``listener(windowed, new, old)`` for each cached session written through.
+        Returns False (and does nothing) when the store is not cached: then every
+        update is written, and should be forwarded, at once."""
+        set_listener = getattr(self.inner, "set_flush_listener", None)
+        if set_listener is None:
+            return False
+        kd, vd = self._kd, self._vd
+
+        def decode(session: SessionKey, new: bytes | None, old: bytes | None) -> None:
+            listener(Windowed(kd(session.key), SessionWindow(session.start, session.end)),
+                     None if new is None else vd(new), None if old is None else vd(old))
+
+        set_listener(decode)
+        return True
 
     def _raw_session(self, windowed: Windowed) -> SessionKey:
         return SessionKey(*self._session_key(windowed))

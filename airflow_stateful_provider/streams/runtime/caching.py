@@ -1,0 +1,172 @@
+"""Record caching: Kafka Streams' write-back cache in front of DSL session stores.
+
+Without a cache every update of a session aggregate costs a changelog write and a
+downstream record, and a session that grows by one event per record rewrites (and
+retracts) itself each time. The cache keeps the latest value of each touched session and
+writes it through (store, changelog, downstream) only when the task commits or the cache
+runs over its byte budget; successive updates of the same session between two flushes
+collapse into one, and a session created and merged away between two flushes never
+reaches the store, the changelog or downstream at all.
+
+Invariants:
+- reads see the cache first: a cached value shadows the store, a cached removal hides it;
+- a flush writes entries in the order they were last touched, each with the timestamp of
+  the record that last touched it (so changelog records carry the same timestamps as
+  without caching), then calls the flush listener with (session, new value, old value);
+- removal of a session the store never had is dropped at flush (nothing to retract);
+- ``statestore_cache_max_bytes`` = 0 disables caching (every write goes through at once).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from airflow_stateful_provider.streams.state.session import SessionKey
+
+__all__ = ["CachingSessionStore", "SessionFlushListener"]
+
+#: (session, new aggregate bytes or None when removed, previous bytes when removed else None)
+SessionFlushListener = Callable[[SessionKey, "bytes | None", "bytes | None"], None]
+
+#: Bookkeeping bytes counted per entry besides its key and value (Kafka counts ~ 64 too).
+_ENTRY_OVERHEAD = 64
+
+
+class CachingSessionStore:
+    """Write-back cache over a (changelogging) byte session store."""
+
+    def __init__(self, inner: Any, max_bytes: int, *, record_timestamp: Callable[[], int],
+                 set_record_timestamp: Callable[[int | None], None]) -> None:
+        self.inner = inner
+        self.max_bytes = max_bytes
+        self._record_timestamp = record_timestamp
+        self._set_record_timestamp = set_record_timestamp
+        #: session -> (aggregate bytes or None for a removal, timestamp of the last write)
+        self._dirty: OrderedDict[SessionKey, tuple[bytes | None, int]] = OrderedDict()
+        #: record key -> its sessions in ``_dirty`` (find_sessions merges them with the store)
+        self._by_key: dict[bytes, set[SessionKey]] = {}
+        self._bytes = 0
+        self._listener: SessionFlushListener | None = None
+
+    def set_flush_listener(self, listener: SessionFlushListener) -> None:
+        """Called for every session written through; DSL processors forward from it."""
+        self._listener = listener
+
+    def __getattr__(self, name: str) -> Any:
+        # name, persistent, stats, compact, enforce_retention, restore_batch, ...
+        return getattr(self.inner, name)
+
+    # ------------------------------------------------------------------ writes
+
+    def put(self, session: SessionKey, aggregate: bytes | None) -> None:
+        self._cache(session, aggregate)
+
+    def remove(self, session: SessionKey) -> None:
+        self._cache(session, None)
+
+    def _cache(self, session: SessionKey, value: bytes | None) -> None:
+        if type(session) is not SessionKey:
+            session = SessionKey(*session)
+        previous = self._dirty.pop(session, None)
+        if previous is not None:
+            self._bytes -= _size(session, previous[0])
+        self._dirty[session] = (value, self._record_timestamp())
+        self._by_key.setdefault(session.key, set()).add(session)
+        self._bytes += _size(session, value)
+        if self._bytes > self.max_bytes:
+            self._evict()
+
+    def _evict(self) -> None:
+        """Write through the least recently touched entries until under 90 % of the budget."""
+        target = self.max_bytes * 0.9
+        while self._dirty and self._bytes > target:
+            session, (value, timestamp) = self._dirty.popitem(last=False)
+            self._forget(session, value)
+            self._write_through(session, value, timestamp)
+
+    # ------------------------------------------------------------------ reads
+
+    def find_sessions(self, key: bytes, earliest_session_end: int, latest_session_start: int) -> list:
+        stored = self.inner.find_sessions(key, earliest_session_end, latest_session_start)
+        cached = self._by_key.get(key)
+        if not cached:
+            return stored
+        merged = {session: value for session, value in stored}
+        for session in cached:
+            if session.end >= earliest_session_end and session.start <= latest_session_start:
+                value = self._dirty[session][0]
+                if value is None:
+                    merged.pop(session, None)
+                else:
+                    merged[session] = value
+        return sorted(merged.items(), key=lambda item: (item[0].end, item[0].start))
+
+    def fetch(self, key: bytes) -> list:
+        return self.find_sessions(key, 0, 2**63 - 1)
+
+    def fetch_session(self, key: bytes, start: int, end: int) -> bytes | None:
+        entry = self._dirty.get(SessionKey(key, start, end))
+        if entry is not None:
+            return entry[0]
+        return self.inner.fetch_session(key, start, end)
+
+    def find_sessions_by_end(self, earliest_session_end: int, latest_session_end: int) -> list:
+        self.flush_cache()
+        return self.inner.find_sessions_by_end(earliest_session_end, latest_session_end)
+
+    def all(self) -> list:
+        self.flush_cache()
+        return self.inner.all()
+
+    # ------------------------------------------------------------------ flush
+
+    def flush_cache(self) -> int:
+        """Write every cached entry through, in order of last touch; returns how many."""
+        entries, self._dirty, self._by_key, self._bytes = self._dirty, OrderedDict(), {}, 0
+        for session, (value, timestamp) in entries.items():
+            self._write_through(session, value, timestamp)
+        return len(entries)
+
+    def flush(self) -> None:
+        self.flush_cache()
+        self.inner.flush()
+
+    def close(self) -> None:
+        """Closing without a flush drops the cache: an unclean close must not write
+        anything the task did not commit (a clean close flushes on commit first)."""
+        self._dirty.clear()
+        self._by_key.clear()
+        self._bytes = 0
+        self.inner.close()
+
+    def _forget(self, session: SessionKey, value: bytes | None) -> None:
+        self._bytes -= _size(session, value)
+        sessions = self._by_key.get(session.key)
+        if sessions is not None:
+            sessions.discard(session)
+            if not sessions:
+                del self._by_key[session.key]
+
+    def _write_through(self, session: SessionKey, value: bytes | None, timestamp: int) -> None:
+        old = None
+        if value is None:
+            old = self.inner.fetch_session(session.key, session.start, session.end)
+            if old is None:
+                return  # created and removed between two flushes: nothing to retract
+        self._set_record_timestamp(timestamp)
+        try:
+            if value is None:
+                self.inner.remove(session)
+            else:
+                self.inner.put(session, value)
+            if self._listener is not None:
+                self._listener(session, value, old)
+        finally:
+            self._set_record_timestamp(None)
+
+
+def _size(session: SessionKey, value: bytes | None) -> int:
+    return len(session.key) + 16 + (len(value) if value is not None else 0) + _ENTRY_OVERHEAD
+

@@ -1,0 +1,93 @@
+"""The write-back record cache in front of session stores (runtime/caching.py)."""
+
+from __future__ import annotations
+
+from airflow_stateful_provider.streams.runtime.caching import CachingSessionStore
+from airflow_stateful_provider.streams.state.changelogging import ChangeloggingSessionStore, ListChangelogWriter
+from airflow_stateful_provider.streams.state.session import InMemorySessionStore, SessionKey, session_key_to_bytes
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0
+        self.override = None
+
+    def timestamp(self) -> int:
+        return self.now if self.override is None else self.override
+
+    def set_override(self, value):
+        self.override = value
+
+
+def cached_store(max_bytes: int = 1 << 20):
+    clock = Clock()
+    changelog = ListChangelogWriter()
+    inner = ChangeloggingSessionStore(InMemorySessionStore(10_000_000, "s"), changelog, clock.timestamp)
+    store = CachingSessionStore(inner, max_bytes, record_timestamp=clock.timestamp,
+                                set_record_timestamp=clock.set_override)
+    flushed = []
+    store.set_flush_listener(lambda session, new, old: flushed.append((session, new, old)))
+    return store, inner, changelog, clock, flushed
+
+
+def test_updates_of_a_session_collapse_until_the_flush():
+    store, inner, changelog, clock, flushed = cached_store()
+    for count, end in enumerate((0, 5, 9), start=1):
+        clock.now = end
+        if end:
+            store.remove(SessionKey(b"a", 0, end - (4 if end == 9 else 5)))
+        store.put(SessionKey(b"a", 0, end), count.to_bytes(8, "big"))
+    assert store.find_sessions(b"a", 0, 100) == [(SessionKey(b"a", 0, 9), (3).to_bytes(8, "big"))]
+    assert inner.fetch(b"a") == [] and len(changelog) == 0 and flushed == []
+
+    assert store.flush_cache() == 3
+    # the two intermediate sessions never reached the store: no write, no retraction
+    assert [(r.key, r.value, r.timestamp) for r in changelog] == [
+        (session_key_to_bytes(SessionKey(b"a", 0, 9)), (3).to_bytes(8, "big"), 9)]
+    assert flushed == [(SessionKey(b"a", 0, 9), (3).to_bytes(8, "big"), None)]
+    assert inner.fetch(b"a") == [(SessionKey(b"a", 0, 9), (3).to_bytes(8, "big"))]
+
+
+def test_removing_a_flushed_session_retracts_it_with_its_old_value():
+    store, inner, changelog, clock, flushed = cached_store()
+    clock.now = 1
+    store.put(SessionKey(b"k", 1, 1), b"one")
+    store.flush_cache()
+    clock.now = 3
+    store.remove(SessionKey(b"k", 1, 1))
+    store.put(SessionKey(b"k", 1, 3), b"two")
+    assert store.fetch_session(b"k", 1, 1) is None and store.fetch_session(b"k", 1, 3) == b"two"
+    store.flush_cache()
+    assert flushed[1:] == [(SessionKey(b"k", 1, 1), None, b"one"), (SessionKey(b"k", 1, 3), b"two", None)]
+    assert [(r.value, r.timestamp) for r in changelog.records[1:]] == [(None, 3), (b"two", 3)]
+
+
+def test_entries_are_written_with_the_timestamp_of_their_last_write():
+    store, inner, changelog, clock, flushed = cached_store()
+    clock.now = 100
+    store.put(SessionKey(b"x", 100, 100), b"1")
+    clock.now = 250
+    store.put(SessionKey(b"y", 250, 250), b"1")
+    clock.now = 999  # the commit happens later
+    store.flush_cache()
+    assert [r.timestamp for r in changelog] == [100, 250]
+    assert clock.override is None
+
+
+def test_over_budget_the_least_recently_touched_entries_are_written_first():
+    store, inner, changelog, clock, flushed = cached_store(max_bytes=400)
+    for i in range(10):
+        store.put(SessionKey(b"key%d" % i, i, i), b"v")
+    assert 0 < len(changelog) < 10
+    written = [s.key for s, _, _ in flushed]
+    assert written == [b"key%d" % i for i in range(len(written))]
+    # everything is still readable, from the cache or the store
+    for i in range(10):
+        assert store.fetch_session(b"key%d" % i, i, i) == b"v"
+
+
+def test_close_without_flush_writes_nothing():
+    store, inner, changelog, clock, flushed = cached_store()
+    store.put(SessionKey(b"a", 0, 0), b"v")
+    store.close()
+    assert len(changelog) == 0 and flushed == []
