@@ -59,3 +59,26 @@ class ReadOnlyStoreError(InvalidStoreError):
 
 class CorruptCheckpointError(StreamsError):
     """A ``.checkpoint`` file violates the format (SEMANTICS §1); the message names file and line."""
+
+
+class StatusFormatError(StreamsError, ValueError):
+    """A document of the status topic is malformed; the message names the instance key and
+    the field (e.g. ``tasks[0].changelogs[1].end_offset``)."""
+
+
+class UnsupportedStatusVersionError(StatusFormatError):
+    """A status document has a ``format_version`` newer than this reader understands
+    (upgrade the reading side)."""
+
+
+class UnknownApplicationError(StreamsError, LookupError):
+    """No status documents for an application: its status topic is missing or holds no
+    live document (never started, all instances shut down cleanly, or wrong brokers)."""
+
+
+class BrokerUnreachableError(StreamsError, ConnectionError):
+    """The Kafka brokers could not be reached within the bound; names the bootstrap servers tried."""
+
+
+class StatusReadTimeoutError(StreamsError, TimeoutError):
+    """The status topic could not be read to its end offset within the bound."""
