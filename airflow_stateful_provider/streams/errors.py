@@ -82,3 +82,20 @@ class BrokerUnreachableError(StreamsError, ConnectionError):
 
 class StatusReadTimeoutError(StreamsError, TimeoutError):
     """The status topic could not be read to its end offset within the bound."""
+
+
+class GroupProtocolError(StreamsError, ValueError):
+    """Subscription or assignment data of the streams group protocol (``docs/group-protocol.md``)
+    is malformed, or a value cannot be encoded; the message names the field (and the byte
+    offset when decoding)."""
+
+
+class UnsupportedGroupProtocolVersionError(GroupProtocolError):
+    """Subscription or assignment data has a version newer than this build understands; the
+    message names both versions. ``received_version`` and ``latest_supported_version`` carry them
+    (the group leader uses them for version probing during a rolling upgrade)."""
+
+    def __init__(self, message: str, *, received_version: int, latest_supported_version: int) -> None:
+        super().__init__(message)
+        self.received_version = received_version
+        self.latest_supported_version = latest_supported_version
