@@ -116,6 +116,64 @@ def test_restoration_applies_up_to_the_captured_end_offset_and_skips_null_keys(b
         restore_consumer.close()
 
 
+class RecordingStandbyListener:
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def on_update_start(self, partition, store_name, start_offset):
+        self.events.append(("start", start_offset))
+
+    def on_batch_loaded(self, partition, store_name, task_id, batch_end_offset, batch_size, current_end_offset):
+        self.events.append(("batch", batch_end_offset, batch_size, current_end_offset))
+
+    def on_update_suspended(self, partition, store_name, store_offset, current_end_offset, reason):
+        self.events.append(("suspended", store_offset, current_end_offset, reason.value))
+
+
+def test_standby_applies_past_the_end_offset_and_a_promotion_restores_only_the_remainder(
+        bootstrap_servers, names, tmp_path):
+    """SEMANTICS §2: a standby applies 6, 7, 9 and 11 and keeps going; promoted, it keeps
+    its store and restores only what arrived since."""
+    cfg = config(bootstrap_servers, names, tmp_path)
+    topology = json_counts(names["input"], names["output"])
+    changelog = f"{names['app']}-counts-changelog"
+    create_topics(bootstrap_servers, {changelog: 1})
+    value = (1).to_bytes(8, "big")
+    records = [(f"k{i}".encode(), value) for i in range(10)]
+    records[8] = (None, value)
+    produce(bootstrap_servers, changelog, records)
+    task_id = TaskId(0, 0)
+    os.makedirs(cfg.task_state_dir(task_id))
+    OffsetCheckpoint.in_task_dir(cfg.task_state_dir(task_id)).write({(changelog, 0): 5})
+    manager = TaskStateManager(task_id, topology, cfg, record_collector=RecordCollector(producer=None, task_id=task_id))
+    manager.initialize()
+    restore_consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
+                                     auto_offset_reset="none")
+    standby_events, restore_events = RecordingStandbyListener(), RecordingListener()
+    reader = ChangelogReader(restore_consumer, restore_events, standby_events)
+    try:
+        reader.register_standby(task_id, manager)
+        produce(bootstrap_servers, changelog, [(b"k10", value), (b"k11", value)])
+        store = manager.get("counts")
+        wait_until(lambda: reader.restore() == [] and store.get("k11") is not None, 30, "the standby to apply k11")
+        assert {f"k{i}" for i in range(12) if store.get(f"k{i}") is not None} == {"k6", "k7", "k9", "k10", "k11"}
+        assert standby_events.events[0] == ("start", 6)
+        assert sum(e[2] for e in standby_events.events if e[0] == "batch") == 5
+        assert reader.standby_tasks == {task_id} and reader.restoring_tasks == set()
+
+        produce(bootstrap_servers, changelog, [(b"k12", value), (b"k13", value)])  # arrives while standing by
+        assert reader.promote(task_id) is False
+        assert standby_events.events[-1][0] == "suspended" and standby_events.events[-1][-1] == "promoted"
+        completed = []
+        wait_until(lambda: completed.extend(reader.restore()) or completed == [task_id], 30, "the promoted task")
+        assert store.get("k13") is not None
+        assert restore_events.events[-1] == ("end", "counts", 2)  # only the remainder was restored
+        assert OffsetCheckpoint.in_task_dir(cfg.task_state_dir(task_id)).read() == {(changelog, 0): 13}
+    finally:
+        manager.close()
+        restore_consumer.close()
+
+
 def test_restart_with_fresh_state_dir_restores_the_whole_changelog(bootstrap_servers, names, tmp_path):
     create_topics(bootstrap_servers, {names["input"]: 2, names["output"]: 2})
     produce(bootstrap_servers, names["input"], [(f"user-{i % 7}".encode(), b"{}") for i in range(700)])

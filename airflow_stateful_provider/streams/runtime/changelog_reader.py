@@ -1,25 +1,32 @@
-"""Restoration: replaying changelog partitions into a task's stores (SEMANTICS §2).
+"""Restoration and standby updating: replaying changelog partitions into stores (SEMANTICS §2).
 
-One :class:`ChangelogReader` per stream thread owns the thread's *restore consumer*
-(a consumer without a group, ``auto_offset_reset="none"`` so that an out-of-range
-offset is reported instead of silently skipped).
+One :class:`ChangelogReader` per stream thread owns the thread's *restore consumer* (a
+consumer without a group, ``auto_offset_reset="none"`` so that an out-of-range offset is
+reported instead of silently skipped). It serves two kinds of task:
+
+- an **active** task being restored: each changelog partition is replayed from the
+  checkpointed offset + 1 (the beginning without one) up to the log end offset captured
+  when its restoration started; records at or past that offset are never applied. When
+  all of the task's partitions are done its checkpoint is written and the task is
+  reported restored, so it starts processing without waiting for other tasks;
+- a **standby** task: its partitions are applied continuously and never complete. A
+  standby promoted to active keeps its store and restores only the remainder.
 
 Invariants:
-- a changelog partition of an active task is restored from the checkpointed offset + 1
-  (the beginning without one) up to the log end offset captured when its restoration
-  started; records at or past that offset are never applied by an active;
 - records with a null key are skipped but advance the position;
 - an out-of-range position (changelog truncated, deleted or recreated) marks the store
-  corrupted: its checkpoint entry is dropped, the store wiped, and restoration restarts
-  from the beginning, once per detection; it never crashes and never loops;
-- a task is reported restored when all of its changelog partitions are, and its
-  checkpoint is written at that moment.
+  corrupted: its checkpoint entry is dropped, the store wiped and replayed from the
+  beginning, once per detection; it never crashes and never loops;
+- while active tasks restore, standby partitions are fetched only every
+  ``STANDBY_TURN``-th poll: restoration comes first, standbys still move.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from kafka import TopicPartition as KafkaTopicPartition
@@ -27,13 +34,28 @@ from kafka import TopicPartition as KafkaTopicPartition
 from airflow_stateful_provider.streams.runtime.records import TopicPartition
 from airflow_stateful_provider.streams.topology import TaskId
 
-__all__ = ["ChangelogReader", "StateRestoreListener", "NoOpRestoreListener"]
+__all__ = ["ChangelogReader", "StateRestoreListener", "StandbyUpdateListener", "SuspendReason", "TaskRole"]
 
 log = logging.getLogger(__name__)
 
+#: While actives restore, standby partitions are fetched on one poll out of this many.
+STANDBY_TURN = 4
+
+
+class TaskRole(enum.Enum):
+    ACTIVE = "active"
+    STANDBY = "standby"
+
+
+class SuspendReason(enum.Enum):
+    """Why a standby stopped updating (Kafka Streams' StandbyUpdateListener.SuspendReason)."""
+
+    MIGRATED = "migrated"
+    PROMOTED = "promoted"
+
 
 class StateRestoreListener(Protocol):
-    """Restoration progress per changelog partition (Kafka Streams' StateRestoreListener)."""
+    """Active restoration progress per changelog partition (Kafka Streams' StateRestoreListener)."""
 
     def on_restore_start(self, partition: TopicPartition, store_name: str, start_offset: int,
                          end_offset: int) -> None: ...
@@ -46,32 +68,39 @@ class StateRestoreListener(Protocol):
     def on_restore_suspended(self, partition: TopicPartition, store_name: str, total_restored: int) -> None: ...
 
 
-class NoOpRestoreListener:
-    def on_restore_start(self, partition, store_name, start_offset, end_offset) -> None:
-        pass
+class StandbyUpdateListener(Protocol):
+    """Standby updating per changelog partition (Kafka Streams' StandbyUpdateListener)."""
 
-    def on_batch_restored(self, partition, store_name, batch_end_offset, num_restored) -> None:
-        pass
+    def on_update_start(self, partition: TopicPartition, store_name: str, start_offset: int) -> None: ...
 
-    def on_restore_end(self, partition, store_name, total_restored) -> None:
-        pass
+    def on_batch_loaded(self, partition: TopicPartition, store_name: str, task_id: TaskId, batch_end_offset: int,
+                        batch_size: int, current_end_offset: int | None) -> None: ...
 
-    def on_restore_suspended(self, partition, store_name, total_restored) -> None:
-        pass
+    def on_update_suspended(self, partition: TopicPartition, store_name: str, store_offset: int,
+                            current_end_offset: int | None, reason: SuspendReason) -> None: ...
+
+
+class _Silent:
+    """Default listener: ignores every callback of both protocols."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: None
 
 
 @dataclasses.dataclass
 class ChangelogState:
-    """Restoration bookkeeping of one changelog partition."""
+    """Bookkeeping of one changelog partition of a registered task."""
 
     partition: TopicPartition
     task_id: TaskId
     store_name: str
     state_manager: Any
+    role: TaskRole
     #: Offset of the first record to read (checkpoint + 1, or the log start).
     start_offset: int = 0
-    #: Log end offset captured when restoration started; an active stops there.
-    end_offset: int = 0
+    #: Active: log end offset captured when restoration started (it stops there).
+    #: Standby: the last known log end offset (for lag), or None before the first fetch.
+    end_offset: int | None = 0
     #: Next offset to read.
     position: int = 0
     restored: int = 0
@@ -79,72 +108,135 @@ class ChangelogState:
 
 
 class ChangelogReader:
-    """Restores registered active tasks, a poll at a time, from one restore consumer."""
+    """Restores active tasks and updates standby tasks from one restore consumer."""
 
     def __init__(self, restore_consumer: Any, listener: StateRestoreListener | None = None,
-                 poll_timeout_ms: int = 100) -> None:
+                 standby_listener: StandbyUpdateListener | None = None, poll_timeout_ms: int = 100) -> None:
         self._consumer = restore_consumer
-        self.listener: StateRestoreListener = listener or NoOpRestoreListener()
+        self.listener: StateRestoreListener = listener or _Silent()
+        self.standby_listener: StandbyUpdateListener = standby_listener or _Silent()
         self._poll_timeout_ms = poll_timeout_ms
         self._changelogs: dict[TopicPartition, ChangelogState] = {}
         self._tasks: dict[TaskId, list[TopicPartition]] = {}
+        self._roles: dict[TaskId, TaskRole] = {}
+        self._polls = 0
+        self._standbys_paused = False
 
     # ------------------------------------------------------------------ registration
 
     def register(self, task_id: TaskId, state_manager: Any) -> bool:
-        """Start restoring the task's logged stores. Returns True when there is nothing to
-        restore (the task may run at once); otherwise the task completes in :meth:`restore`."""
-        partitions = {name: TopicPartition(*tp) for name, tp in state_manager.changelog_partitions().items()}
-        if not partitions:
+        """Start restoring an active task's logged stores. Returns True when there is
+        nothing to restore (the task may run at once); otherwise it completes in :meth:`restore`."""
+        states = self._initial_states(task_id, state_manager, TaskRole.ACTIVE)
+        if not states:
             return True
-        checkpointed = state_manager.checkpointed_offsets()
-        ends = _by_partition(self._consumer.end_offsets(_kafka(partitions.values())))
-        begins = _by_partition(self._consumer.beginning_offsets(_kafka(partitions.values())))
-        pending: list[TopicPartition] = []
-        for store_name, tp in partitions.items():
-            end, begin = ends[tp], begins[tp]
-            checkpoint = checkpointed.get(tp)
-            start = begin if checkpoint is None else checkpoint + 1
-            if checkpoint is not None and not begin <= start <= end:
-                # The changelog no longer has what the checkpoint says we applied: truncated,
-                # recreated, or records deleted. The store cannot be trusted.
-                log.warning("task %s: checkpointed offset %d of %s is outside the changelog [%d, %d); "
-                            "wiping store %s and restoring it from the beginning",
-                            task_id, checkpoint, tp, begin, end, store_name)
-                state_manager.wipe_store(store_name)
-                start = begin
-            state = ChangelogState(tp, task_id, store_name, state_manager, start, end, start)
-            if start >= end:
+        pending = False
+        for state in states:
+            if state.position >= state.end_offset:
                 state.completed = True
             else:
-                self.listener.on_restore_start(tp, store_name, start, end)
-                pending.append(tp)
-            self._changelogs[tp] = state
-        self._tasks[task_id] = list(partitions.values())
+                self.listener.on_restore_start(state.partition, state.store_name, state.position, state.end_offset)
+                pending = True
         if not pending:
             self._finish_task(task_id)
             return True
         self._reassign()
         return False
 
+    def register_standby(self, task_id: TaskId, state_manager: Any) -> None:
+        """Start updating a standby task's stores; they follow their changelogs until the
+        task is unregistered or promoted."""
+        states = self._initial_states(task_id, state_manager, TaskRole.STANDBY)
+        for state in states:
+            state.end_offset = None
+            self.standby_listener.on_update_start(state.partition, state.store_name, state.position)
+        if states:
+            self._reassign()
+
+    def promote(self, task_id: TaskId) -> bool:
+        """A standby becomes active: it keeps its store and restores only up to the
+        current end offset. Returns True when it is already caught up."""
+        if self._roles.get(task_id) is not TaskRole.STANDBY:
+            raise ValueError(f"task {task_id} is not a standby of this reader")
+        partitions = self._tasks[task_id]
+        ends = _by_partition(self._consumer.end_offsets(_kafka(partitions)))
+        self._roles[task_id] = TaskRole.ACTIVE
+        pending = False
+        for tp in partitions:
+            state = self._changelogs[tp]
+            self.standby_listener.on_update_suspended(tp, state.store_name, state.position, ends[tp],
+                                                      SuspendReason.PROMOTED)
+            state.role, state.end_offset, state.start_offset, state.restored = TaskRole.ACTIVE, ends[tp], state.position, 0
+            if state.position >= state.end_offset:
+                state.completed = True
+            else:
+                self.listener.on_restore_start(tp, state.store_name, state.position, state.end_offset)
+                pending = True
+        if not pending:
+            self._finish_task(task_id)
+            return True
+        return False
+
     def unregister(self, task_id: TaskId) -> None:
-        """Stop restoring a task (revoked while restoring): restore-suspended callbacks,
-        and a checkpoint of what was applied so far."""
+        """Stop serving a task (revoked or migrated): suspended callbacks and a checkpoint
+        of what was applied so far."""
         partitions = self._tasks.pop(task_id, [])
+        role = self._roles.pop(task_id, None)
         manager = None
         for tp in partitions:
             state = self._changelogs.pop(tp)
             manager = state.state_manager
-            if not state.completed:
+            if role is TaskRole.STANDBY:
+                self.standby_listener.on_update_suspended(tp, state.store_name, state.position, state.end_offset,
+                                                          SuspendReason.MIGRATED)
+            elif not state.completed:
                 self.listener.on_restore_suspended(tp, state.store_name, state.restored)
         if manager is not None:
             manager.checkpoint({}, force=True)
         if partitions:
             self._reassign()
 
+    def _initial_states(self, task_id: TaskId, state_manager: Any, role: TaskRole) -> list[ChangelogState]:
+        """Where each changelog partition of the task starts, after checking the checkpoint
+        against the changelog's current bounds."""
+        if task_id in self._tasks:
+            raise ValueError(f"task {task_id} is already registered with this reader")
+        partitions = {name: TopicPartition(*tp) for name, tp in state_manager.changelog_partitions().items()}
+        if not partitions:
+            return []
+        checkpointed = state_manager.checkpointed_offsets()
+        ends = _by_partition(self._consumer.end_offsets(_kafka(partitions.values())))
+        begins = _by_partition(self._consumer.beginning_offsets(_kafka(partitions.values())))
+        states = []
+        for store_name, tp in partitions.items():
+            end, begin = ends[tp], begins[tp]
+            checkpoint = checkpointed.get(tp)
+            start = begin if checkpoint is None else checkpoint + 1
+            if checkpoint is not None and not begin <= start <= end:
+                # The changelog no longer has what the checkpoint says was applied: truncated,
+                # recreated, or records deleted. The store cannot be trusted.
+                log.warning("task %s: checkpointed offset %d of %s is outside the changelog [%d, %d); "
+                            "wiping store %s and replaying it from the beginning",
+                            task_id, checkpoint, tp, begin, end, store_name)
+                state_manager.wipe_store(store_name)
+                start = begin
+            state = ChangelogState(tp, task_id, store_name, state_manager, role, start, end, start)
+            self._changelogs[tp] = state
+            states.append(state)
+        self._tasks[task_id] = list(partitions.values())
+        self._roles[task_id] = role
+        return states
+
+    # ------------------------------------------------------------------ queries
+
     @property
     def restoring_tasks(self) -> set[TaskId]:
-        return set(self._tasks)
+        """Active tasks still restoring."""
+        return {t for t, role in self._roles.items() if role is TaskRole.ACTIVE}
+
+    @property
+    def standby_tasks(self) -> set[TaskId]:
+        return {t for t, role in self._roles.items() if role is TaskRole.STANDBY}
 
     def progress(self) -> list[ChangelogState]:
         """Bookkeeping of every registered changelog partition (for status reporting)."""
@@ -153,11 +245,12 @@ class ChangelogReader:
     # ------------------------------------------------------------------ restoring
 
     def restore(self, poll_timeout_ms: int | None = None) -> list[TaskId]:
-        """Poll once and apply what arrived; returns the tasks whose restoration completed."""
+        """Poll once and apply what arrived; returns the active tasks whose restoration completed."""
         from kafka.errors import OffsetOutOfRangeError
 
         if not self._tasks:
             return []
+        self._give_standbys_their_turn()
         timeout = self._poll_timeout_ms if poll_timeout_ms is None else poll_timeout_ms
         try:
             fetched = self._consumer.poll(timeout_ms=timeout, max_records=10_000)
@@ -168,9 +261,13 @@ class ChangelogReader:
             state = self._changelogs.get(TopicPartition(kafka_tp.topic, kafka_tp.partition))
             if state is None or state.completed or not records:
                 continue
-            self._apply(state, records)
+            if state.role is TaskRole.ACTIVE:
+                self._apply_active(state, records)
+            else:
+                self._apply_standby(state, records, kafka_tp)
         completed: list[TaskId] = []
-        for task_id, partitions in list(self._tasks.items()):
+        for task_id in sorted(self.restoring_tasks):
+            partitions = self._tasks[task_id]
             for tp in partitions:
                 state = self._changelogs[tp]
                 if not state.completed and self._reached_end(state):
@@ -183,7 +280,17 @@ class ChangelogReader:
             self._reassign()
         return completed
 
-    def _apply(self, state: ChangelogState, records: list[Any]) -> None:
+    def _give_standbys_their_turn(self) -> None:
+        self._polls += 1
+        pause = bool(self.restoring_tasks) and self._polls % STANDBY_TURN != 0
+        if pause == self._standbys_paused:
+            return
+        standby = _kafka(tp for tp, s in self._changelogs.items() if s.role is TaskRole.STANDBY)
+        if standby:
+            (self._consumer.pause if pause else self._consumer.resume)(*standby)
+        self._standbys_paused = pause
+
+    def _apply_active(self, state: ChangelogState, records: list[Any]) -> None:
         end = state.end_offset
         if records[-1].offset >= end:
             records = [r for r in records if r.offset < end]
@@ -194,6 +301,17 @@ class ChangelogReader:
         state.position = last + 1
         state.restored += applied
         self.listener.on_batch_restored(state.partition, state.store_name, last, applied)
+
+    def _apply_standby(self, state: ChangelogState, records: list[Any], kafka_tp: KafkaTopicPartition) -> None:
+        applied = state.state_manager.restore(state.partition, records)
+        last = records[-1].offset
+        state.position = last + 1
+        state.restored += applied
+        highwater = self._consumer.highwater(kafka_tp)
+        if highwater is not None:
+            state.end_offset = highwater
+        self.standby_listener.on_batch_loaded(state.partition, state.store_name, state.task_id, last, applied,
+                                              state.end_offset)
 
     def _reached_end(self, state: ChangelogState) -> bool:
         if state.position >= state.end_offset:
@@ -214,37 +332,41 @@ class ChangelogReader:
             state = self._changelogs.get(tp)
             if state is None:
                 continue
-            log.warning("task %s: changelog %s offset %d is out of range; wiping store %s and restoring it "
+            log.warning("task %s: changelog %s offset %d is out of range; wiping store %s and replaying it "
                         "from the beginning", state.task_id, tp, state.position, state.store_name)
             state.state_manager.wipe_store(state.store_name)
             state.start_offset = state.position = begins[tp]
-            state.end_offset = ends[tp]
+            if state.role is TaskRole.ACTIVE:
+                state.end_offset = ends[tp]
             state.restored = 0
             self._consumer.seek(KafkaTopicPartition(*tp), state.position)
 
     def _finish_task(self, task_id: TaskId) -> None:
         partitions = self._tasks.pop(task_id, [])
+        self._roles.pop(task_id, None)
         manager = None
         for tp in partitions:
-            state = self._changelogs.pop(tp)
-            manager = state.state_manager
+            manager = self._changelogs.pop(tp).state_manager
         if manager is not None:
             manager.checkpoint({}, force=True)
 
     def _reassign(self) -> None:
-        """Point the restore consumer at exactly the partitions still restoring, at their
+        """Point the restore consumer at exactly the partitions still being read, at their
         tracked positions."""
         kafka_tps = _kafka(tp for tp, s in self._changelogs.items() if not s.completed)
         self._consumer.assign(kafka_tps)
         for tp in kafka_tps:
             self._consumer.seek(tp, self._changelogs[TopicPartition(tp.topic, tp.partition)].position)
+        if kafka_tps:
+            self._consumer.resume(*kafka_tps)  # assign() keeps the pause flag of partitions it keeps
+        self._standbys_paused = False
 
     def close(self) -> None:
         for task_id in list(self._tasks):
             self.unregister(task_id)
 
 
-def _kafka(partitions) -> list[KafkaTopicPartition]:
+def _kafka(partitions: Iterable[Any]) -> list[KafkaTopicPartition]:
     """kafka-python's consumer accepts only its own TopicPartition type."""
     return [KafkaTopicPartition(tp[0], tp[1]) for tp in partitions]
 
