@@ -209,14 +209,15 @@ class TaskStateManager:
 
     def restore(self, partition: TopicPartition, records: Iterable[Any]) -> int:
         """Apply changelog records (objects with ``key``, ``value``, ``offset``, ...) to
-        the store logged to ``partition``, bypassing the changelog. Returns how many
-        were applied (null keys are skipped by the store)."""
+        the store logged to ``partition``, bypassing the changelog. Returns how many were
+        restored: the records with a key (SEMANTICS §2). The store may still drop some of
+        them, as it drops writes into expired segments during processing."""
         entry = self.store_for_changelog(TopicPartition(partition[0], partition[1]))
-        records = list(records)
-        applied = entry.raw.restore_batch(records)
+        records = records if isinstance(records, list) else list(records)
+        entry.raw.restore_batch(records)
         if records:
             self._checkpointed[entry.changelog] = records[-1].offset  # type: ignore[index]
-        return applied
+        return sum(1 for record in records if record.key is not None)
 
     def wipe_store(self, name: str) -> None:
         """Drop a (corrupted) store's content and checkpoint entry; it is rebuilt empty
