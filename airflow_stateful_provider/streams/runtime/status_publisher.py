@@ -460,13 +460,38 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
     return (KafkaConnectionError, KafkaTimeoutError)
 
 
+def _construct(client_class: Any, configs: Mapping[str, Any]) -> Any:
+    """``client_class(**configs)``, closing the network client if the constructor fails:
+    kafka-python 3 starts its IO thread before bootstrapping and leaves it running when
+    the bootstrap times out, so every failed attempt (a sensor poking, ``--watch``)
+    would leak a thread. ``kafka_client`` is the documented hook for the client factory."""
+    from kafka.net.compat import KafkaNetClient
+
+    factory = configs.get("kafka_client", KafkaNetClient)
+    created: list[Any] = []
+
+    def tracked(*args: Any, **kwargs: Any) -> Any:
+        created.append(factory(*args, **kwargs))
+        return created[-1]
+
+    try:
+        return client_class(**{**configs, "kafka_client": tracked})
+    except BaseException:
+        for client in created:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - already failing; the original error matters
+                log.debug("closing the network client of a failed %s", client_class.__name__, exc_info=True)
+        raise
+
+
 def _new_producer(bootstrap_servers: str | Sequence[str], client_configs: Mapping[str, Any], client_id: str) -> Any:
     from kafka import KafkaProducer
 
     configs = {"bootstrap_servers": bootstrap_servers, "client_id": client_id, "acks": "all", "linger_ms": 0,
                "max_block_ms": 10_000, "bootstrap_timeout_ms": 10_000, **client_configs}
     try:
-        return KafkaProducer(**configs)
+        return _construct(KafkaProducer, configs)
     except _connection_errors() as exc:
         raise BrokerUnreachableError(f"cannot reach Kafka at {_servers_text(bootstrap_servers)} to publish status: "
                                      f"{exc}") from exc
@@ -491,7 +516,7 @@ def _open_consumer(source: str | Sequence[str] | ConsumerFactory, application_id
         servers = _servers_text(source)
 
         def factory(**extra: Any) -> Any:
-            return KafkaConsumer(**{"bootstrap_servers": source, **extra, **(client_configs or {})})
+            return _construct(KafkaConsumer, {"bootstrap_servers": source, **extra, **(client_configs or {})})
     try:
         return factory(**overrides), servers
     except _connection_errors() as exc:
