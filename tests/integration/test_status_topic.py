@@ -4,13 +4,14 @@ unreachable-broker errors, and the document of a real KafkaStreams instance."""
 
 from __future__ import annotations
 
+import functools
 import socket
 import threading
 import time
 import uuid
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from airflow_stateful_provider.streams.config import StreamsConfig
@@ -131,7 +132,9 @@ def test_stale_documents_are_flagged(bootstrap_servers, admin, app):
         status = fetch_application_status(bootstrap_servers, app, stale_after_ms=60_000)
         assert [i.instance_id for i in status.stale_instances] == ["i-old"]
         assert status.task("0_0").state == "stale" and status.task("0_0").active.stale
-        relaxed = fetch_application_status(bootstrap_servers, app, stale_after_ms=300_000)
+        # a consumer factory instead of servers (the Airflow hook passes its security settings this way)
+        factory = functools.partial(KafkaConsumer, bootstrap_servers=bootstrap_servers)
+        relaxed = fetch_application_status(factory, app, stale_after_ms=300_000)
         assert not relaxed.stale_instances and relaxed.task("0_0").state == "running"
     finally:
         old.close(clean=False)  # a dirty close leaves its last document

@@ -488,8 +488,11 @@ def _construct(client_class: Any, configs: Mapping[str, Any]) -> Any:
 def _new_producer(bootstrap_servers: str | Sequence[str], client_configs: Mapping[str, Any], client_id: str) -> Any:
     from kafka import KafkaProducer
 
+    # No auto-creation: a status topic created by the broker would have the delete policy;
+    # ensure_status_topic() creates it compacted.
     configs = {"bootstrap_servers": bootstrap_servers, "client_id": client_id, "acks": "all", "linger_ms": 0,
-               "max_block_ms": 10_000, "bootstrap_timeout_ms": 10_000, **client_configs}
+               "max_block_ms": 10_000, "bootstrap_timeout_ms": 10_000, **client_configs,
+               "allow_auto_create_topics": False}
     try:
         return _construct(KafkaProducer, configs)
     except _connection_errors() as exc:
@@ -610,7 +613,8 @@ def _read_documents(consumer: Any, servers: str, application_id: str, timeout_ms
     return documents
 
 
-def _live_end_offsets(consumer: Any, partitions: Iterable[tuple[str, int]], timeout_ms: int) -> dict[tuple[str, int], int]:
+def _live_end_offsets(consumer: Any, partitions: Iterable[tuple[str, int]],
+                      timeout_ms: int) -> dict[tuple[str, int], int]:
     """End offsets of the changelog partitions that exist; missing ones are left out (the
     snapshot then falls back to reported ends and says so)."""
     from kafka import TopicPartition as KafkaTopicPartition
