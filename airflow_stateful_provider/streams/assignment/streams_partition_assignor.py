@@ -246,14 +246,9 @@ def _consumer_assignment(partitions: Iterable[TopicPartition], info: AssignmentI
     by_topic: dict[str, list[int]] = {}
     for tp in sorted(partitions):
         by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return ConsumerProtocolAssignment(
-        version=_CONSUMER_PROTOCOL_VERSION,
-        assigned_partitions=[
-            ConsumerProtocolAssignment.TopicPartition(topic=topic, partitions=parts)
-            for topic, parts in by_topic.items()
-        ],
-        user_data=info.encode(),
-    )
+    # (topic, partitions) tuples, as kafka-python's own assignors: they encode, and
+    # ``.partitions()`` works on the object before encoding too.
+    return ConsumerProtocolAssignment(_CONSUMER_PROTOCOL_VERSION, list(by_topic.items()), info.encode())
 
 
 class StreamsPartitionAssignor(AbstractPartitionAssignor):
