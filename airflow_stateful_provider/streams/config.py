@@ -124,6 +124,9 @@ class StreamsConfig:
     #: ``statestore.cache.max.bytes``, default 10 MiB); 0 disables caching. See
     #: runtime/caching.py: updates of a key collapse until the next commit.
     statestore_cache_max_bytes: int = 10 * 1024 * 1024
+    #: How often consumed records of repartition topics are deleted (they are kept
+    #: forever otherwise; this application is their only reader).
+    repartition_purge_interval_ms: int | timedelta = 30_000
     #: Extra application-specific settings handed to processors via ``context.app_configs``.
     app_configs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     #: kafka-python settings for every client the instance creates (security, timeouts),
@@ -197,6 +200,8 @@ class StreamsConfig:
         set_(self, "max_task_idle_ms", idle)
         _check_int(self.buffered_records_per_partition, "buffered_records_per_partition", minimum=1)
         _check_int(self.statestore_cache_max_bytes, "statestore_cache_max_bytes", minimum=0)
+        set_(self, "repartition_purge_interval_ms",
+             duration_ms(self.repartition_purge_interval_ms, "repartition_purge_interval_ms", minimum=0))
         emit = duration_ms(
             self.windowed_aggregation_emit_interval_ms,
             "windowed_aggregation_emit_interval_ms",

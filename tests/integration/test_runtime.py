@@ -19,7 +19,7 @@ from airflow_stateful_provider.streams.runtime.state_manager import TaskStateMan
 from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.topology import TaskId
 from tests.integration.instances import committed_offsets, create_topics, read_all, wait_until
-from tests.integration.topologies import json_counts
+from tests.integration.topologies import json_counts, regrouped_counts
 
 pytestmark = pytest.mark.kafka
 
@@ -290,3 +290,25 @@ def test_recreated_changelog_wipes_the_store_and_restores_without_crashing(boots
     assert final_counts(bootstrap_servers, names["output"]) == {"k": 5}
     assert checkpoint.read() == {(changelog, 0): 4}
     assert os.path.isdir(os.path.join(cfg.task_state_dir(TaskId(0, 0)), "counts"))
+
+
+def test_repartition_topic_is_purged_below_committed_offsets(bootstrap_servers, names, tmp_path):
+    create_topics(bootstrap_servers, {names["input"]: 2, names["output"]: 2})
+    words = ["apple", "avocado", "banana", "blueberry", "cherry"] * 40
+    produce(bootstrap_servers, names["input"], [(str(i).encode(), w.encode()) for i, w in enumerate(words)])
+    streams = KafkaStreams(regrouped_counts(names["input"], names["output"]).build(),
+                           config(bootstrap_servers, names, tmp_path, repartition_purge_interval_ms=200))
+    run_until(streams, lambda: sum(committed_offsets(bootstrap_servers, names["app"], names["input"]).values()) == 200,
+              "every input record committed")
+    repartition = next(t.name for t in streams.internal_topics if t.kind == "repartition")
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers)
+    tps = [TopicPartition(repartition, p) for p in range(2)]
+    try:
+        wait_until(lambda: sum(committed_offsets(bootstrap_servers, names["app"], repartition).values()) == 200,
+                   30, "every repartitioned record committed")
+        wait_until(lambda: sum(consumer.beginning_offsets(tps).values()) == 200, 30,
+                   "the repartition topic to be purged", lambda: f"beginning offsets {consumer.beginning_offsets(tps)}")
+    finally:
+        consumer.close()
+        streams.close(timeout=30)
+    assert final_counts(bootstrap_servers, names["output"]) == {"a": 80, "b": 80, "c": 40}

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from airflow_stateful_provider.streams.dsl import Consumed, Materialized, Produced, StreamsBuilder
+from airflow_stateful_provider.streams.dsl import Consumed, Grouped, Materialized, Produced, StreamsBuilder
 from airflow_stateful_provider.streams.windows import SessionWindows
 
 #: Inactivity gap of the click sessions: 5 minutes of synthetic event time.
@@ -48,3 +48,14 @@ def json_counts(input_topic: str, output_topic: str, store: str = "counts"):
                              "count")
     topology.add_sink("sink", output_topic, "count", key_serde="string", value_serde="int64")
     return topology
+
+
+def regrouped_counts(input_topic: str, output_topic: str) -> StreamsBuilder:
+    """Values re-keyed by their first letter (through a repartition topic), then counted."""
+    builder = StreamsBuilder()
+    (builder.stream(input_topic, Consumed.with_("string", "string"))
+     .group_by(lambda key, value: value[:1], Grouped.with_("string", "string"))
+     .count(Materialized.as_("letter-counts"))
+     .to_stream()
+     .to(output_topic, Produced.with_("string", "int64")))
+    return builder

@@ -188,6 +188,7 @@ class KafkaStreams:
             thread = StreamThread(
                 index, self.topology, self.config, client_id=self.client_id,
                 consumer_factory=self._new_consumer, producer_factory=self._new_producer,
+                admin_factory=self._new_admin,
                 restore_listener=self._restore_listener, on_state_change=self._on_thread_state,
                 on_error=self._on_thread_error)
             self.threads.append(thread)

@@ -94,6 +94,7 @@ class StreamThread(threading.Thread):
         client_id: str,
         consumer_factory: Callable[..., Any],
         producer_factory: Callable[..., Any],
+        admin_factory: Callable[[], Any] | None = None,
         restore_listener: StateRestoreListener | None = None,
         on_state_change: Callable[[StreamThread, StreamThreadState, StreamThreadState], None] | None = None,
         on_error: Callable[[StreamThread, BaseException], None] | None = None,
@@ -106,6 +107,8 @@ class StreamThread(threading.Thread):
         self.client_id = client_id
         self._consumer_factory = consumer_factory
         self._producer_factory = producer_factory
+        self._admin_factory = admin_factory
+        self._admin: Any = None
         self._restore_listener = restore_listener
         self._on_state_change = on_state_change
         self._on_error = on_error
@@ -118,6 +121,11 @@ class StreamThread(threading.Thread):
         for sub in topology.subtopologies():
             for raw in sub.source_topics:
                 self._topic_to_subtopology[topology.decorate_topic(raw, config.application_id)] = sub.id
+        self._repartition_topics = {topology.decorate_topic(raw, config.application_id)
+                                    for raw, kind in topology.internal_topics.items() if kind == "repartition"}
+        #: Committed offsets of repartition partitions not yet purged.
+        self._purgeable: dict[TopicPartition, int] = {}
+        self._last_purge_ms = 0
         self._pending_assignment: set | None = None
         self._revocation_tasks: list[StreamTask] = []
         self._paused: set[TopicPartition] = set()
@@ -208,6 +216,7 @@ class StreamThread(threading.Thread):
         for task in self._running_tasks():
             task.maybe_punctuate_system_time()
         self._maybe_commit(now)
+        self._maybe_purge_repartition_topics(now)
         self._resume_drained_partitions()
         if self.state is StreamThreadState.PARTITIONS_ASSIGNED and not reader.restoring_tasks:
             self._set_state(StreamThreadState.RUNNING)
@@ -280,9 +289,32 @@ class StreamThread(threading.Thread):
         if offsets:
             self.consumer.commit(_kafka_offsets(offsets))
             self.last_committed_at = time.monotonic()
+            for tp, om in offsets.items():
+                if tp.topic in self._repartition_topics:
+                    self._purgeable[tp] = om.offset
         for task in tasks:
             task.post_commit(enforce_checkpoint=enforce_checkpoint)
         return len(offsets)
+
+    def _maybe_purge_repartition_topics(self, now: int) -> None:
+        """Delete repartition records below the committed offsets: this application is
+        their only reader, and it will never read them again."""
+        interval = self.config.repartition_purge_interval_ms
+        if not self._purgeable or now - self._last_purge_ms < interval:
+            return
+        self._last_purge_ms = now
+        if self._admin_factory is None:
+            return
+        purge, self._purgeable = self._purgeable, {}
+        try:
+            if self._admin is None:
+                self._admin = self._admin_factory()
+            self._admin.delete_records({KafkaTopicPartition(tp.topic, tp.partition): offset
+                                        for tp, offset in purge.items()})
+        except Exception as exc:  # noqa: BLE001 - purging is housekeeping; retry next interval
+            log.warning("%s: purging repartition topics failed (%r); retrying in %d ms", self.name, exc, interval)
+            for tp, offset in purge.items():
+                self._purgeable.setdefault(tp, offset)
 
     # ------------------------------------------------------------------ rebalance
 
@@ -397,7 +429,8 @@ class StreamThread(threading.Thread):
             except Exception:  # noqa: BLE001 - close the other tasks too
                 log.exception("%s: error closing task %s", self.name, task.id)
         self.tasks.clear()
-        for client, close in ((self.consumer, lambda c: c.close(autocommit=False)),
+        for client, close in ((self._admin, lambda c: c.close()),
+                              (self.consumer, lambda c: c.close(autocommit=False)),
                               (self.restore_consumer, lambda c: c.close(autocommit=False)),
                               (self.producer, lambda c: c.close(timeout=10))):
             if client is None:
