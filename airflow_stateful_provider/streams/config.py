@@ -124,6 +124,14 @@ class StreamsConfig:
     #: ``statestore.cache.max.bytes``, default 10 MiB); 0 disables caching. See
     #: runtime/caching.py: updates of a key collapse until the next commit.
     statestore_cache_max_bytes: int = 10 * 1024 * 1024
+    #: Identity of this instance in the status topic; default ``<hostname>-<pid>``. The
+    #: Spark supervisor sets it to ``instance-<i>`` so a restarted instance keeps it.
+    instance_id: str | None = None
+    #: Incremented by the supervisor on every restart of the instance (status documents
+    #: carry it, so readers can tell a restarted instance from a zombie).
+    instance_epoch: int = 0
+    #: How often the instance publishes its status document (also on every state change).
+    status_interval_ms: int | timedelta = 10_000
     #: How often consumed records of repartition topics are deleted (they are kept
     #: forever otherwise; this application is their only reader).
     repartition_purge_interval_ms: int | timedelta = 30_000
@@ -200,6 +208,10 @@ class StreamsConfig:
         set_(self, "max_task_idle_ms", idle)
         _check_int(self.buffered_records_per_partition, "buffered_records_per_partition", minimum=1)
         _check_int(self.statestore_cache_max_bytes, "statestore_cache_max_bytes", minimum=0)
+        if self.instance_id is not None and (not isinstance(self.instance_id, str) or not self.instance_id):
+            raise ConfigError(f"instance_id must be a non-empty string or None, got {self.instance_id!r}")
+        _check_int(self.instance_epoch, "instance_epoch", minimum=0)
+        set_(self, "status_interval_ms", duration_ms(self.status_interval_ms, "status_interval_ms", minimum=100))
         set_(self, "repartition_purge_interval_ms",
              duration_ms(self.repartition_purge_interval_ms, "repartition_purge_interval_ms", minimum=0))
         emit = duration_ms(

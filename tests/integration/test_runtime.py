@@ -312,3 +312,32 @@ def test_repartition_topic_is_purged_below_committed_offsets(bootstrap_servers, 
         consumer.close()
         streams.close(timeout=30)
     assert final_counts(bootstrap_servers, names["output"]) == {"a": 80, "b": 80, "c": 40}
+
+
+def test_running_instance_is_visible_in_the_status_topic_until_it_stops(bootstrap_servers, names, tmp_path):
+    from airflow_stateful_provider.streams.errors import UnknownApplicationError
+    from airflow_stateful_provider.streams.status import render_status_table
+    from airflow_stateful_provider.streams.runtime.status_publisher import fetch_application_status
+
+    create_topics(bootstrap_servers, {names["input"]: 2, names["output"]: 2})
+    produce(bootstrap_servers, names["input"], [(b"k%d" % i, b"{}") for i in range(20)])
+    streams = KafkaStreams(json_counts(names["input"], names["output"]),
+                           config(bootstrap_servers, names, tmp_path, instance_id="instance-0", instance_epoch=3,
+                                  status_interval_ms=200))
+    run_until(streams, lambda: streams.state is KafkaStreamsState.RUNNING, "the instance to run")
+    try:
+        def both_tasks_running() -> bool:
+            status = fetch_application_status(bootstrap_servers, names["app"])
+            return [(t.task_id, t.state, t.active and t.active.instance_id) for t in status.tasks] == \
+                [("0_0", "running", "instance-0"), ("0_1", "running", "instance-0")]
+        wait_until(both_tasks_running, 30, "both tasks reported running by instance-0")
+        status = fetch_application_status(bootstrap_servers, names["app"])
+        (instance,) = status.instances
+        assert (instance.instance_id, instance.epoch, instance.state, instance.stale) == \
+            ("instance-0", 3, "RUNNING", False)
+        table = render_status_table(status)
+        assert "0_0" in table and "instance-0" in table
+    finally:
+        streams.close(timeout=30)
+    with pytest.raises(UnknownApplicationError):
+        fetch_application_status(bootstrap_servers, names["app"])  # the tombstone removed the only instance

@@ -31,6 +31,11 @@ from airflow_stateful_provider.streams.errors import ConfigError, IllegalStateEr
 from airflow_stateful_provider.streams.runtime.changelog_reader import StateRestoreListener
 from airflow_stateful_provider.streams.runtime.internal_topics import InternalTopic, internal_topics
 from airflow_stateful_provider.streams.runtime.topic_manager import InternalTopicManager, fetch_partition_counts
+from airflow_stateful_provider.streams.runtime.status_publisher import (
+    StatusPublisher,
+    ensure_control_topic,
+    ensure_status_topic,
+)
 from airflow_stateful_provider.streams.runtime.stream_thread import StreamThread, StreamThreadState
 from airflow_stateful_provider.streams.topology import Topology
 
@@ -84,6 +89,9 @@ class KafkaStreams:
         self.topology = topology
         self.process_id = uuid.uuid4()
         self.client_id = f"{self.config.application_id}-{self.process_id}"
+        #: This instance's key in the status topic.
+        self.instance_id = self.config.instance_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.status_publisher: StatusPublisher | None = None
         self._state = KafkaStreamsState.CREATED
         self._state_lock = threading.Condition()
         self._state_listener: StateListener | None = None
@@ -123,6 +131,8 @@ class KafkaStreams:
             self._state = new
             self._state_lock.notify_all()
         log.info("stream-client %s: %s -> %s", self.client_id, old.value, new.value)
+        if self.status_publisher is not None:
+            self.status_publisher.publish_now()
         if self._state_listener is not None:
             try:
                 self._state_listener(new, old)
@@ -192,6 +202,8 @@ class KafkaStreams:
                 restore_listener=self._restore_listener, on_state_change=self._on_thread_state,
                 on_error=self._on_thread_error)
             self.threads.append(thread)
+        self.status_publisher = StatusPublisher.for_instance(self, self.instance_id, self.config.instance_epoch)
+        self.status_publisher.start()
         for thread in self.threads:
             thread.start()
         log.info("stream-client %s started %d stream thread(s) on %s", self.client_id, len(self.threads),
@@ -210,6 +222,8 @@ class KafkaStreams:
             self.internal_topics = internal_topics(self.topology, self.config.application_id, counts)
             manager = InternalTopicManager(admin, replication_factor=self.config.replication_factor)
             manager.ensure(self.internal_topics)
+            ensure_status_topic(admin, self.config.application_id)
+            ensure_control_topic(admin, self.config.application_id)
             dead_letter = self._dead_letter_topic()
             if dead_letter is not None and not fetch_partition_counts(admin, [dead_letter]):
                 manager.ensure([InternalTopic(dead_letter, 1, {}, "dead-letter", -1)])
@@ -233,7 +247,17 @@ class KafkaStreams:
         stopped = self._wait_for_threads(timeout)
         if stopped:
             self._set_state(KafkaStreamsState.NOT_RUNNING)
+        self._close_status_publisher(clean=stopped)
         return stopped
+
+    def _close_status_publisher(self, *, clean: bool) -> None:
+        """A clean stop removes this instance from the status topic (tombstone); otherwise
+        its last document stays, for on-call to see what it was doing."""
+        if self.status_publisher is not None:
+            try:
+                self.status_publisher.close(clean=clean)
+            except Exception:  # noqa: BLE001 - status is best effort while stopping
+                log.exception("closing the status publisher of %s failed", self.instance_id)
 
     def _wait_for_threads(self, timeout: float | None) -> bool:
         for thread in self.threads:
@@ -274,6 +298,7 @@ class KafkaStreams:
         def shut_down() -> None:
             self._wait_for_threads(None)
             self._set_state(KafkaStreamsState.ERROR)
+            self._close_status_publisher(clean=False)
 
         self._error_closer = threading.Thread(target=shut_down, name=f"{self.client_id}-error-shutdown", daemon=True)
         self._error_closer.start()
