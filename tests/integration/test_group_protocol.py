@@ -12,6 +12,7 @@ rebalance.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -30,13 +31,18 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
     request_rebalance,
 )
 from airflow_stateful_provider.streams.processor import Processor
-from airflow_stateful_provider.streams.runtime.store_builders import Stores
 from airflow_stateful_provider.streams.topology import TaskId, Topology
 from tests.integration.instances import create_topics, wait_until
 
 pytestmark = pytest.mark.kafka
 
 PARTITIONS = 4
+
+
+@dataclasses.dataclass
+class StoreSpec:
+    name: str
+    logging_enabled: bool = True
 
 
 class Noop(Processor):
@@ -49,8 +55,7 @@ def make_topology(counts_topic: str, events_topic: str) -> Topology:
     top = Topology()
     top.add_source("src-counts", counts_topic)
     top.add_processor("count", Noop, "src-counts")
-    top.add_state_store(Stores.key_value_store_builder(Stores.persistent_key_value_store("counts"), "string", "int64"),
-                        "count")
+    top.add_state_store(StoreSpec("counts"), "count")
     top.add_source("src-events", events_topic)
     top.add_processor("pass", Noop, "src-events")
     return top
@@ -191,7 +196,8 @@ def test_group_forms_with_standbys_and_a_joining_member_revokes_only_what_moves(
         described = admin.describe_groups([env["app"]])[env["app"]]
     finally:
         admin.close()
-    assert described["protocol_type"] == "consumer" and described["protocol"] == "stream"
+    assert described["protocol_type"] == "consumer", described
+    assert described.get("protocol_data", described.get("protocol")) == "stream", described
     assert env["fetches"], "the leader fetched changelog end offsets"
 
     stateful = {TaskId(0, p) for p in range(PARTITIONS)}

@@ -16,15 +16,14 @@ Kafka Streams, whose lag-based placement also works from changelogs).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from kafka.structs import TopicPartition
 
-from airflow_stateful_provider.streams.runtime.internal_topics import changelog_topic_configs
 from airflow_stateful_provider.streams.topology import TaskId, Topology
 
-__all__ = ["TaskPartitions", "task_partitions"]
+__all__ = ["TaskPartitions", "changelog_topics", "task_partitions"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,6 +54,17 @@ class TaskPartitions:
         return {tp: task for task, parts in self.input_partitions.items() for tp in parts}
 
 
+def changelog_topics(topology: Topology, application_id: str, store_names: Iterable[str]) -> list[str]:
+    """Changelog topic names of the logged stores among ``store_names``.
+
+    The same rule as ``runtime.internal_topics.changelog_topic_configs`` (which creates the
+    topics; a unit test checks both agree), restated here so that the assignment package
+    does not import the runtime and its store implementations.
+    """
+    return [f"{application_id}-{store}-changelog" for store in store_names
+            if getattr(topology.store_builder(store), "logging_enabled", True)]
+
+
 def task_partitions(
     topology: Topology, application_id: str, partition_counts: Mapping[str, int]
 ) -> TaskPartitions:
@@ -62,9 +72,8 @@ def task_partitions(
     names; missing repartition topics are derived). Raises TopologyError for an unknown
     external source topic or source topics that are not co-partitioned."""
     per_subtopology = topology.validate_partition_counts(partition_counts, application_id)
-    changelogs_by_sub: dict[int, list[str]] = {}
-    for topic in changelog_topic_configs(topology, application_id).values():
-        changelogs_by_sub.setdefault(topic.subtopology, []).append(topic.name)
+    changelogs_by_sub = {sub.id: changelog_topics(topology, application_id, sub.store_names)
+                         for sub in topology.subtopologies()}
     inputs: dict[TaskId, frozenset[TopicPartition]] = {}
     changelogs: dict[TaskId, frozenset[TopicPartition]] = {}
     for sub in topology.subtopologies():

@@ -5,6 +5,7 @@ cooperative coordinator's revocation and follow-up rejoin) over synthetic cluste
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import uuid
 from collections.abc import Mapping
@@ -24,7 +25,6 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
 )
 from airflow_stateful_provider.streams.errors import ConfigError, GroupProtocolError, IllegalStateError
 from airflow_stateful_provider.streams.processor import Processor
-from airflow_stateful_provider.streams.runtime.store_builders import Stores
 from airflow_stateful_provider.streams.topology import TaskId, Topology
 
 APP = "app"
@@ -41,6 +41,15 @@ def tasks(*texts: str) -> frozenset[TaskId]:
     return frozenset(t(x) for x in texts)
 
 
+@dataclasses.dataclass
+class StoreSpec:
+    """What the topology and the assignor read of a store builder (the real ones live in the
+    runtime; the assignment package never builds stores)."""
+
+    name: str
+    logging_enabled: bool = True
+
+
 class Noop(Processor):
     def process(self, record):
         pass
@@ -53,16 +62,14 @@ def topology(*, unlogged: bool = False) -> Topology:
     top = Topology()
     top.add_source("src-counts", "counts-in")
     top.add_processor("count", Noop, "src-counts")
-    top.add_state_store(Stores.key_value_store_builder(Stores.persistent_key_value_store("counts"), "string", "int64"),
-                        "count")
+    top.add_state_store(StoreSpec("counts"), "count")
     top.add_source("src-events", "events-in")
     top.add_processor("pass", Noop, "src-events")
     top.add_sink("sink", "out", "pass")
     if unlogged:
         top.add_source("src-cache", "cache-in")
         top.add_processor("cache", Noop, "src-cache")
-        top.add_state_store(Stores.key_value_store_builder(Stores.in_memory_key_value_store("cache"),
-                                                           "string", "string").with_logging_disabled(), "cache")
+        top.add_state_store(StoreSpec("cache", logging_enabled=False), "cache")
     return top
 
 
@@ -549,3 +556,17 @@ def test_probing_time_goes_to_one_thread_per_client():
         assert sorted(times) == [-1, NOW + INTERVAL], times
     warmups = group.client_tasks(P2, "standby")
     assert warmups and all(w in m.info.warmup_tasks for m in group.by_process(P2) for w in m.standby)
+
+
+def test_changelog_topics_agree_with_the_runtime_internal_topics():
+    from airflow_stateful_provider.streams.assignment.task_partitions import task_partitions
+    from airflow_stateful_provider.streams.runtime.internal_topics import changelog_topic_configs
+
+    top = topology(unlogged=True)
+    counts = {"counts-in": 3, "events-in": 2, "cache-in": 2}
+    expected = changelog_topic_configs(top, APP, counts)
+    found = task_partitions(top, APP, counts).changelog_partitions
+    for topic in expected.values():
+        for p in range(topic.partitions):
+            assert TP(topic.name, p) in found[TaskId(topic.subtopology, p)]
+    assert {tp.topic for parts in found.values() for tp in parts} == {t.name for t in expected.values()}
