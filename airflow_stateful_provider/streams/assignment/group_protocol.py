@@ -41,7 +41,6 @@ LATEST_SUPPORTED_VERSION = 1
 #: The oldest version this build can still read (and write, when a group leader asks for it).
 EARLIEST_SUPPORTED_VERSION = 1
 
-_I8 = struct.Struct(">b")
 _U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
 _I32 = struct.Struct(">i")
@@ -168,9 +167,6 @@ class ProtocolReader:
 
     def u8(self, field: str) -> int:
         return self._unpack(field, _U8)[0]
-
-    def i8(self, field: str) -> int:
-        return self._unpack(field, _I8)[0]
 
     def i32(self, field: str) -> int:
         return self._unpack(field, _I32)[0]
