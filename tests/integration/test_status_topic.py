@@ -14,9 +14,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import BrokerUnreachableError, UnknownApplicationError
-from airflow_stateful_provider.streams.runtime.kafka_streams import KafkaStreams, KafkaStreamsState
 from airflow_stateful_provider.streams.runtime.status_publisher import (
     StatusPublisher,
     ensure_control_topic,
@@ -25,7 +23,6 @@ from airflow_stateful_provider.streams.runtime.status_publisher import (
     read_status_documents,
 )
 from tests.integration.instances import create_topics, wait_until
-from tests.integration.topologies import json_counts
 
 pytestmark = pytest.mark.kafka
 
@@ -159,37 +156,3 @@ def test_unreachable_broker_fails_fast_naming_the_servers(app):
     # kafka-python leaves its IO thread running after a failed bootstrap unless told otherwise
     time.sleep(0.2)
     assert not [t.name for t in threading.enumerate() if app in t.name]
-
-
-def test_document_of_a_real_instance(bootstrap_servers, app, tmp_path):
-    source, sink = f"{app}-in", f"{app}-out"
-    create_topics(bootstrap_servers, {source: 2, sink: 1})
-    config = StreamsConfig(application_id=app, bootstrap_servers=bootstrap_servers, state_dir=str(tmp_path),
-                           commit_interval_ms=200, consumer_configs={"session_timeout_ms": 10_000})
-    streams = KafkaStreams(json_counts(source, sink), config)
-    publisher = StatusPublisher.for_instance(streams, "instance-0", 3, status_interval_ms=60_000)
-    streams.set_state_listener(lambda new, old: publisher.publish_now())
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    try:
-        ensure_status_topic(admin, app)
-    finally:
-        admin.close()
-    publisher.start()
-    try:
-        streams.start()
-        streams.wait_for_state(KafkaStreamsState.RUNNING, timeout=60)
-        # RUNNING triggered publish_now(); the interval alone would wait 60 s
-        wait_until(lambda: read_status_documents(bootstrap_servers, app, allow_empty=True).get("instance-0")
-                   is not None and read_status_documents(bootstrap_servers, app)["instance-0"].state == "RUNNING",
-                   15, "the RUNNING document of instance-0")
-        status = fetch_application_status(bootstrap_servers, app, expected_tasks=["0_0", "0_1"])
-        summary = status.instance("instance-0")
-        assert (summary.epoch, summary.state, summary.process_id) == (3, "RUNNING", str(streams.process_id))
-        assert summary.generation is not None and summary.generation >= 1
-        assert [(t.task_id, t.state, t.active.instance_id) for t in status.tasks] == \
-            [("0_0", "running", "instance-0"), ("0_1", "running", "instance-0")]
-    finally:
-        streams.close(timeout=30)
-        publisher.close(clean=True)
-    with pytest.raises(UnknownApplicationError):
-        read_status_documents(bootstrap_servers, app)
