@@ -238,3 +238,23 @@ def test_static_member_restarting_within_the_session_timeout_keeps_its_tasks(env
     time.sleep(1.0)
     assert p1.assignments == p1_assignments, "the other member saw no rebalance"
     assert restarted.consumer.assignment() == restarted.owned
+
+
+def test_a_follower_can_trigger_a_rebalance_that_revokes_nothing(env):
+    """request_rebalance() from a follower starts a real rebalance, twice in a row: the
+    second time its tasks and owned partitions are what it already sent in the first, so
+    only the subscription's changing unique_field keeps the broker from answering with the
+    current generation. With nothing to move, no member revokes anything."""
+    members = [start(env, f"p{i}", uuid.UUID(int=i)) for i in (1, 2)]
+    wait_stable(env, members)
+    follower = next(m for m in members if not m.consumer._coordinator._is_leader)
+    revocations = {m.name: len(m.listener.revoked) for m in members}
+    owned = {m.name: m.owned for m in members}
+    for _ in range(2):
+        generations = {m.name: m.assignor.generation for m in members}
+        request_rebalance(follower.consumer)
+        wait_until(lambda: all(m.assignor.generation > generations[m.name] for m in members), 15,
+                   "every member to complete a new generation")
+        wait_stable(env, members)
+    assert {m.name: m.owned for m in members} == owned
+    assert {m.name: len(m.listener.revoked) for m in members} == revocations
