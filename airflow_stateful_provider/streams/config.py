@@ -124,6 +124,23 @@ class StreamsConfig:
     #: ``statestore.cache.max.bytes``, default 10 MiB); 0 disables caching. See
     #: runtime/caching.py: updates of a key collapse until the next commit.
     statestore_cache_max_bytes: int = 10 * 1024 * 1024
+    #: High availability (SEMANTICS §3): hot standby copies of each stateful task.
+    num_standby_replicas: int = 0
+    #: A client at most this many changelog records behind on a task is caught up.
+    acceptable_recovery_lag: int = 10_000
+    #: Extra standbys (warmups) one assignment may create to move tasks without downtime.
+    max_warmup_replicas: int = 2
+    #: Delay of the rebalance that checks whether warmups caught up (>= 60 s).
+    probing_rebalance_interval_ms: int | timedelta = 600_000
+    #: Client tag keys standbys should spread over (e.g. ``("zone",)``).
+    rack_aware_assignment_tags: tuple[str, ...] | list[str] = ()
+    #: This instance's tags (``client_tag.<key>=<value>`` in Kafka Streams).
+    client_tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: Static membership: with an id, a restart within the session timeout keeps the
+    #: instance's tasks without a rebalance. Threads use ``<id>-<thread index>``.
+    group_instance_id: str | None = None
+    #: ``host:port`` this instance can be reached at (shared with the group), or "".
+    application_server: str = ""
     #: Identity of this instance in the status topic; default ``<hostname>-<pid>``. The
     #: Spark supervisor sets it to ``instance-<i>`` so a restarted instance keeps it.
     instance_id: str | None = None
@@ -208,6 +225,23 @@ class StreamsConfig:
         set_(self, "max_task_idle_ms", idle)
         _check_int(self.buffered_records_per_partition, "buffered_records_per_partition", minimum=1)
         _check_int(self.statestore_cache_max_bytes, "statestore_cache_max_bytes", minimum=0)
+        self.assignment_configs()  # validates the high-availability settings
+        if not isinstance(self.client_tags, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.client_tags.items()):
+            raise ConfigError(f"client_tags must map tag keys to values (str to str), got {self.client_tags!r}")
+        set_(self, "client_tags", dict(self.client_tags))
+        set_(self, "rack_aware_assignment_tags", tuple(self.rack_aware_assignment_tags))
+        if self.group_instance_id is not None and (not isinstance(self.group_instance_id, str)
+                                                   or not self.group_instance_id):
+            raise ConfigError(f"group_instance_id must be a non-empty string or None, got {self.group_instance_id!r}")
+        if self.application_server:
+            from airflow_stateful_provider.streams.assignment.subscription_info import check_endpoint
+            from airflow_stateful_provider.streams.errors import GroupProtocolError
+
+            try:
+                check_endpoint(self.application_server)
+            except GroupProtocolError as exc:
+                raise ConfigError(f"application_server: {exc}") from None
         if self.instance_id is not None and (not isinstance(self.instance_id, str) or not self.instance_id):
             raise ConfigError(f"instance_id must be a non-empty string or None, got {self.instance_id!r}")
         _check_int(self.instance_epoch, "instance_epoch", minimum=0)
@@ -261,6 +295,16 @@ class StreamsConfig:
     @property
     def exactly_once(self) -> bool:
         return self.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2
+
+    def assignment_configs(self) -> Any:
+        """The high-availability assignor's settings (validated)."""
+        from airflow_stateful_provider.streams.assignment.assignment_configs import AssignmentConfigs
+
+        return AssignmentConfigs(
+            acceptable_recovery_lag=self.acceptable_recovery_lag, max_warmup_replicas=self.max_warmup_replicas,
+            num_standby_replicas=self.num_standby_replicas,
+            probing_rebalance_interval_ms=self.probing_rebalance_interval_ms,
+            rack_aware_assignment_tags=tuple(self.rack_aware_assignment_tags))
 
     def task_state_dir(self, task_id: object) -> str:
         """``<state_dir>/<application_id>/<subtopology>_<partition>`` (DESIGN.md)."""

@@ -28,7 +28,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, IllegalStateError, StreamsError
-from airflow_stateful_provider.streams.runtime.changelog_reader import StateRestoreListener
+from airflow_stateful_provider.streams.runtime.changelog_reader import StandbyUpdateListener, StateRestoreListener
 from airflow_stateful_provider.streams.runtime.internal_topics import InternalTopic, internal_topics
 from airflow_stateful_provider.streams.runtime.topic_manager import InternalTopicManager, fetch_partition_counts
 from airflow_stateful_provider.streams.runtime.status_publisher import (
@@ -97,6 +97,7 @@ class KafkaStreams:
         self._state_listener: StateListener | None = None
         self._exception_handler: UncaughtExceptionHandler | None = None
         self._restore_listener: StateRestoreListener | None = None
+        self._standby_listener: StandbyUpdateListener | None = None
         self.threads: list[StreamThread] = []
         self.internal_topics: list[InternalTopic] = []
         self._error_closer: threading.Thread | None = None
@@ -114,6 +115,10 @@ class KafkaStreams:
     def set_global_state_restore_listener(self, listener: StateRestoreListener) -> None:
         self._require_created("set a restore listener")
         self._restore_listener = listener
+
+    def set_standby_update_listener(self, listener: StandbyUpdateListener) -> None:
+        self._require_created("set a standby update listener")
+        self._standby_listener = listener
 
     # ------------------------------------------------------------------ state
 
@@ -198,9 +203,9 @@ class KafkaStreams:
             thread = StreamThread(
                 index, self.topology, self.config, client_id=self.client_id,
                 consumer_factory=self._new_consumer, producer_factory=self._new_producer,
-                admin_factory=self._new_admin,
-                restore_listener=self._restore_listener, on_state_change=self._on_thread_state,
-                on_error=self._on_thread_error)
+                admin_factory=self._new_admin, process_id=self.process_id,
+                restore_listener=self._restore_listener, standby_listener=self._standby_listener,
+                on_state_change=self._on_thread_state, on_error=self._on_thread_error)
             self.threads.append(thread)
         self.status_publisher = StatusPublisher.for_instance(self, self.instance_id, self.config.instance_epoch)
         self.status_publisher.start()

@@ -12,16 +12,22 @@ write the checkpoint. On revocation the same happens before the partitions are g
 kafka-python 3 runs rebalance callbacks on the consumer's IO thread while this thread
 is blocked inside ``poll()``; blocking consumer calls are refused there. Revocation
 (which must commit before the rebalance proceeds) therefore uses an async listener that
-awaits the offset commit; new assignments are only recorded by the listener and turned
-into tasks by this thread once ``poll()`` returns.
+awaits the offset commit. The group's assignor (``StreamsPartitionAssignor``, cooperative
+protocol: tasks that stay are never revoked) hands each member its active, standby and
+warmup tasks and the time of the next probing rebalance; the assignor only records them,
+and this thread applies them once ``poll()`` returns: it closes what left, promotes
+standbys that became active (keeping their stores), creates the rest, and requests the
+probing rebalance when it is due.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -29,12 +35,25 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 
+from airflow_stateful_provider.streams.assignment.assignment_info import AssignmentInfo, AssignorError
+from airflow_stateful_provider.streams.assignment.streams_partition_assignor import (
+    AssignorContext,
+    StreamsPartitionAssignor,
+    request_rebalance,
+)
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.runtime.changelog_reader import ChangelogReader, StateRestoreListener
+from airflow_stateful_provider.streams.errors import CorruptCheckpointError, StreamsError
+from airflow_stateful_provider.streams.runtime.changelog_reader import (
+    ChangelogReader,
+    StandbyUpdateListener,
+    StateRestoreListener,
+)
 from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
 from airflow_stateful_provider.streams.runtime.records import OffsetAndMetadata, TopicPartition
+from airflow_stateful_provider.streams.runtime.standby_task import StandbyTask
 from airflow_stateful_provider.streams.runtime.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.runtime.task import StreamTask, TaskState
+from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.topology import TaskId, Topology
 
 __all__ = ["StreamThread", "StreamThreadState"]
@@ -76,7 +95,7 @@ class _RebalanceListener(AsyncConsumerRebalanceListener):
         self._thread._complete_revocation(revoked)
 
     async def on_partitions_assigned(self, assigned):
-        self._thread._pending_assignment = set(assigned)
+        pass  # the assignor's on_assignment carries the whole assignment (tasks, not partitions)
 
     async def on_partitions_lost(self, lost):
         self._thread._lose_partitions(lost)
@@ -95,7 +114,9 @@ class StreamThread(threading.Thread):
         consumer_factory: Callable[..., Any],
         producer_factory: Callable[..., Any],
         admin_factory: Callable[[], Any] | None = None,
+        process_id: uuid.UUID | None = None,
         restore_listener: StateRestoreListener | None = None,
+        standby_listener: StandbyUpdateListener | None = None,
         on_state_change: Callable[[StreamThread, StreamThreadState, StreamThreadState], None] | None = None,
         on_error: Callable[[StreamThread, BaseException], None] | None = None,
         wall_clock: Callable[[], int] = _wall_clock_ms,
@@ -110,6 +131,9 @@ class StreamThread(threading.Thread):
         self._admin_factory = admin_factory
         self._admin: Any = None
         self._restore_listener = restore_listener
+        self._standby_listener = standby_listener
+        #: The instance's id in the group protocol: all threads of one instance share it.
+        self.process_id = process_id or uuid.uuid4()
         self._on_state_change = on_state_change
         self._on_error = on_error
         self.wall_clock_ms = wall_clock
@@ -117,6 +141,9 @@ class StreamThread(threading.Thread):
         self._state_lock = threading.Lock()
         self._shutdown_requested = threading.Event()
         self.tasks: dict[TaskId, StreamTask] = {}
+        self.standby_tasks: dict[TaskId, StandbyTask] = {}
+        #: Wall-clock ms at which to trigger the next rebalance (probing or follow-up), or None.
+        self.next_probing_rebalance_ms: int | None = None
         self._topic_to_subtopology: dict[str, int] = {}
         for sub in topology.subtopologies():
             for raw in sub.source_topics:
@@ -126,7 +153,7 @@ class StreamThread(threading.Thread):
         #: Committed offsets of repartition partitions not yet purged.
         self._purgeable: dict[TopicPartition, int] = {}
         self._last_purge_ms = 0
-        self._pending_assignment: set | None = None
+        self._pending_assignment: AssignmentInfo | None = None
         self._revocation_tasks: list[StreamTask] = []
         self._paused: set[TopicPartition] = set()
         self._last_commit_ms = 0
@@ -179,10 +206,13 @@ class StreamThread(threading.Thread):
         self.restore_consumer = self._consumer_factory(
             client_id=f"{prefix}-restore-consumer", group_id=None, auto_offset_reset="none",
             enable_auto_commit=False)
+        static = {} if self.config.group_instance_id is None else \
+            {"group_instance_id": f"{self.config.group_instance_id}-{self.index}"}
         self.consumer = self._consumer_factory(
             client_id=f"{prefix}-consumer", group_id=self.config.application_id, auto_offset_reset="earliest",
-            enable_auto_commit=False)
-        self.changelog_reader = ChangelogReader(self.restore_consumer, self._restore_listener)
+            enable_auto_commit=False, partition_assignment_strategy=[StreamsPartitionAssignor(self._assignor_context())],
+            **static)
+        self.changelog_reader = ChangelogReader(self.restore_consumer, self._restore_listener, self._standby_listener)
         topics = sorted(self._topic_to_subtopology)
         # Load the topics' metadata first: a member that joins without it is assigned
         # nothing, and a second rebalance follows as soon as the metadata arrives.
@@ -201,8 +231,8 @@ class StreamThread(threading.Thread):
         fetched = self.consumer.poll(timeout_ms=0 if busy else IDLE_POLL_MS,
                                      max_records=self.config.buffered_records_per_partition)
         if self._pending_assignment is not None:
-            assigned, self._pending_assignment = self._pending_assignment, None
-            self._handle_assignment(assigned)
+            info, self._pending_assignment = self._pending_assignment, None
+            self._apply_assignment(info)
         if fetched and self.first_records_polled_at is None:
             self.first_records_polled_at = time.monotonic()
         for kafka_tp, records in fetched.items():
@@ -217,6 +247,7 @@ class StreamThread(threading.Thread):
             task.maybe_punctuate_system_time()
         self._maybe_commit(now)
         self._maybe_purge_repartition_topics(now)
+        self._maybe_request_rebalance(now)
         self._resume_drained_partitions()
         if self.state is StreamThreadState.PARTITIONS_ASSIGNED and not reader.restoring_tasks:
             self._set_state(StreamThreadState.RUNNING)
@@ -277,6 +308,8 @@ class StreamThread(threading.Thread):
         if not requested and now - self._last_commit_ms < self.config.commit_interval_ms:
             return
         self.commit()
+        for standby in self.standby_tasks.values():
+            standby.checkpoint()
         self._last_commit_ms = now
 
     def commit(self, tasks: Iterable[StreamTask] | None = None, *, enforce_checkpoint: bool = False) -> int:
@@ -359,32 +392,144 @@ class StreamThread(threading.Thread):
             log.warning("%s: lost task %s (evicted from the group); closed without committing", self.name, task_id)
         self._paused.difference_update(TopicPartition(tp.topic, tp.partition) for tp in lost)
 
-    def _handle_assignment(self, assigned: set) -> None:
-        partitions: dict[TaskId, list[TopicPartition]] = {}
-        for kafka_tp in assigned:
-            tp = TopicPartition(kafka_tp.topic, kafka_tp.partition)
-            partitions.setdefault(self._task_id_for(tp), []).append(tp)
-        for task_id in sorted(set(self.tasks) - set(partitions)):
-            task = self.tasks.pop(task_id)
-            task.close(clean=True)
-            log.info("%s: closed task %s (no longer assigned)", self.name, task_id)
+    # ------------------------------------------------------------------ assignment
+
+    def _assignor_context(self) -> AssignorContext:
+        return AssignorContext(
+            process_id=self.process_id, application_id=self.config.application_id, topology=self.topology,
+            fetch_end_offsets=lambda partitions: self.restore_consumer.end_offsets(list(partitions)),
+            on_assignment=self._on_assignment, configs=self.config.assignment_configs(),
+            client_tags=self.config.client_tags, endpoint=self.config.application_server,
+            previous_active_tasks=lambda: [t for t, task in list(self.tasks.items())
+                                           if task.state is not TaskState.CLOSED],
+            previous_standby_tasks=lambda: list(self.standby_tasks),
+            task_offset_sums=self._task_offset_sums, owned_partitions=lambda: self.consumer.assignment(),
+            clock_ms=self.wall_clock_ms)
+
+    def _on_assignment(self, info: AssignmentInfo, partitions: frozenset) -> None:
+        """Assignor callback (consumer IO thread, inside poll): record it for the loop."""
+        self._pending_assignment = info
+
+    def _task_offset_sums(self) -> dict[TaskId, int]:
+        """Per task with state on this process: the sum of its changelog positions (next
+        offset to read), from checkpoint files; -2 for the actives this thread runs. The
+        group leader turns them into lags (SEMANTICS §3)."""
+        sums: dict[TaskId, int] = {}
+        app_dir = os.path.join(self.config.state_dir, self.config.application_id)
+        try:
+            entries = list(os.scandir(app_dir))
+        except FileNotFoundError:
+            entries = []
+        for entry in entries:
+            try:
+                task_id = TaskId.parse(entry.name)
+            except ValueError:
+                continue
+            try:
+                offsets = OffsetCheckpoint.in_task_dir(entry.path).read()
+            except (CorruptCheckpointError, OSError) as exc:
+                log.warning("%s: ignoring the checkpoint of task %s for lag reporting: %s", self.name, task_id, exc)
+                continue
+            if offsets:
+                sums[task_id] = sum(offset + 1 for offset in offsets.values() if offset >= 0)
+        progress = self.changelog_reader.progress() if self.changelog_reader is not None else []
+        for task_id in list(self.standby_tasks):
+            positions = [state.position for state in progress if state.task_id == task_id]
+            if positions:
+                sums[task_id] = sum(positions)  # fresher than its last checkpoint
+        for task_id, task in list(self.tasks.items()):
+            if task.state is TaskState.RUNNING:
+                sums[task_id] = -2
+        return sums
+
+    def _apply_assignment(self, info: AssignmentInfo) -> None:
+        """Turn the group's decision into tasks: close what left, keep what stays, promote
+        standbys that became active, create the rest (see module docstring)."""
+        if info.error_code == AssignorError.ASSIGNMENT_ERROR:
+            raise StreamsError(f"{self.name}: the group leader could not assign tasks (see the leader's log); "
+                               f"check that the source topics of each subtopology are co-partitioned")
+        if info.error_code == AssignorError.SHUTDOWN_REQUESTED:
+            log.error("%s: a member of the group requested the application to shut down", self.name)
+            self.shutdown()
+            return
+        if info.error_code == AssignorError.INCOMPLETE_SOURCE_TOPIC_METADATA:
+            log.warning("%s: the group leader did not know the partitions of a source topic; no tasks until "
+                        "its metadata arrives", self.name)
+        reader = self.changelog_reader
+        active, standby, warmups = dict(info.active_tasks), dict(info.standby_tasks), set(info.warmup_tasks)
         self._set_state(StreamThreadState.PARTITIONS_ASSIGNED)
-        for task_id in sorted(partitions):
+
+        for task_id in sorted(set(self.tasks) - set(active)):
+            task = self.tasks.pop(task_id)
+            if task_id in reader.restoring_tasks:
+                reader.unregister(task_id)
+            if task_id in standby and task.state is not TaskState.CLOSED:
+                # Moved away, but a copy stays here: keep the stores warm as a standby.
+                if task.state is TaskState.RUNNING:
+                    self.commit([task], enforce_checkpoint=True)
+                task.suspend()
+                self.standby_tasks[task_id] = StandbyTask(task_id, task.stores, task.record_collector,
+                                                          warmup=task_id in warmups)
+                reader.register_standby(task_id, task.stores)
+            else:
+                task.close(clean=True)
+                log.info("%s: closed task %s (no longer assigned)", self.name, task_id)
+        for task_id in sorted(set(self.standby_tasks) - set(standby) - set(active)):
+            reader.unregister(task_id)
+            self.standby_tasks.pop(task_id).close(clean=True)
+            log.info("%s: closed standby %s (no longer assigned)", self.name, task_id)
+
+        for task_id, partitions in sorted(active.items()):
+            partitions = sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions)
             task = self.tasks.get(task_id)
-            if task is not None and task.state is TaskState.SUSPENDED:
+            if task is not None and task.state is not TaskState.SUSPENDED:
+                continue  # unchanged: never revoked under the cooperative protocol
+            if task is not None:
                 task.resume()
-            elif task is None:
-                task = self._create_task(task_id, partitions[task_id])
+                restored = reader.register(task_id, task.stores)
+            elif task_id in self.standby_tasks:
+                promoted = self.standby_tasks.pop(task_id)
+                task = self._create_task(task_id, partitions, promoted.release_stores(), promoted.collector)
                 self.tasks[task_id] = task
                 task.initialize()
-            committed = {tp: self.consumer.committed(KafkaTopicPartition(*tp), metadata=True)
-                         for tp in partitions[task_id]}
+                restored = reader.promote(task_id)
+                log.info("%s: standby %s promoted to active", self.name, task_id)
+            else:
+                task = self._create_task(task_id, partitions)
+                self.tasks[task_id] = task
+                task.initialize()
+                restored = reader.register(task_id, task.stores)
+            committed = {tp: self.consumer.committed(KafkaTopicPartition(*tp), metadata=True) for tp in partitions}
             task.initialize_task_time(committed)
-            if self.changelog_reader.register(task_id, task.stores):
+            if restored:
                 self._restoration_completed(task_id)
             else:
-                self._pause(partitions[task_id])
-        log.info("%s: assigned tasks %s", self.name, [str(t) for t in sorted(partitions)])
+                self._pause(partitions)
+
+        for task_id in sorted(standby):
+            if task_id in active:
+                continue
+            existing = self.standby_tasks.get(task_id)
+            if existing is not None:
+                existing.warmup = task_id in warmups
+                continue
+            collector, stores = self._new_stores(task_id)
+            stores.initialize()
+            self.standby_tasks[task_id] = StandbyTask(task_id, stores, collector, warmup=task_id in warmups)
+            reader.register_standby(task_id, stores)
+
+        self.next_probing_rebalance_ms = info.next_rebalance_ms if info.next_rebalance_ms >= 0 else None
+        log.info("%s: active %s, standby %s (warmup %s), next rebalance %s", self.name,
+                 [str(t) for t in sorted(active)], [str(t) for t in sorted(set(standby) - set(active))],
+                 [str(t) for t in sorted(warmups)], self.next_probing_rebalance_ms)
+
+    def _maybe_request_rebalance(self, now: int) -> None:
+        """Probing (are the warmups caught up?) and follow-up rebalances at their time."""
+        due = self.next_probing_rebalance_ms
+        if due is not None and now >= due:
+            self.next_probing_rebalance_ms = None
+            log.info("%s: requesting a %s rebalance", self.name, "follow-up" if due == 0 else "probing")
+            request_rebalance(self.consumer)
 
     def _pause(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
@@ -392,9 +537,16 @@ class StreamThread(threading.Thread):
                 self.consumer.pause(KafkaTopicPartition(tp.topic, tp.partition))
                 self._paused.add(tp)
 
-    def _create_task(self, task_id: TaskId, partitions: list[TopicPartition]) -> StreamTask:
+    def _new_stores(self, task_id: TaskId) -> tuple[RecordCollector, TaskStateManager]:
+        """A task's stores and the collector their changelog writes go through (a standby
+        never writes, but keeps the collector for when it is promoted)."""
         collector = RecordCollector(self.producer, task_id=task_id)
-        stores = TaskStateManager(task_id, self.topology, self.config, record_collector=collector)
+        return collector, TaskStateManager(task_id, self.topology, self.config, record_collector=collector)
+
+    def _create_task(self, task_id: TaskId, partitions: list[TopicPartition], stores: TaskStateManager | None = None,
+                     collector: RecordCollector | None = None) -> StreamTask:
+        if stores is None:
+            collector, stores = self._new_stores(task_id)
         return StreamTask(task_id, self.topology, self.config, record_collector=collector, stores=stores,
                           partitions=partitions, wall_clock=self.wall_clock_ms)
 
@@ -423,12 +575,13 @@ class StreamThread(threading.Thread):
         if self.changelog_reader is not None:
             if clean:
                 self.changelog_reader.close()
-        for task in self.tasks.values():
+        for task in [*self.tasks.values(), *self.standby_tasks.values()]:
             try:
                 task.close(clean=clean)
             except Exception:  # noqa: BLE001 - close the other tasks too
                 log.exception("%s: error closing task %s", self.name, task.id)
         self.tasks.clear()
+        self.standby_tasks.clear()
         for client, close in ((self._admin, lambda c: c.close()),
                               (self.consumer, lambda c: c.close(autocommit=False)),
                               (self.restore_consumer, lambda c: c.close(autocommit=False)),
