@@ -3,7 +3,9 @@
     python -m airflow_stateful_provider.streams.runner \
         --topology package.module:function --config streams.json [--set key=value ...]
 
-``function()`` returns a Topology (or a StreamsBuilder). The config file holds
+``function()`` returns a Topology (or a StreamsBuilder). ``--events-file`` appends one
+JSON line per restoration and standby event (restore start/batch/end/suspended, update
+start/batch/suspended), for tests and for following a restoration after the fact. The config file holds
 StreamsConfig values as JSON; ``--set`` overrides single values (JSON-parsed when
 possible). SIGTERM/SIGINT close the instance cleanly (commit, checkpoint, leave the
 group); the exit code is 0 after a clean stop and 1 when the instance ended in ERROR.
@@ -18,6 +20,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,7 @@ from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, TopologyError
 from airflow_stateful_provider.streams.topology import Topology
 
-__all__ = ["load_topology", "load_config", "main"]
+__all__ = ["EventFileListener", "load_topology", "load_config", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,43 @@ def load_config(path: str | None, overrides: list[str]) -> StreamsConfig:
     return StreamsConfig.from_mapping(values)
 
 
+class EventFileListener:
+    """Restore and standby listener writing each event as a JSON line (flushed at once)."""
+
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "a", buffering=1)
+        self._lock = threading.Lock()
+
+    def _write(self, event: str, partition: Any, store: str, **fields: Any) -> None:
+        line = json.dumps({"event": event, "topic": partition[0], "partition": partition[1], "store": store,
+                           "at_ms": int(time.time() * 1000), **fields})
+        with self._lock:
+            self._file.write(line + "\n")
+
+    def on_restore_start(self, partition, store_name, start_offset, end_offset):
+        self._write("restore_start", partition, store_name, start_offset=start_offset, end_offset=end_offset)
+
+    def on_batch_restored(self, partition, store_name, batch_end_offset, num_restored):
+        self._write("restore_batch", partition, store_name, batch_end_offset=batch_end_offset, count=num_restored)
+
+    def on_restore_end(self, partition, store_name, total_restored):
+        self._write("restore_end", partition, store_name, total=total_restored)
+
+    def on_restore_suspended(self, partition, store_name, total_restored):
+        self._write("restore_suspended", partition, store_name, total=total_restored)
+
+    def on_update_start(self, partition, store_name, start_offset):
+        self._write("standby_start", partition, store_name, start_offset=start_offset)
+
+    def on_batch_loaded(self, partition, store_name, task_id, batch_end_offset, batch_size, current_end_offset):
+        self._write("standby_batch", partition, store_name, batch_end_offset=batch_end_offset, count=batch_size,
+                    end_offset=current_end_offset)
+
+    def on_update_suspended(self, partition, store_name, store_offset, current_end_offset, reason):
+        self._write("standby_suspended", partition, store_name, store_offset=store_offset,
+                    end_offset=current_end_offset, reason=reason.value)
+
+
 def main(argv: list[str] | None = None) -> int:
     from airflow_stateful_provider.streams.runtime.kafka_streams import KafkaStreams, KafkaStreamsState
 
@@ -80,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="JSON file of StreamsConfig values")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one config value")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--events-file", help="append restoration and standby events here as JSON lines")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
@@ -94,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     streams = KafkaStreams(topology, config)
+    if args.events_file:
+        events = EventFileListener(args.events_file)
+        streams.set_global_state_restore_listener(events)
+        streams.set_standby_update_listener(events)
     streams.set_state_listener(lambda new, old: (new in (KafkaStreamsState.ERROR, KafkaStreamsState.NOT_RUNNING))
                                and stop.set())
     streams.start()

@@ -26,6 +26,7 @@ class InstanceProcess:
         self.work_dir = Path(work_dir)
         self.name = name
         self.log_path = self.work_dir / f"{name}.log"
+        self.events_path = self.work_dir / f"{name}.events.jsonl"
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "InstanceProcess":
@@ -35,13 +36,19 @@ class InstanceProcess:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "airflow_stateful_provider.streams.runner", "--topology", self.topology,
-                 "--config", str(config_path)], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
+                 "--config", str(config_path), "--events-file", str(self.events_path)], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
         return self
 
     def log_tail(self, lines: int = 60) -> str:
         if not self.log_path.exists():
             return "(no log)"
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def events(self) -> list[dict]:
+        """Restoration and standby events written so far (runner --events-file)."""
+        if not self.events_path.exists():
+            return []
+        return [json.loads(line) for line in self.events_path.read_text().splitlines() if line.strip()]
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)

@@ -90,6 +90,8 @@ class StreamThreadStandIn:
             task_offset_sums=lambda: {t: LATEST_OFFSET for t in self.info.active_tasks} if self.info else {},
             owned_partitions=lambda: self.consumer.assignment(),
         ))
+        self.env = env
+        self.assignor.assign = self._assign_as_leader  # type: ignore[method-assign]
         self.consumer = KafkaConsumer(
             bootstrap_servers=env["bootstrap"], group_id=env["app"], client_id=f"{env['app']}-{name}",
             group_instance_id=group_instance_id, partition_assignment_strategy=[self.assignor],
@@ -100,6 +102,10 @@ class StreamThreadStandIn:
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+
+    def _assign_as_leader(self, cluster, members):
+        self.env["leaders"].append(self.name)
+        return StreamsPartitionAssignor.assign(self.assignor, cluster, members)
 
     def _on_assignment(self, info: AssignmentInfo, partitions) -> None:
         self.info = info
@@ -145,7 +151,7 @@ def env(bootstrap_servers):
     yield {
         "bootstrap": bootstrap_servers, "app": app, "topics": [counts, events], "changelog": changelog,
         "topology": make_topology(counts, events), "fetch_end_offsets": fetch_end_offsets, "fetches": fetches,
-        "members": members,
+        "members": members, "leaders": [],
         "all_partitions": {TP(topic, p) for topic in (counts, events) for p in range(PARTITIONS)},
     }
     for m in members:
@@ -163,13 +169,16 @@ def start(env, name, process_id, **kwargs) -> StreamThreadStandIn:
 
 
 def wait_stable(env, members, timeout=30.0) -> None:
-    """Every member has an assignment with no pending follow-up, the actives cover every
-    partition exactly once, and the consumers own exactly what they were assigned."""
+    """Every member has an assignment of the same generation with no pending follow-up, the
+    actives cover every partition exactly once, and the consumers own exactly what they were
+    assigned."""
 
     def stable() -> bool:
         for m in members:
             assert m.error is None, f"{m.name} failed: {m.error!r}"
         if any(m.info is None or m.info.next_rebalance_ms == 0 for m in members):
+            return False
+        if len({m.assignor.generation for m in members}) != 1:
             return False
         owned = [m.owned for m in members]
         if sum(len(o) for o in owned) != len(env["all_partitions"]) or set().union(*owned) != env["all_partitions"]:
@@ -177,10 +186,18 @@ def wait_stable(env, members, timeout=30.0) -> None:
         return all(m.consumer.assignment() == m.owned for m in members)
 
     def describe() -> str:
-        return "; ".join(f"{m.name}: {sorted(map(str, m.info.active_tasks)) if m.info else None}" for m in members)
+        import sys
+        for m in members:
+            c = m.consumer._coordinator
+            print("COORD", m.name, c.state, c._generation, "rejoin_needed", c.rejoin_needed, "rejoining", c.rejoining,
+                  "join_task", c._join_task, "hb_enabled", c._heartbeat_enabled, "hb_future", c._heartbeat_loop_future,
+                  "coordinator", c.coordinator_id, "assignment", m.consumer.assignment(), file=sys.stderr, flush=True)
+        return "; ".join(f"{m.name} (generation {m.assignor.generation}): "
+                         f"{sorted(map(str, m.info.active_tasks)) if m.info else None}" for m in members)
 
     wait_until(stable, timeout, "the group to settle", describe)
     settled = [(m.assignments, frozenset(m.owned)) for m in members]
+    assert all(m.info.error_code == 0 for m in members), describe()
     time.sleep(1.0)  # no rebalance still under way
     if [(m.assignments, frozenset(m.owned)) for m in members] != settled:
         wait_stable(env, members, timeout)
@@ -247,7 +264,7 @@ def test_a_follower_can_trigger_a_rebalance_that_revokes_nothing(env):
     current generation. With nothing to move, no member revokes anything."""
     members = [start(env, f"p{i}", uuid.UUID(int=i)) for i in (1, 2)]
     wait_stable(env, members)
-    follower = next(m for m in members if not m.consumer._coordinator._is_leader)
+    follower = next(m for m in members if m.name != env["leaders"][-1])
     revocations = {m.name: len(m.listener.revoked) for m in members}
     owned = {m.name: m.owned for m in members}
     for _ in range(2):

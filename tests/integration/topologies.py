@@ -59,3 +59,8 @@ def regrouped_counts(input_topic: str, output_topic: str) -> StreamsBuilder:
      .to_stream()
      .to(output_topic, Produced.with_("string", "int64")))
     return builder
+
+
+def failover_counts():
+    """JSON values counted per key (topics failover-in -> failover-out)."""
+    return json_counts("failover-in", "failover-out")

@@ -64,6 +64,11 @@ log = logging.getLogger(__name__)
 RECORDS_PER_TASK_ITERATION = 1000
 #: Longest poll while there is nothing to process or restore.
 IDLE_POLL_MS = 100
+#: Poll timeout while the group is rebalancing. kafka-python 3.0.12 drops the result of a
+#: JoinGroup/SyncGroup round trip that completes after a short poll returned (the next
+#: poll finds the finished join task and sends a new JoinGroup), so a busy thread polling
+#: with timeout 0 could rebalance forever; a poll long enough for the round trip avoids it.
+REBALANCE_POLL_MS = 2_000
 
 
 class StreamThreadState(enum.Enum):
@@ -154,6 +159,10 @@ class StreamThread(threading.Thread):
         self._purgeable: dict[TopicPartition, int] = {}
         self._last_purge_ms = 0
         self._pending_assignment: AssignmentInfo | None = None
+        #: Set when the group refused a commit because it is rebalancing; cleared by the
+        #: next assignment. A failed commit makes kafka-python rejoin, so retrying it
+        #: before the rebalance completes would restart the rebalance again and again.
+        self._commit_blocked = False
         self._revocation_tasks: list[StreamTask] = []
         self._paused: set[TopicPartition] = set()
         self._last_commit_ms = 0
@@ -203,9 +212,11 @@ class StreamThread(threading.Thread):
     def _create_clients(self) -> None:
         prefix = f"{self.client_id}-StreamThread-{self.index}"
         self.producer = self._producer_factory(client_id=f"{prefix}-producer")
+        # A short fetch wait: the restore consumer also answers the group leader's end-offset
+        # queries, which would otherwise wait behind an idle fetch for up to 500 ms.
         self.restore_consumer = self._consumer_factory(
             client_id=f"{prefix}-restore-consumer", group_id=None, auto_offset_reset="none",
-            enable_auto_commit=False)
+            enable_auto_commit=False, fetch_max_wait_ms=100)
         static = {} if self.config.group_instance_id is None else \
             {"group_instance_id": f"{self.config.group_instance_id}-{self.index}"}
         self.consumer = self._consumer_factory(
@@ -227,9 +238,12 @@ class StreamThread(threading.Thread):
 
     def run_once(self) -> None:
         """One iteration of the loop (see module docstring)."""
+        reader = self.changelog_reader
         busy = self._has_work()
-        fetched = self.consumer.poll(timeout_ms=0 if busy else IDLE_POLL_MS,
-                                     max_records=self.config.buffered_records_per_partition)
+        # An idle thread with standbys splits its wait between the two consumers.
+        idle_wait = IDLE_POLL_MS // 2 if reader.standby_tasks else IDLE_POLL_MS
+        timeout = REBALANCE_POLL_MS if self._group_rejoining() else (0 if busy else idle_wait)
+        fetched = self.consumer.poll(timeout_ms=timeout, max_records=self.config.buffered_records_per_partition)
         if self._pending_assignment is not None:
             info, self._pending_assignment = self._pending_assignment, None
             self._apply_assignment(info)
@@ -237,9 +251,9 @@ class StreamThread(threading.Thread):
             self.first_records_polled_at = time.monotonic()
         for kafka_tp, records in fetched.items():
             self._add_records(TopicPartition(kafka_tp.topic, kafka_tp.partition), records)
-        reader = self.changelog_reader
-        if reader.restoring_tasks:
-            for task_id in reader.restore(poll_timeout_ms=0 if self._has_processable() else 50):
+        if reader.restoring_tasks or reader.standby_tasks:
+            wait = 0 if self._has_processable() else (50 if reader.restoring_tasks else idle_wait)
+            for task_id in reader.restore(poll_timeout_ms=wait):
                 self._restoration_completed(task_id)
         self._process()
         now = self.wall_clock_ms()
@@ -251,6 +265,12 @@ class StreamThread(threading.Thread):
         self._resume_drained_partitions()
         if self.state is StreamThreadState.PARTITIONS_ASSIGNED and not reader.restoring_tasks:
             self._set_state(StreamThreadState.RUNNING)
+
+    def _group_rejoining(self) -> bool:
+        """Whether the consumer must (re)join the group (see REBALANCE_POLL_MS)."""
+        coordinator = getattr(self.consumer, "_coordinator", None)
+        need_rejoin = getattr(coordinator, "need_rejoin", None)
+        return bool(need_rejoin()) if callable(need_rejoin) else False
 
     # ------------------------------------------------------------------ input
 
@@ -304,23 +324,43 @@ class StreamThread(threading.Thread):
     # ------------------------------------------------------------------ commit
 
     def _maybe_commit(self, now: int) -> None:
+        if self._commit_blocked:
+            return
         requested = any(t.commit_requested for t in self.tasks.values())
         if not requested and now - self._last_commit_ms < self.config.commit_interval_ms:
             return
-        self.commit()
+        if self.commit() is None:
+            return  # the group is rebalancing: commit once the new assignment arrives
         for standby in self.standby_tasks.values():
             standby.checkpoint()
         self._last_commit_ms = now
 
-    def commit(self, tasks: Iterable[StreamTask] | None = None, *, enforce_checkpoint: bool = False) -> int:
-        """Commit the running tasks that processed or punctuated since their last commit."""
+    def commit(self, tasks: Iterable[StreamTask] | None = None, *, enforce_checkpoint: bool = False) -> int | None:
+        """Commit the running tasks that processed or punctuated since their last commit.
+        Returns how many offsets were committed, or None when the group refused the commit
+        because it is rebalancing (the tasks stay "commit needed" and the caller retries)."""
+        from kafka.errors import CommitFailedError, IllegalGenerationError, RebalanceInProgressError, UnknownMemberIdError
+
         tasks = [t for t in (self._running_tasks() if tasks is None else tasks)
                  if t.commit_needed or t.commit_requested or enforce_checkpoint]
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         for task in tasks:
             offsets.update(task.prepare_commit())
         if offsets:
-            self.consumer.commit(_kafka_offsets(offsets))
+            try:
+                self.consumer.commit(_kafka_offsets(offsets))
+            except RebalanceInProgressError:
+                # Cooperative rebalancing: tasks keep running meanwhile; commit after it.
+                log.info("%s: commit deferred until the rebalance completes", self.name)
+                self._commit_blocked = True
+                return None
+            except (CommitFailedError, IllegalGenerationError, UnknownMemberIdError) as exc:
+                # This member's generation is gone (e.g. evicted): its tasks are about to be
+                # reported lost and their uncommitted records reprocessed by their next owner.
+                log.warning("%s: commit rejected by the group (%s); uncommitted records will be processed "
+                            "again", self.name, type(exc).__name__)
+                self._commit_blocked = True
+                return None
             self.last_committed_at = time.monotonic()
             for tp, om in offsets.items():
                 if tp.topic in self._repartition_topics:
@@ -409,6 +449,7 @@ class StreamThread(threading.Thread):
     def _on_assignment(self, info: AssignmentInfo, partitions: frozenset) -> None:
         """Assignor callback (consumer IO thread, inside poll): record it for the loop."""
         self._pending_assignment = info
+        self._commit_blocked = False
 
     def _task_offset_sums(self) -> dict[TaskId, int]:
         """Per task with state on this process: the sum of its changelog positions (next

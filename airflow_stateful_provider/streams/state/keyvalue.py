@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import rocksdict
@@ -20,6 +20,7 @@ import rocksdict
 from airflow_stateful_provider.streams.errors import InvalidRecordError, InvalidStoreError, ReadOnlyStoreError
 from airflow_stateful_provider.streams.serdes import serde_name
 from airflow_stateful_provider.streams.state.maintenance import StoreStats
+from airflow_stateful_provider.streams.state.memory import InMemoryStore
 from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
 from airflow_stateful_provider.streams.state.rocks import RocksDBStore
 
@@ -80,7 +81,65 @@ class KeyValueStore(Protocol):
     def close(self) -> None: ...
 
 
-class RocksDBKeyValueStore(RocksDBStore):
+def _check_bound(bound: object, what: str) -> None:
+    if bound is not None and type(bound) is not bytes:
+        raise InvalidRecordError(f"{what} must be bytes or None, got {type(bound).__name__} {bound!r:.80}")
+
+
+class _KeyValueCommon:
+    """The methods both implementations define the same way on top of ``get``/``put`` and
+    their forward and backward scans (``_forward``/``_backward``: inclusive bounds, None
+    for an open end)."""
+
+    get: Callable[[bytes], bytes | None]
+    put: Callable[[bytes, bytes | None], None]
+    _check_open: Callable[[], None]
+    _forward: Callable[[bytes | None, bytes | None], Iterator[tuple[bytes, bytes]]]
+    _backward: Callable[[bytes | None, bytes | None], Iterator[tuple[bytes, bytes]]]
+
+    def put_if_absent(self, key: bytes, value: bytes | None) -> bytes | None:
+        """Put only when ``key`` has no value; returns the existing value (None if it put)."""
+        existing = self.get(key)
+        if existing is None:
+            self.put(key, value)
+        return existing
+
+    def delete(self, key: bytes) -> bytes | None:
+        """Delete ``key``; returns the value it had."""
+        existing = self.get(key)
+        if existing is not None:
+            self.put(key, None)
+        return existing
+
+    def _empty_range(self, from_key: bytes | None, to_key: bytes | None) -> bool:
+        """Check the store is open and the bounds are bytes or None; True when from > to."""
+        self._check_open()
+        _check_bound(from_key, "from_key")
+        _check_bound(to_key, "to_key")
+        return from_key is not None and to_key is not None and from_key > to_key
+
+    def range(self, from_key: bytes | None = None, to_key: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Entries with ``from_key <= key <= to_key`` in key order; empty when from > to."""
+        if self._empty_range(from_key, to_key):
+            return iter(())
+        return self._forward(from_key, to_key)
+
+    def reverse_range(
+        self, from_key: bytes | None = None, to_key: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Like :meth:`range`, in descending key order."""
+        if self._empty_range(from_key, to_key):
+            return iter(())
+        return self._backward(from_key, to_key)
+
+    def all(self) -> Iterator[tuple[bytes, bytes]]:
+        return self.range(None, None)
+
+    def reverse_all(self) -> Iterator[tuple[bytes, bytes]]:
+        return self.reverse_range(None, None)
+
+
+class RocksDBKeyValueStore(RocksDBStore, _KeyValueCommon):
     """Persistent key-value store on RocksDB."""
 
     store_type: ClassVar[StoreType] = StoreType.KEY_VALUE
@@ -128,13 +187,6 @@ class RocksDBKeyValueStore(RocksDBStore):
         except rocksdict.DbClosedError:
             raise InvalidStoreError(f"store {self.name!r} is closed") from None
 
-    def put_if_absent(self, key: bytes, value: bytes | None) -> bytes | None:
-        """Put only when ``key`` has no value; returns the existing value (None if it put)."""
-        existing = self.get(key)
-        if existing is None:
-            self.put(key, value)
-        return existing
-
     def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
         """Apply all entries in one RocksDB write batch."""
         self._check_writable()
@@ -149,39 +201,6 @@ class RocksDBKeyValueStore(RocksDBStore):
             else:
                 raise _bad_value(value)
         self._db.write(batch)
-
-    def delete(self, key: bytes) -> bytes | None:
-        """Delete ``key``; returns the value it had."""
-        existing = self.get(key)
-        if existing is not None:
-            self.put(key, None)
-        return existing
-
-    def range(self, from_key: bytes | None = None, to_key: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        """Entries with ``from_key <= key <= to_key`` in key order; empty when from > to."""
-        self._check_open()
-        _check_bound(from_key, "from_key")
-        _check_bound(to_key, "to_key")
-        if from_key is not None and to_key is not None and from_key > to_key:
-            return iter(())
-        return self._forward(from_key, to_key)
-
-    def reverse_range(
-        self, from_key: bytes | None = None, to_key: bytes | None = None
-    ) -> Iterator[tuple[bytes, bytes]]:
-        """Like :meth:`range`, in descending key order."""
-        self._check_open()
-        _check_bound(from_key, "from_key")
-        _check_bound(to_key, "to_key")
-        if from_key is not None and to_key is not None and from_key > to_key:
-            return iter(())
-        return self._backward(from_key, to_key)
-
-    def all(self) -> Iterator[tuple[bytes, bytes]]:
-        return self.range(None, None)
-
-    def reverse_all(self) -> Iterator[tuple[bytes, bytes]]:
-        return self.reverse_range(None, None)
 
     def _forward(self, from_key: bytes | None, to_key: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         it = self._db.iter()
@@ -250,36 +269,19 @@ class RocksDBKeyValueStore(RocksDBStore):
         )
 
 
-def _check_bound(bound: object, what: str) -> None:
-    if bound is not None and type(bound) is not bytes:
-        raise InvalidRecordError(f"{what} must be bytes or None, got {type(bound).__name__} {bound!r:.80}")
-
-
-class InMemoryKeyValueStore:
+class InMemoryKeyValueStore(InMemoryStore, _KeyValueCommon):
     """Non-persistent key-value store: a dict plus a lazily sorted key list for ranges.
 
     Iterators work on a snapshot of the keys in range taken when iteration starts; a key
     deleted meanwhile is skipped (Kafka's InMemoryKeyValueStore does the same).
     """
 
-    persistent: ClassVar[bool] = False
     store_type: ClassVar[StoreType] = StoreType.KEY_VALUE
 
     def __init__(self, name: str = "in-memory-kv", *, key_serde: object = "bytes", value_serde: object = "bytes") -> None:
-        self.name = name
-        self.key_serde = serde_name(key_serde)
-        self.value_serde = serde_name(value_serde)
+        super().__init__(name, key_serde=key_serde, value_serde=value_serde)
         self._map: dict[bytes, bytes] = {}
         self._sorted: list[bytes] | None = []
-        self._open = True
-
-    @property
-    def is_open(self) -> bool:
-        return self._open
-
-    def _check_open(self) -> None:
-        if not self._open:
-            raise InvalidStoreError(f"store {self.name!r} is closed")
 
     def get(self, key: bytes) -> bytes | None:
         if type(key) is not bytes:
@@ -301,21 +303,9 @@ class InMemoryKeyValueStore:
         else:
             raise _bad_value(value)
 
-    def put_if_absent(self, key: bytes, value: bytes | None) -> bytes | None:
-        existing = self.get(key)
-        if existing is None:
-            self.put(key, value)
-        return existing
-
     def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
         for key, value in entries:
             self.put(key, value)
-
-    def delete(self, key: bytes) -> bytes | None:
-        existing = self.get(key)
-        if existing is not None:
-            self.put(key, None)
-        return existing
 
     def _keys(self) -> list[bytes]:
         if self._sorted is None:
@@ -335,29 +325,11 @@ class InMemoryKeyValueStore:
             if value is not None:
                 yield key, value
 
-    def range(self, from_key: bytes | None = None, to_key: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        self._check_open()
-        _check_bound(from_key, "from_key")
-        _check_bound(to_key, "to_key")
-        if from_key is not None and to_key is not None and from_key > to_key:
-            return iter(())
+    def _forward(self, from_key: bytes | None, to_key: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         return self._iterate(self._keys_in(from_key, to_key))
 
-    def reverse_range(
-        self, from_key: bytes | None = None, to_key: bytes | None = None
-    ) -> Iterator[tuple[bytes, bytes]]:
-        self._check_open()
-        _check_bound(from_key, "from_key")
-        _check_bound(to_key, "to_key")
-        if from_key is not None and to_key is not None and from_key > to_key:
-            return iter(())
+    def _backward(self, from_key: bytes | None, to_key: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         return self._iterate(self._keys_in(from_key, to_key)[::-1])
-
-    def all(self) -> Iterator[tuple[bytes, bytes]]:
-        return self.range(None, None)
-
-    def reverse_all(self) -> Iterator[tuple[bytes, bytes]]:
-        return self.reverse_range(None, None)
 
     def approximate_num_entries(self) -> int:
         return len(self._map)
@@ -380,13 +352,10 @@ class InMemoryKeyValueStore:
         self._sorted = None
         return applied
 
-    def flush(self) -> None:
-        """Nothing to persist."""
-
     def close(self) -> None:
         self._map.clear()
         self._sorted = []
-        self._open = False
+        super().close()
 
     def stats(self) -> StoreStats:
         return StoreStats(
@@ -396,9 +365,3 @@ class InMemoryKeyValueStore:
             approximate_num_entries=len(self._map),
             bytes_on_disk=0,
         )
-
-    def __enter__(self) -> InMemoryKeyValueStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

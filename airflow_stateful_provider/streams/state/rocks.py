@@ -206,8 +206,7 @@ class RocksDBStore:
             raise InvalidStoreError(f"store {self.name!r} at {self.path} is closed")
 
     def _check_writable(self) -> None:
-        if not self._open:
-            raise InvalidStoreError(f"store {self.name!r} at {self.path} is closed")
+        self._check_open()
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.name!r} at {self.path} was opened read-only")
 

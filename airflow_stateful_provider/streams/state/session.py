@@ -24,21 +24,21 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 import rocksdict
 
 from airflow_stateful_provider.streams.config import duration_ms
-from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError, InvalidStoreError
+from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError
 from airflow_stateful_provider.streams.serdes import serde_name
-from airflow_stateful_provider.streams.state.maintenance import RetentionResult, SegmentInfo, StoreStats
+from airflow_stateful_provider.streams.state.maintenance import StoreStats
+from airflow_stateful_provider.streams.state.memory import InMemoryStore
 from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
-from airflow_stateful_provider.streams.state.rocks import RocksDBStore
 from airflow_stateful_provider.streams.state.segments import (
     SEGMENT_PREFIX,
-    SegmentSet,
-    min_live_segment,
+    SegmentedRocksDBStore,
+    SegmentedStore,
     session_segment_interval,
 )
 
@@ -54,12 +54,9 @@ __all__ = [
     "session_key_to_bytes",
 ]
 
-NO_TIMESTAMP = -1
 _MAX_TS = (1 << 63) - 1
 _TS2 = struct.Struct(">qq")  # end, start
-_SEGP = struct.Struct(">Bq")  # segment marker, segment id
-_I64 = struct.Struct(">q")
-_OBSERVED_KEY = b"\x00observed_stream_time"
+_SEGP = struct.Struct(">Bq")  # segment marker, segment id (segment_prefix in one pack)
 _SEG_MARK = SEGMENT_PREFIX[0]
 
 
@@ -179,29 +176,90 @@ class SessionStore(Protocol):
     def close(self) -> None: ...
 
 
-class _SessionTime:
-    """Observed stream time and the retention arithmetic shared by both implementations."""
+class _SessionBase(SegmentedStore):
+    """The read visibility rule, the queries derived from ``find_sessions`` and the
+    contract of ``find_sessions_by_end``, the same in both implementations (observed
+    stream time is the largest session end seen by put/remove)."""
 
     retention_ms: int
-    segment_interval_ms: int
-    _observed: int
-    _min_live: int
-
-    @property
-    def observed_stream_time(self) -> int:
-        """Largest session end seen by put/remove (-1 before the first)."""
-        return self._observed
+    read_only: bool
+    _open: bool
+    _check_open: Callable[[], None]
+    #: the storage steps of put and remove, once the write is admitted
+    _store_session: Callable[[int, bytes, int, int, bytes], None]
+    _drop_session: Callable[[int, bytes, int, int], None]
+    find_sessions: Callable[[bytes, int, int], list[tuple[SessionKey, bytes]]]
+    #: sessions of all keys with ``actual_from <= end <= latest_session_end``, any order
+    _ending_between: Callable[[int, int], list[tuple[SessionKey, bytes]]]
 
     def _visible_from(self) -> int:
         """Smallest session end a read may return (Kafka's actualFrom)."""
         return self._observed - self.retention_ms + 1
 
-    def _live_segments_info(self, ids: Iterable[int]) -> tuple[SegmentInfo, ...]:
-        interval = self.segment_interval_ms
-        return tuple(SegmentInfo.of(s, interval) for s in ids)
+    def put(self, windowed: SessionKey, agg: bytes | None) -> None:
+        """Store ``agg`` for the session; None removes it. Writes into dead segments are dropped."""
+        key, start, end = windowed = _coerce(windowed)
+        if agg is None:
+            self.remove(windowed)
+            return
+        if type(agg) is not bytes:
+            _check_agg(agg)
+        if self.read_only or not self._open:
+            self._check_writable()
+        if end > self._observed:
+            self._advance(end)
+        segment_id = end // self.segment_interval_ms
+        if segment_id < self._min_live:
+            self.dropped_writes += 1
+            return
+        self._store_session(segment_id, key, start, end, agg)
+
+    def remove(self, windowed: SessionKey) -> None:
+        """Delete the session (no-op when absent or already expired)."""
+        key, start, end = windowed = _coerce(windowed)
+        if self.read_only or not self._open:
+            self._check_writable()
+        if end > self._observed:
+            self._advance(end)
+        self._drop_session(end // self.segment_interval_ms, key, start, end)
+
+    def backward_find_sessions(
+        self, key: bytes, earliest_session_end: int, latest_session_start: int
+    ) -> list[tuple[SessionKey, bytes]]:
+        """:meth:`find_sessions` in reverse order."""
+        result = self.find_sessions(key, earliest_session_end, latest_session_start)
+        result.reverse()
+        return result
+
+    def fetch(self, key: bytes) -> list[tuple[SessionKey, bytes]]:
+        """All (unexpired) sessions of ``key``."""
+        return self.find_sessions(key, 0, _MAX_TS)
+
+    def backward_fetch(self, key: bytes) -> list[tuple[SessionKey, bytes]]:
+        return self.backward_find_sessions(key, 0, _MAX_TS)
+
+    def find_sessions_by_end(
+        self, earliest_session_end: int, latest_session_end: int
+    ) -> list[tuple[SessionKey, bytes]]:
+        """Sessions of all keys with end in [earliest, latest], ordered by (end, key, start).
+
+        Used by emit-on-window-close, which asks for sessions that just closed: like Kafka's
+        time-ordered session store it returns every session still in a live segment,
+        without the ``observed - retention + 1`` read cut-off of the other queries (a
+        session ending at ``close - 1`` is already past that cut-off). Scans the whole
+        segments covering the range, so call it per close-time advance, not per record.
+        """
+        _check_times(earliest_session_end, latest_session_end)
+        self._check_open()
+        actual_from = max(earliest_session_end, 0)
+        if latest_session_end < actual_from:
+            return []
+        result = self._ending_between(actual_from, latest_session_end)
+        result.sort(key=lambda item: (item[0].end, item[0].key, item[0].start))
+        return result
 
 
-class RocksDBSessionStore(RocksDBStore, _SessionTime):
+class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
     """Persistent session store on one RocksDB with end-time segments as key prefixes."""
 
     store_type: ClassVar[StoreType] = StoreType.SESSION
@@ -237,105 +295,17 @@ class RocksDBSessionStore(RocksDBStore, _SessionTime):
             grace_period_ms=grace_ms,
         )
         super().__init__(path, requested, read_only=read_only)
-        meta = self.metadata
-        assert meta.retention_ms is not None and meta.segment_interval_ms is not None
-        self.retention_ms = meta.retention_ms
-        self.segment_interval_ms = meta.segment_interval_ms
-        self.dropped_writes = 0
-        self._load_state()
-
-    # -- state kept in memory --------------------------------------------------------------
-
-    def _load_state(self) -> None:
-        raw = self._db.get(_OBSERVED_KEY)
-        self._observed = NO_TIMESTAMP if raw is None else _I64.unpack(raw)[0]
-        self._min_live = min_live_segment(self._observed, self.retention_ms, self.segment_interval_ms)
-        self._segments = SegmentSet(self._scan_segment_ids())
-        self._persisted_observed = self._observed
-
-    def _scan_segment_ids(self) -> list[int]:
-        ids = []
-        it = self._db.iter()
-        it.seek(SEGMENT_PREFIX)
-        while it.valid():
-            key = it.key()
-            if key[0] != _SEG_MARK:
-                break
-            segment_id = _I64.unpack_from(key, 1)[0]
-            ids.append(segment_id)
-            it.seek(_SEGP.pack(_SEG_MARK, segment_id + 1))
-        return ids
-
-    def _on_flush(self) -> None:
-        if self._observed != self._persisted_observed:
-            self._db.put(_OBSERVED_KEY, _I64.pack(self._observed))
-            self._persisted_observed = self._observed
-
-    def _on_refresh(self) -> None:
-        self._load_state()
-
-    def _advance(self, timestamp: int) -> None:
-        """Move observed stream time forward; drop segments that died."""
-        self._observed = timestamp
-        new_min = (timestamp - self.retention_ms) // self.segment_interval_ms
-        if new_min > self._min_live:
-            self._min_live = new_min
-            dropped = self._segments.drop_below(new_min)
-            if dropped:
-                self._db.delete_range(_SEGP.pack(_SEG_MARK, dropped[0]), _SEGP.pack(_SEG_MARK, new_min))
+        self._open_segments(self.metadata.retention_ms)
+        self.retention_ms = self._segment_retention_ms
 
     # -- writes ----------------------------------------------------------------------------
 
-    def put(self, windowed: SessionKey, agg: bytes | None) -> None:
-        """Store ``agg`` for the session; None removes it. Writes into dead segments are dropped."""
-        if type(windowed) is not SessionKey:
-            windowed = _coerce(windowed)
-        key, start, end = windowed
-        if (
-            type(key) is not bytes
-            or type(start) is not int
-            or type(end) is not int
-            or start < 0
-            or end < start
-            or end > _MAX_TS
-        ):
-            _coerce(windowed)  # raises the precise error
-        if agg is None:
-            self.remove(windowed)
-            return
-        if type(agg) is not bytes:
-            _check_agg(agg)
-        if self.read_only or not self._open:
-            self._check_writable()
-        if end > self._observed:
-            self._advance(end)
-        segment_id = end // self.segment_interval_ms
-        if segment_id < self._min_live:
-            self.dropped_writes += 1
-            return
+    def _store_session(self, segment_id: int, key: bytes, start: int, end: int, agg: bytes) -> None:
         if segment_id not in self._segments:
             self._segments.add(segment_id)
         self._db.put(_SEGP.pack(_SEG_MARK, segment_id) + key + _TS2.pack(end, start), agg)
 
-    def remove(self, windowed: SessionKey) -> None:
-        """Delete the session (no-op when absent or already expired)."""
-        if type(windowed) is not SessionKey:
-            windowed = _coerce(windowed)
-        key, start, end = windowed
-        if (
-            type(key) is not bytes
-            or type(start) is not int
-            or type(end) is not int
-            or start < 0
-            or end < start
-            or end > _MAX_TS
-        ):
-            _coerce(windowed)  # raises the precise error
-        if self.read_only or not self._open:
-            self._check_writable()
-        if end > self._observed:
-            self._advance(end)
-        segment_id = end // self.segment_interval_ms
+    def _drop_session(self, segment_id: int, key: bytes, start: int, end: int) -> None:
         if segment_id < self._min_live or segment_id not in self._segments:
             return
         self._db.delete(_SEGP.pack(_SEG_MARK, segment_id) + key + _TS2.pack(end, start))
@@ -386,21 +356,6 @@ class RocksDBSessionStore(RocksDBStore, _SessionTime):
                 it.next()
         return result
 
-    def backward_find_sessions(
-        self, key: bytes, earliest_session_end: int, latest_session_start: int
-    ) -> list[tuple[SessionKey, bytes]]:
-        """:meth:`find_sessions` in reverse order."""
-        result = self.find_sessions(key, earliest_session_end, latest_session_start)
-        result.reverse()
-        return result
-
-    def fetch(self, key: bytes) -> list[tuple[SessionKey, bytes]]:
-        """All (unexpired) sessions of ``key``."""
-        return self.find_sessions(key, 0, _MAX_TS)
-
-    def backward_fetch(self, key: bytes) -> list[tuple[SessionKey, bytes]]:
-        return self.backward_find_sessions(key, 0, _MAX_TS)
-
     def fetch_session(self, key: bytes, session_start: int, session_end: int) -> bytes | None:
         """The aggregate of exactly that session, or None (also when expired)."""
         if type(key) is not bytes:
@@ -414,22 +369,7 @@ class RocksDBSessionStore(RocksDBStore, _SessionTime):
             return None
         return self._db.get(_SEGP.pack(_SEG_MARK, segment_id) + key + _TS2.pack(session_end, session_start))
 
-    def find_sessions_by_end(
-        self, earliest_session_end: int, latest_session_end: int
-    ) -> list[tuple[SessionKey, bytes]]:
-        """Sessions of all keys with end in [earliest, latest], ordered by (end, key, start).
-
-        Used by emit-on-window-close, which asks for sessions that just closed: like Kafka's
-        time-ordered session store it returns every session still in a live segment,
-        without the ``observed - retention + 1`` read cut-off of the other queries (a
-        session ending at ``close - 1`` is already past that cut-off). Scans the whole
-        segments covering the range, so call it per close-time advance, not per record.
-        """
-        _check_times(earliest_session_end, latest_session_end)
-        self._check_open()
-        actual_from = max(earliest_session_end, 0)
-        if latest_session_end < actual_from:
-            return []
+    def _ending_between(self, actual_from: int, latest_session_end: int) -> list[tuple[SessionKey, bytes]]:
         interval = self.segment_interval_ms
         result = []
         for segment_id in self._segments.from_id(actual_from // interval):
@@ -438,7 +378,6 @@ class RocksDBSessionStore(RocksDBStore, _SessionTime):
             for session, agg in self._scan_segment(segment_id):
                 if actual_from <= session.end <= latest_session_end:
                     result.append((session, agg))
-        result.sort(key=lambda item: (item[0].end, item[0].key, item[0].start))
         return result
 
     def all(self) -> list[tuple[SessionKey, bytes]]:
@@ -510,61 +449,13 @@ class RocksDBSessionStore(RocksDBStore, _SessionTime):
         self._db.write(batch)
         return applied
 
-    # -- maintenance -----------------------------------------------------------------------
 
-    def enforce_retention(self, now_ms: int) -> RetentionResult:
-        """Drop every segment expired as of ``now_ms``, even if stream time stalled.
-
-        Observed stream time moves to ``max(observed, now_ms)`` so writes and reads agree
-        with what was dropped. The dropped key range is compacted so the space is returned.
-        """
-        self._check_writable()
-        if isinstance(now_ms, bool) or not isinstance(now_ms, int) or now_ms < 0:
-            raise InvalidRecordError(f"enforce_retention needs now_ms as an int >= 0, got {now_ms!r}")
-        self._on_flush()
-        self._db.flush(True)
-        before_bytes = self.bytes_on_disk()
-        before = self._observed
-        to_drop = [s for s in self._segments.ids if s < min_live_segment(
-            max(before, now_ms), self.retention_ms, self.segment_interval_ms)]
-        if now_ms > self._observed:
-            self._advance(now_ms)
-        if to_drop:
-            self._db.compact_range(_SEGP.pack(_SEG_MARK, to_drop[0]), _SEGP.pack(_SEG_MARK, to_drop[-1] + 1))
-        self._on_flush()
-        self._db.flush(True)
-        return RetentionResult(
-            now_ms=now_ms,
-            observed_stream_time_before=None if before == NO_TIMESTAMP else before,
-            observed_stream_time_after=None if self._observed == NO_TIMESTAMP else self._observed,
-            min_live_segment=self._min_live,
-            segments_dropped=self._live_segments_info(to_drop),
-            bytes_before=before_bytes,
-            bytes_after=self.bytes_on_disk(),
-        )
-
-    def stats(self) -> StoreStats:
-        self._check_open()
-        return StoreStats(
-            store_type=self.store_type.value,
-            name=self.name,
-            path=self.path,
-            approximate_num_entries=self._rocksdb_int("rocksdb.estimate-num-keys"),
-            bytes_on_disk=self.bytes_on_disk(),
-            observed_stream_time=None if self._observed == NO_TIMESTAMP else self._observed,
-            retention_ms=self.retention_ms,
-            segment_interval_ms=self.segment_interval_ms,
-            live_segments=self._live_segments_info(self._segments.ids),
-        )
-
-
-class InMemorySessionStore(_SessionTime):
+class InMemorySessionStore(InMemoryStore, _SessionBase):
     """Non-persistent session store with the same segments and visibility as the RocksDB one.
 
     Layout: ``{segment id: {key: {(end, start): aggregate}}}``.
     """
 
-    persistent: ClassVar[bool] = False
     store_type: ClassVar[StoreType] = StoreType.SESSION
 
     def __init__(
@@ -575,58 +466,28 @@ class InMemorySessionStore(_SessionTime):
         key_serde: object = "bytes",
         value_serde: object = "bytes",
     ) -> None:
-        self.name = name
-        self.retention_ms = _retention(retention)
-        self.segment_interval_ms = session_segment_interval(self.retention_ms)
-        self.key_serde = serde_name(key_serde)
-        self.value_serde = serde_name(value_serde)
-        self.dropped_writes = 0
-        self._observed = NO_TIMESTAMP
-        self._min_live = min_live_segment(NO_TIMESTAMP, self.retention_ms, self.segment_interval_ms)
+        retention_ms = _retention(retention)
+        super().__init__(name, key_serde=key_serde, value_serde=value_serde)
+        self.retention_ms = retention_ms
+        self._init_segments(retention_ms, session_segment_interval(retention_ms))
         self._data: dict[int, dict[bytes, dict[tuple[int, int], bytes]]] = {}
-        self._open = True
 
-    @property
-    def is_open(self) -> bool:
-        return self._open
+    def _expire(self, min_live: int) -> None:
+        for segment_id in [s for s in self._data if s < min_live]:
+            del self._data[segment_id]
 
-    def _check_open(self) -> None:
-        if not self._open:
-            raise InvalidStoreError(f"store {self.name!r} is closed")
+    def _live_segment_ids(self) -> list[int]:
+        return sorted(self._data)
 
-    def _advance(self, timestamp: int) -> None:
-        self._observed = timestamp
-        new_min = (timestamp - self.retention_ms) // self.segment_interval_ms
-        if new_min > self._min_live:
-            self._min_live = new_min
-            for segment_id in [s for s in self._data if s < new_min]:
-                del self._data[segment_id]
-
-    def put(self, windowed: SessionKey, agg: bytes | None) -> None:
-        key, start, end = _coerce(windowed)
-        if agg is None:
-            self.remove(windowed)
-            return
-        _check_agg(agg)
-        self._check_open()
-        if end > self._observed:
-            self._advance(end)
-        segment_id = end // self.segment_interval_ms
-        if segment_id < self._min_live:
-            self.dropped_writes += 1
-            return
+    def _store_session(self, segment_id: int, key: bytes, start: int, end: int, agg: bytes) -> None:
         self._data.setdefault(segment_id, {}).setdefault(key, {})[(end, start)] = agg
 
-    def remove(self, windowed: SessionKey) -> None:
-        key, start, end = _coerce(windowed)
-        self._check_open()
-        if end > self._observed:
-            self._advance(end)
-        per_key = self._data.get(end // self.segment_interval_ms, {}).get(key)
+    def _drop_session(self, segment_id: int, key: bytes, start: int, end: int) -> None:
+        per_key = self._data.get(segment_id, {}).get(key)
         if per_key is not None:
             per_key.pop((end, start), None)
             if not per_key:
-                del self._data[end // self.segment_interval_ms][key]
+                del self._data[segment_id][key]
 
     def find_sessions(
         self, key: bytes, earliest_session_end: int, latest_session_start: int
@@ -648,19 +509,6 @@ class InMemorySessionStore(_SessionTime):
                     result.append((SessionKey(key, start, end), per_key[(end, start)]))
         return result
 
-    def backward_find_sessions(
-        self, key: bytes, earliest_session_end: int, latest_session_start: int
-    ) -> list[tuple[SessionKey, bytes]]:
-        result = self.find_sessions(key, earliest_session_end, latest_session_start)
-        result.reverse()
-        return result
-
-    def fetch(self, key: bytes) -> list[tuple[SessionKey, bytes]]:
-        return self.find_sessions(key, 0, _MAX_TS)
-
-    def backward_fetch(self, key: bytes) -> list[tuple[SessionKey, bytes]]:
-        return self.backward_find_sessions(key, 0, _MAX_TS)
-
     def fetch_session(self, key: bytes, session_start: int, session_end: int) -> bytes | None:
         _check_key(key)
         _check_times(session_start, session_end)
@@ -670,21 +518,14 @@ class InMemorySessionStore(_SessionTime):
         per_key = self._data.get(session_end // self.segment_interval_ms, {}).get(key)
         return None if per_key is None else per_key.get((session_end, session_start))
 
-    def find_sessions_by_end(
-        self, earliest_session_end: int, latest_session_end: int
-    ) -> list[tuple[SessionKey, bytes]]:
-        _check_times(earliest_session_end, latest_session_end)
-        self._check_open()
-        actual_from = max(earliest_session_end, 0)
-        result = [
+    def _ending_between(self, actual_from: int, latest_session_end: int) -> list[tuple[SessionKey, bytes]]:
+        return [
             (SessionKey(key, start, end), agg)
             for segment in self._data.values()
             for key, per_key in segment.items()
             for (end, start), agg in per_key.items()
             if actual_from <= end <= latest_session_end
         ]
-        result.sort(key=lambda item: (item[0].end, item[0].key, item[0].start))
-        return result
 
     def all(self) -> list[tuple[SessionKey, bytes]]:
         self._check_open()
@@ -724,47 +565,9 @@ class InMemorySessionStore(_SessionTime):
             applied += 1
         return applied
 
-    def enforce_retention(self, now_ms: int) -> RetentionResult:
-        self._check_open()
-        if isinstance(now_ms, bool) or not isinstance(now_ms, int) or now_ms < 0:
-            raise InvalidRecordError(f"enforce_retention needs now_ms as an int >= 0, got {now_ms!r}")
-        before = self._observed
-        new_min = min_live_segment(max(before, now_ms), self.retention_ms, self.segment_interval_ms)
-        to_drop = sorted(s for s in self._data if s < new_min)
-        if now_ms > self._observed:
-            self._advance(now_ms)
-        return RetentionResult(
-            now_ms=now_ms,
-            observed_stream_time_before=None if before == NO_TIMESTAMP else before,
-            observed_stream_time_after=None if self._observed == NO_TIMESTAMP else self._observed,
-            min_live_segment=self._min_live,
-            segments_dropped=self._live_segments_info(to_drop),
-            bytes_before=0,
-            bytes_after=0,
-        )
-
     def stats(self) -> StoreStats:
-        return StoreStats(
-            store_type=self.store_type.value,
-            name=self.name,
-            path=None,
-            approximate_num_entries=sum(len(p) for seg in self._data.values() for p in seg.values()),
-            bytes_on_disk=0,
-            observed_stream_time=None if self._observed == NO_TIMESTAMP else self._observed,
-            retention_ms=self.retention_ms,
-            segment_interval_ms=self.segment_interval_ms,
-            live_segments=self._live_segments_info(sorted(self._data)),
-        )
-
-    def flush(self) -> None:
-        """Nothing to persist."""
+        return self._segment_stats(None, sum(len(p) for seg in self._data.values() for p in seg.values()), 0)
 
     def close(self) -> None:
         self._data.clear()
-        self._open = False
-
-    def __enter__(self) -> InMemorySessionStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().close()

@@ -24,21 +24,21 @@ from __future__ import annotations
 import bisect
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 import rocksdict
 
 from airflow_stateful_provider.streams.config import duration_ms
-from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError, InvalidStoreError
+from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError
 from airflow_stateful_provider.streams.serdes import serde_name
-from airflow_stateful_provider.streams.state.maintenance import RetentionResult, SegmentInfo, StoreStats
+from airflow_stateful_provider.streams.state.maintenance import StoreStats
+from airflow_stateful_provider.streams.state.memory import InMemoryStore
 from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
-from airflow_stateful_provider.streams.state.rocks import RocksDBStore
 from airflow_stateful_provider.streams.state.segments import (
     SEGMENT_PREFIX,
-    SegmentSet,
-    min_live_segment,
+    SegmentedRocksDBStore,
+    SegmentedStore,
     versioned_segment_interval,
 )
 from airflow_stateful_provider.streams.state.versioned_format import (
@@ -65,12 +65,10 @@ __all__ = [
 NOT_PUT = -(1 << 63)
 #: ``put`` return: the version is the newest one, so its validity has no end yet.
 VALID_TO_UNDEFINED = -1
-NO_TIMESTAMP = -1
 _MAX_TS = (1 << 63) - 1
 
 _I64 = struct.Struct(">q")
-_SEGP = struct.Struct(">Bq")
-_OBSERVED_KEY = b"\x00observed_stream_time"
+_SEGP = struct.Struct(">Bq")  # segment marker, segment id (segment_prefix in one pack)
 _LATEST = b"\x01"
 _SEG_MARK = SEGMENT_PREFIX[0]
 _HDR_SIZE = HEADER.size
@@ -147,106 +145,17 @@ def _check_time(value: object, what: str) -> None:
         raise InvalidRecordError(f"{what} must be int ms or None, got {type(value).__name__} {value!r}")
 
 
-class RocksDBVersionedKeyValueStore(RocksDBStore):
-    """Persistent versioned store: latest value store plus valid_to segments in one RocksDB."""
+class _VersionedBase(SegmentedStore):
+    """What both implementations do the same way around their own ``_do_put``: the
+    history retention check on writes, argument checks, and changelog replay
+    (observed stream time is the largest accepted put timestamp)."""
 
-    store_type: ClassVar[StoreType] = StoreType.VERSIONED
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        history_retention: int | Any | None = None,
-        *,
-        segment_interval: int | Any | None = None,
-        name: str | None = None,
-        key_serde: object = "bytes",
-        value_serde: object = "bytes",
-        read_only: bool = False,
-    ) -> None:
-        path = os.fspath(path)
-        hr_ms = None if history_retention is None else _history_retention(history_retention)
-        if hr_ms is None:
-            if segment_interval is not None:
-                raise ConfigError("segment_interval given without history_retention")
-            if not os.path.isdir(path):
-                raise ConfigError(f"creating versioned store {path} needs a history retention")
-            interval_ms = None
-        else:
-            interval_ms = _segment_interval(segment_interval, hr_ms)
-        requested = StoreMetadata(
-            store_type=StoreType.VERSIONED,
-            name=name or os.path.basename(os.path.abspath(path)),
-            key_serde=serde_name(key_serde),
-            value_serde=serde_name(value_serde),
-            history_retention_ms=hr_ms,
-            segment_interval_ms=interval_ms,
-        )
-        super().__init__(path, requested, read_only=read_only)
-        meta = self.metadata
-        assert meta.history_retention_ms is not None and meta.segment_interval_ms is not None
-        self.history_retention_ms = meta.history_retention_ms
-        self.segment_interval_ms = meta.segment_interval_ms
-        self.dropped_writes = 0
-        self._use_db()
-        self._load_state()
-
-    # -- state kept in memory --------------------------------------------------------------
-
-    def _use_db(self) -> None:
-        """Point the put algorithm's primitives at the RocksDB (restore swaps in a buffer)."""
-        db = self._db
-        self._get = db.get
-        self._put = db.put
-        self._del = db.delete
-        self._batch: rocksdict.WriteBatch | None = None
-
-    def _load_state(self) -> None:
-        raw = self._db.get(_OBSERVED_KEY)
-        self._observed = NO_TIMESTAMP if raw is None else _I64.unpack(raw)[0]
-        self._persisted_observed = self._observed
-        self._min_live = min_live_segment(self._observed, self.history_retention_ms, self.segment_interval_ms)
-        self._segments = SegmentSet(self._scan_segment_ids())
-
-    def _scan_segment_ids(self) -> list[int]:
-        ids = []
-        it = self._db.iter()
-        it.seek(SEGMENT_PREFIX)
-        while it.valid():
-            key = it.key()
-            if key[0] != _SEG_MARK:
-                break
-            segment_id = _I64.unpack_from(key, 1)[0]
-            ids.append(segment_id)
-            it.seek(_SEGP.pack(_SEG_MARK, segment_id + 1))
-        return ids
-
-    def _on_flush(self) -> None:
-        if self._observed != self._persisted_observed:
-            self._db.put(_OBSERVED_KEY, _I64.pack(self._observed))
-            self._persisted_observed = self._observed
-
-    def _on_refresh(self) -> None:
-        self._load_state()
-
-    @property
-    def observed_stream_time(self) -> int:
-        """Largest accepted put timestamp (-1 before the first)."""
-        return self._observed
-
-    def _advance(self, timestamp: int) -> None:
-        self._observed = timestamp
-        new_min = (timestamp - self.history_retention_ms) // self.segment_interval_ms
-        if new_min > self._min_live:
-            self._min_live = new_min
-            dropped = self._segments.drop_below(new_min)
-            if dropped:
-                begin, end = _SEGP.pack(_SEG_MARK, dropped[0]), _SEGP.pack(_SEG_MARK, new_min)
-                if self._batch is None:
-                    self._db.delete_range(begin, end)
-                else:
-                    self._drop_buffered(begin, end)
-
-    # -- writes ----------------------------------------------------------------------------
+    history_retention_ms: int
+    read_only: bool
+    _open: bool
+    _check_open: Callable[[], None]
+    _do_put: Callable[[bytes, bytes | None, int], int]
+    get: Callable[[bytes, int | None], VersionedRecord | None]
 
     def put(self, key: bytes, value: bytes | None, timestamp: int) -> int:
         """Insert or replace the version of ``key`` at ``timestamp`` (None = tombstone).
@@ -286,6 +195,106 @@ class RocksDBVersionedKeyValueStore(RocksDBStore):
             self._advance(timestamp)
         self._do_put(key, None, timestamp)
         return existing
+
+    def _version_range(self, key: bytes, from_time: int | None, to_time: int | None) -> tuple[int, int]:
+        """get_versions' arguments checked (and the store open); None bounds open up."""
+        _check_key(key)
+        _check_time(from_time, "from_time")
+        _check_time(to_time, "to_time")
+        self._check_open()
+        return 0 if from_time is None else from_time, _MAX_TS if to_time is None else to_time
+
+    def _replay(self, records: Iterable[ChangelogRecord]) -> int:
+        """restore_batch's loop: records (key, value or None, timestamp = valid_from) applied
+        as puts. Returns how many were applied (records beyond history retention at their
+        turn are skipped, as the original put skipped them)."""
+        applied = 0
+        for record in records:
+            key = record.key
+            if key is None:
+                continue
+            ts = record.timestamp
+            value = record.value
+            if (
+                type(key) is not bytes
+                or (value is not None and type(value) is not bytes)
+                or type(ts) is not int
+                or ts < 0
+                or ts > _MAX_TS
+            ):
+                raise InvalidRecordError(
+                    f"versioned changelog record at offset {record.offset} is invalid: "
+                    f"key={key!r:.60} value type={type(value).__name__} timestamp={ts!r}"
+                )
+            if ts < self._observed - self.history_retention_ms:
+                continue
+            if ts > self._observed:
+                self._advance(ts)
+            self._do_put(key, value, ts)
+            applied += 1
+        return applied
+
+
+class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, _VersionedBase):
+    """Persistent versioned store: latest value store plus valid_to segments in one RocksDB."""
+
+    store_type: ClassVar[StoreType] = StoreType.VERSIONED
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        history_retention: int | Any | None = None,
+        *,
+        segment_interval: int | Any | None = None,
+        name: str | None = None,
+        key_serde: object = "bytes",
+        value_serde: object = "bytes",
+        read_only: bool = False,
+    ) -> None:
+        path = os.fspath(path)
+        hr_ms = None if history_retention is None else _history_retention(history_retention)
+        if hr_ms is None:
+            if segment_interval is not None:
+                raise ConfigError("segment_interval given without history_retention")
+            if not os.path.isdir(path):
+                raise ConfigError(f"creating versioned store {path} needs a history retention")
+            interval_ms = None
+        else:
+            interval_ms = _segment_interval(segment_interval, hr_ms)
+        requested = StoreMetadata(
+            store_type=StoreType.VERSIONED,
+            name=name or os.path.basename(os.path.abspath(path)),
+            key_serde=serde_name(key_serde),
+            value_serde=serde_name(value_serde),
+            history_retention_ms=hr_ms,
+            segment_interval_ms=interval_ms,
+        )
+        super().__init__(path, requested, read_only=read_only)
+        self._use_db()
+        self._open_segments(self.metadata.history_retention_ms)
+        self.history_retention_ms = self._segment_retention_ms
+
+    # -- state kept in memory --------------------------------------------------------------
+
+    def _use_db(self) -> None:
+        """Point the put algorithm's primitives at the RocksDB (restore swaps in a buffer)."""
+        db = self._db
+        self._get = db.get
+        self._put = db.put
+        self._del = db.delete
+        self._batch: rocksdict.WriteBatch | None = None
+
+    def _delete_segments(self, begin: bytes, end: bytes) -> None:
+        """During restore a segment drop goes into the write batch, and buffered rows of the
+        dropped segments are forgotten."""
+        if self._batch is None:
+            self._db.delete_range(begin, end)
+            return
+        self._batch.delete_range(begin, end)
+        for row_key in [k for k in self._overlay if begin <= k < end]:
+            del self._overlay[row_key]
+
+    # -- writes ----------------------------------------------------------------------------
 
     def _do_put(self, key: bytes, value: bytes | None, ts: int) -> int:
         get = self._get
@@ -528,12 +537,7 @@ class RocksDBVersionedKeyValueStore(RocksDBStore):
     ) -> list[VersionedRecord]:
         """Non-tombstone versions valid at some point in ``[from_time, to_time]``
         (valid_from <= to_time and valid_to > from_time), newest first unless ``ascending``."""
-        _check_key(key)
-        _check_time(from_time, "from_time")
-        _check_time(to_time, "to_time")
-        self._check_open()
-        lo = 0 if from_time is None else from_time
-        hi = _MAX_TS if to_time is None else to_time
+        lo, hi = self._version_range(key, from_time, to_time)
         result: list[VersionedRecord] = []
         raw = self._get(_LATEST + key)
         latest = None
@@ -591,30 +595,8 @@ class RocksDBVersionedKeyValueStore(RocksDBStore):
         batch = rocksdict.WriteBatch(raw_mode=True)
         self._get, self._put, self._del, self._batch = get, put, delete, batch
         self._overlay = overlay
-        applied = 0
         try:
-            for record in records:
-                key = record.key
-                if key is None:
-                    continue
-                ts = record.timestamp
-                value = record.value
-                if (
-                    type(key) is not bytes
-                    or (value is not None and type(value) is not bytes)
-                    or type(ts) is not int
-                    or ts < 0
-                ):
-                    raise InvalidRecordError(
-                        f"versioned changelog record at offset {record.offset} is invalid: "
-                        f"key={key!r:.60} value type={type(value).__name__} timestamp={ts!r}"
-                    )
-                if ts < self._observed - self.history_retention_ms:
-                    continue
-                if ts > self._observed:
-                    self._advance(ts)
-                self._do_put(key, value, ts)
-                applied += 1
+            applied = self._replay(records)
             for row_key, value in overlay.items():
                 if value is None:
                     batch.delete(row_key)
@@ -626,73 +608,19 @@ class RocksDBVersionedKeyValueStore(RocksDBStore):
             del self._overlay
         return applied
 
-    def _drop_buffered(self, begin: bytes, end: bytes) -> None:
-        """Segment drop during restore: a range delete in the batch, and forget buffered rows."""
-        assert self._batch is not None
-        self._batch.delete_range(begin, end)
-        for row_key in [k for k in self._overlay if begin <= k < end]:
-            del self._overlay[row_key]
-
-    # -- maintenance -----------------------------------------------------------------------
-
-    def enforce_retention(self, now_ms: int) -> RetentionResult:
-        """Drop every segment expired as of ``now_ms`` even if stream time stalled; observed
-        stream time moves to ``max(observed, now_ms)`` so later puts and reads agree."""
-        self._check_writable()
-        if isinstance(now_ms, bool) or not isinstance(now_ms, int) or now_ms < 0:
-            raise InvalidRecordError(f"enforce_retention needs now_ms as an int >= 0, got {now_ms!r}")
-        self._on_flush()
-        self._db.flush(True)
-        before_bytes = self.bytes_on_disk()
-        before = self._observed
-        new_min = min_live_segment(max(before, now_ms), self.history_retention_ms, self.segment_interval_ms)
-        to_drop = [s for s in self._segments.ids if s < new_min]
-        if now_ms > self._observed:
-            self._advance(now_ms)
-        if to_drop:
-            self._db.compact_range(_SEGP.pack(_SEG_MARK, to_drop[0]), _SEGP.pack(_SEG_MARK, to_drop[-1] + 1))
-        self._on_flush()
-        self._db.flush(True)
-        interval = self.segment_interval_ms
-        return RetentionResult(
-            now_ms=now_ms,
-            observed_stream_time_before=None if before == NO_TIMESTAMP else before,
-            observed_stream_time_after=None if self._observed == NO_TIMESTAMP else self._observed,
-            min_live_segment=self._min_live,
-            segments_dropped=tuple(SegmentInfo.of(s, interval) for s in to_drop),
-            bytes_before=before_bytes,
-            bytes_after=self.bytes_on_disk(),
-        )
-
     def approximate_num_entries(self) -> int:
         """RocksDB's key estimate: latest values plus segment rows (not versions)."""
         self._check_open()
         return self._rocksdb_int("rocksdb.estimate-num-keys")
 
-    def stats(self) -> StoreStats:
-        self._check_open()
-        interval = self.segment_interval_ms
-        return StoreStats(
-            store_type=self.store_type.value,
-            name=self.name,
-            path=self.path,
-            approximate_num_entries=self._rocksdb_int("rocksdb.estimate-num-keys"),
-            bytes_on_disk=self.bytes_on_disk(),
-            observed_stream_time=None if self._observed == NO_TIMESTAMP else self._observed,
-            retention_ms=self.history_retention_ms,
-            segment_interval_ms=interval,
-            live_segments=tuple(SegmentInfo.of(s, interval) for s in self._segments.ids),
-        )
 
-
-class InMemoryVersionedKeyValueStore:
+class InMemoryVersionedKeyValueStore(InMemoryStore, _VersionedBase):
     """Non-persistent versioned store: per key sorted lists of valid_from and values.
 
     Expiry follows the RocksDB store exactly (a non-newest version goes when the segment of
     its valid_to dies), so both answer every query the same way.
     """
 
-    persistent: ClassVar[bool] = False
     store_type: ClassVar[StoreType] = StoreType.VERSIONED
 
     def __init__(
@@ -704,39 +632,16 @@ class InMemoryVersionedKeyValueStore:
         key_serde: object = "bytes",
         value_serde: object = "bytes",
     ) -> None:
-        self.name = name
-        self.history_retention_ms = _history_retention(history_retention)
-        self.segment_interval_ms = _segment_interval(segment_interval, self.history_retention_ms)
-        self.key_serde = serde_name(key_serde)
-        self.value_serde = serde_name(value_serde)
-        self.dropped_writes = 0
-        self._observed = NO_TIMESTAMP
-        self._min_live = min_live_segment(NO_TIMESTAMP, self.history_retention_ms, self.segment_interval_ms)
+        hr_ms = _history_retention(history_retention)
+        interval_ms = _segment_interval(segment_interval, hr_ms)
+        super().__init__(name, key_serde=key_serde, value_serde=value_serde)
+        self.history_retention_ms = hr_ms
+        self._init_segments(hr_ms, interval_ms)
         self._versions: dict[bytes, tuple[list[int], list[bytes | None]]] = {}
-        self._open = True
 
-    @property
-    def is_open(self) -> bool:
-        return self._open
-
-    @property
-    def observed_stream_time(self) -> int:
-        return self._observed
-
-    def _check_open(self) -> None:
-        if not self._open:
-            raise InvalidStoreError(f"store {self.name!r} is closed")
-
-    def _advance(self, timestamp: int) -> None:
-        self._observed = timestamp
-        new_min = (timestamp - self.history_retention_ms) // self.segment_interval_ms
-        if new_min > self._min_live:
-            self._min_live = new_min
-            self._purge()
-
-    def _purge(self) -> None:
+    def _expire(self, min_live: int) -> None:
         """Forget versions whose valid_to segment is dead (never the newest)."""
-        cutoff = self._min_live * self.segment_interval_ms  # valid_to below this: dead segment
+        cutoff = min_live * self.segment_interval_ms  # valid_to below this: dead segment
         for key in list(self._versions):
             froms, values = self._versions[key]
             # version i (not newest) is dead when froms[i + 1] < cutoff
@@ -746,23 +651,6 @@ class InMemoryVersionedKeyValueStore:
                 del values[:dead]
             if len(froms) == 1 and values[0] is None and froms[0] < cutoff:
                 del self._versions[key]  # a lone newest tombstone in a dead segment
-
-    def put(self, key: bytes, value: bytes | None, timestamp: int) -> int:
-        if (
-            type(key) is not bytes
-            or (value is not None and type(value) is not bytes)
-            or type(timestamp) is not int
-            or timestamp < 0
-            or timestamp > _MAX_TS
-        ):
-            raise _bad_put(key, value, timestamp)
-        self._check_open()
-        if timestamp < self._observed - self.history_retention_ms:
-            self.dropped_writes += 1
-            return NOT_PUT
-        if timestamp > self._observed:
-            self._advance(timestamp)
-        return self._do_put(key, value, timestamp)
 
     def _do_put(self, key: bytes, value: bytes | None, timestamp: int) -> int:
         entry = self._versions.get(key)
@@ -777,19 +665,6 @@ class InMemoryVersionedKeyValueStore:
             froms.insert(index, timestamp)
             values.insert(index, value)
         return froms[index + 1] if index + 1 < len(froms) else VALID_TO_UNDEFINED
-
-    def delete(self, key: bytes, timestamp: int) -> VersionedRecord | None:
-        if type(key) is not bytes or type(timestamp) is not int or timestamp < 0 or timestamp > _MAX_TS:
-            raise _bad_put(key, None, timestamp)
-        self._check_open()
-        if timestamp < self._observed - self.history_retention_ms:
-            self.dropped_writes += 1
-            return None
-        existing = self.get(key, timestamp)
-        if timestamp > self._observed:
-            self._advance(timestamp)
-        self._do_put(key, None, timestamp)
-        return existing
 
     def _retained_from(self, froms: list[int]) -> int:
         """Index of the oldest version still retained (its valid_to segment is live)."""
@@ -819,12 +694,7 @@ class InMemoryVersionedKeyValueStore:
     def get_versions(
         self, key: bytes, from_time: int | None = None, to_time: int | None = None, ascending: bool = False
     ) -> list[VersionedRecord]:
-        _check_key(key)
-        _check_time(from_time, "from_time")
-        _check_time(to_time, "to_time")
-        self._check_open()
-        lo = 0 if from_time is None else from_time
-        hi = _MAX_TS if to_time is None else to_time
+        lo, hi = self._version_range(key, from_time, to_time)
         entry = self._versions.get(key)
         if entry is None or lo > hi:
             return []
@@ -846,48 +716,9 @@ class InMemoryVersionedKeyValueStore:
 
     def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
         self._check_open()
-        applied = 0
-        for record in records:
-            key, value, ts = record.key, record.value, record.timestamp
-            if key is None:
-                continue
-            if (
-                type(key) is not bytes
-                or (value is not None and type(value) is not bytes)
-                or type(ts) is not int
-                or ts < 0
-            ):
-                raise InvalidRecordError(
-                    f"versioned changelog record at offset {record.offset} is invalid: "
-                    f"key={key!r:.60} value type={type(value).__name__} timestamp={ts!r}"
-                )
-            if ts < self._observed - self.history_retention_ms:
-                continue
-            self.put(key, value, ts)
-            applied += 1
-        return applied
+        return self._replay(records)
 
-    def enforce_retention(self, now_ms: int) -> RetentionResult:
-        self._check_open()
-        if isinstance(now_ms, bool) or not isinstance(now_ms, int) or now_ms < 0:
-            raise InvalidRecordError(f"enforce_retention needs now_ms as an int >= 0, got {now_ms!r}")
-        before = self._observed
-        old_live = set(self._segment_ids())
-        if now_ms > self._observed:
-            self._advance(now_ms)
-        interval = self.segment_interval_ms
-        dropped = sorted(s for s in old_live if s < self._min_live)
-        return RetentionResult(
-            now_ms=now_ms,
-            observed_stream_time_before=None if before == NO_TIMESTAMP else before,
-            observed_stream_time_after=None if self._observed == NO_TIMESTAMP else self._observed,
-            min_live_segment=self._min_live,
-            segments_dropped=tuple(SegmentInfo.of(s, interval) for s in dropped),
-            bytes_before=0,
-            bytes_after=0,
-        )
-
-    def _segment_ids(self) -> list[int]:
+    def _live_segment_ids(self) -> list[int]:
         """Segments the RocksDB store would hold rows in for the current versions."""
         interval = self.segment_interval_ms
         ids = set()
@@ -899,28 +730,8 @@ class InMemoryVersionedKeyValueStore:
         return sorted(ids)
 
     def stats(self) -> StoreStats:
-        interval = self.segment_interval_ms
-        return StoreStats(
-            store_type=self.store_type.value,
-            name=self.name,
-            path=None,
-            approximate_num_entries=sum(len(f) for f, _ in self._versions.values()),
-            bytes_on_disk=0,
-            observed_stream_time=None if self._observed == NO_TIMESTAMP else self._observed,
-            retention_ms=self.history_retention_ms,
-            segment_interval_ms=interval,
-            live_segments=tuple(SegmentInfo.of(s, interval) for s in self._segment_ids()),
-        )
-
-    def flush(self) -> None:
-        """Nothing to persist."""
+        return self._segment_stats(None, sum(len(f) for f, _ in self._versions.values()), 0)
 
     def close(self) -> None:
         self._versions.clear()
-        self._open = False
-
-    def __enter__(self) -> InMemoryVersionedKeyValueStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().close()
