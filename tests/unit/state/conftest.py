@@ -23,54 +23,45 @@ def impl(request):
     return request.param
 
 
-@pytest.fixture
-def make_kv(tmp_path, impl):
+def _fresh(tmp_path, kind):
+    return tmp_path / f"{kind}-{next(_counter)}"
+
+
+def _factory(impl, rocksdb, memory):
+    """Body of the make_* fixtures: ``make(*args)`` builds a store of the ``impl`` under test;
+    every store it built is closed after the test."""
     stores = []
 
-    def make():
-        if impl == "rocksdb":
-            store = RocksDBKeyValueStore(tmp_path / f"kv-{next(_counter)}")
-        else:
-            store = InMemoryKeyValueStore()
+    def make(*args, **kwargs):
+        store = (rocksdb if impl == "rocksdb" else memory)(*args, **kwargs)
         stores.append(store)
         return store
 
     yield make
     for store in stores:
         store.close()
+
+
+@pytest.fixture
+def make_kv(tmp_path, impl):
+    yield from _factory(impl, lambda: RocksDBKeyValueStore(_fresh(tmp_path, "kv")), InMemoryKeyValueStore)
 
 
 @pytest.fixture
 def make_session(tmp_path, impl):
-    stores = []
-
-    def make(retention):
-        if impl == "rocksdb":
-            store = RocksDBSessionStore(tmp_path / f"session-{next(_counter)}", retention)
-        else:
-            store = InMemorySessionStore(retention)
-        stores.append(store)
-        return store
-
-    yield make
-    for store in stores:
-        store.close()
+    yield from _factory(
+        impl, lambda retention: RocksDBSessionStore(_fresh(tmp_path, "session"), retention), InMemorySessionStore
+    )
 
 
 @pytest.fixture
 def make_versioned(tmp_path, impl):
-    stores = []
+    def rocksdb(history_retention, segment_interval=None):
+        return RocksDBVersionedKeyValueStore(
+            _fresh(tmp_path, "versioned"), history_retention, segment_interval=segment_interval
+        )
 
-    def make(history_retention, segment_interval=None):
-        if impl == "rocksdb":
-            store = RocksDBVersionedKeyValueStore(
-                tmp_path / f"versioned-{next(_counter)}", history_retention, segment_interval=segment_interval
-            )
-        else:
-            store = InMemoryVersionedKeyValueStore(history_retention, segment_interval=segment_interval)
-        stores.append(store)
-        return store
+    def memory(history_retention, segment_interval=None):
+        return InMemoryVersionedKeyValueStore(history_retention, segment_interval=segment_interval)
 
-    yield make
-    for store in stores:
-        store.close()
+    yield from _factory(impl, rocksdb, memory)
