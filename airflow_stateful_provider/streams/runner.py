@@ -3,7 +3,8 @@
     python -m airflow_stateful_provider.streams.runner \
         --topology package.module:function --config streams.json [--set key=value ...]
 
-``function()`` returns a Topology (or a StreamsBuilder). ``--events-file`` appends one
+``function()`` (or ``function(config)``, given the StreamsConfig, e.g. to read topic names
+from ``app_configs``) returns a Topology or a StreamsBuilder. ``--events-file`` appends one
 JSON line per restoration and standby event (restore start/batch/end/suspended, update
 start/batch/suspended), for tests and for following a restoration after the fact. The config file holds
 StreamsConfig values as JSON; ``--set`` overrides single values (JSON-parsed when
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import logging
 import signal
@@ -33,9 +35,9 @@ __all__ = ["EventFileListener", "load_topology", "load_config", "main"]
 log = logging.getLogger(__name__)
 
 
-def load_topology(reference: str) -> Topology:
-    """Import ``package.module:function`` and call it; it must return a Topology or a
-    StreamsBuilder."""
+def load_topology(reference: str, config: StreamsConfig | None = None) -> Topology:
+    """Import ``package.module:function`` and call it (with ``config`` when it takes one
+    argument); it must return a Topology or a StreamsBuilder."""
     module_name, sep, attribute = reference.partition(":")
     if not sep or not module_name or not attribute:
         raise TopologyError(f"topology reference must be 'package.module:function', got {reference!r}")
@@ -46,7 +48,11 @@ def load_topology(reference: str) -> Topology:
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise TopologyError(f"{reference!r}: module {module_name!r} has no callable {attribute!r}")
-    built = factory()
+    try:
+        wants_config = len(inspect.signature(factory).parameters) == 1
+    except (TypeError, ValueError):
+        wants_config = False
+    built = factory(config) if wants_config else factory()
     if hasattr(built, "build") and not isinstance(built, Topology):
         built = built.build()
     if not isinstance(built, Topology):
@@ -126,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("kafka").setLevel(logging.WARNING)
     try:
         config = load_config(args.config, args.set)
-        topology = load_topology(args.topology)
+        topology = load_topology(args.topology, config)
     except (ConfigError, TopologyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -139,3 +139,81 @@ def test_failover_to_the_standby_restores_at_most_its_lag_and_loses_nothing(boot
     assert all(counts[key] >= n for key, n in produced.items()), "a count is short: input was lost"
     uncommitted = sum(ends_in[p] - at_kill.get(p, 0) for p in ends_in)
     assert sum(counts.values()) - producer.total <= uncommitted
+
+
+def test_scale_out_warms_up_first_moves_actives_once_caught_up_and_keeps_other_tasks_running(
+        bootstrap_servers, tmp_path):
+    app = f"scaleout-{uuid.uuid4().hex[:8]}"
+    topic_in, topic_out = f"{app}-in", f"{app}-out"
+    create_topics(bootstrap_servers, {topic_in: 4, topic_out: 4})
+    settings = {"num_standby_replicas": 0, "acceptable_recovery_lag": 100, "max_warmup_replicas": 2,
+                "probing_rebalance_interval_ms": 60_000,
+                "app_configs": {"input": topic_in, "output": topic_out}}
+    topology = "tests.integration.topologies:configured_counts"
+    first = InstanceProcess(topology, instance_config(app, bootstrap_servers, tmp_path, "instance-0", **settings),
+                            tmp_path, "instance-0")
+    second = InstanceProcess(topology, instance_config(app, bootstrap_servers, tmp_path, "instance-1", **settings),
+                             tmp_path, "instance-1")
+    preload = SteadyProducer(bootstrap_servers, topic_in, total=20_000, per_second=20_000)
+    steady = SteadyProducer(bootstrap_servers, topic_in, total=100_000, per_second=400)
+    samples: list[tuple[float, dict[int, int]]] = []
+    try:
+        first.start()
+        preload.run()
+        wait_until(lambda: first.assert_alive() or
+                   sum(committed_offsets(bootstrap_servers, app, topic_in).values()) >= 20_000,
+                   90, "the first instance to load 20k records", first.log_tail)
+        steady.start()
+        second.start()
+
+        def sample() -> None:
+            samples.append((time.monotonic(), committed_offsets(bootstrap_servers, app, topic_in)))
+
+        def warming_up() -> bool:
+            sample()
+            second.assert_alive()
+            status = fetch_application_status(bootstrap_servers, app)
+            summary = status.instance("instance-1") if any(i.instance_id == "instance-1" for i in status.instances) \
+                else None
+            return summary is not None and all(t.active and t.active.instance_id == "instance-0" for t in status.tasks) \
+                and any(s.instance_id == "instance-1" and s.warmup for t in status.tasks for s in t.standbys)
+        wait_until(warming_up, 60, "instance-1 to receive warmups while instance-0 keeps every active",
+                   second.log_tail, interval=0.5)
+
+        def moved() -> bool:
+            sample()
+            first.assert_alive()
+            second.assert_alive()
+            status = fetch_application_status(bootstrap_servers, app)
+            return any(t.active and t.active.instance_id == "instance-1" and t.state == "running"
+                       for t in status.tasks)
+        wait_until(moved, 120, "an active task to move to instance-1 at a probing rebalance",
+                   lambda: second.log_tail(30), interval=0.5)
+        status = fetch_application_status(bootstrap_servers, app)
+        moved_tasks = {t.task_id for t in status.tasks if t.active and t.active.instance_id == "instance-1"}
+        for _ in range(10):
+            sample()
+            time.sleep(0.5)
+    finally:
+        steady.total = steady.sent  # stop producing
+        first.ensure_stopped()
+        second.ensure_stopped()
+
+    # Warmups caught up before their tasks moved: promotion restored little, not the whole changelog.
+    changelog = f"{app}-counts-changelog"
+    for task in moved_tasks:
+        partition = int(task.split("_")[1])
+        events = [e for e in second.events() if e["topic"] == changelog and e["partition"] == partition]
+        assert any(e["event"] == "standby_start" for e in events), f"{task} moved without a warmup"
+        restored = sum(e["total"] for e in events if e["event"] == "restore_end")
+        assert restored <= 1_000, f"{task} restored {restored} records when it moved"
+    # Tasks that did not move kept processing throughout: no long stall in their commits.
+    stayed = [p for p in range(4) if f"0_{p}" not in moved_tasks]
+    for partition in stayed:
+        progress = [(at, offsets.get(partition, 0)) for at, offsets in samples]
+        longest, last_change = 0.0, progress[0][0]
+        for (at, value), (_, previous) in zip(progress[1:], progress):
+            if value != previous:
+                longest = max(longest, at - last_change)
+                last_change = at
+        assert longest < 10, f"task 0_{partition} stalled for {longest:.1f}s during the scale-out"

@@ -64,3 +64,8 @@ def regrouped_counts(input_topic: str, output_topic: str) -> StreamsBuilder:
 def failover_counts():
     """JSON values counted per key (topics failover-in -> failover-out)."""
     return json_counts("failover-in", "failover-out")
+
+
+def configured_counts(config):
+    """JSON values counted per key; topics from the config's ``app_configs`` ("input", "output")."""
+    return json_counts(config.app_configs["input"], config.app_configs["output"])
