@@ -341,3 +341,28 @@ def test_running_instance_is_visible_in_the_status_topic_until_it_stops(bootstra
         streams.close(timeout=30)
     with pytest.raises(UnknownApplicationError):
         fetch_application_status(bootstrap_servers, names["app"])  # the tombstone removed the only instance
+
+
+def test_static_member_restarting_within_the_session_timeout_keeps_its_tasks_without_a_rebalance(
+        bootstrap_servers, names, tmp_path):
+    create_topics(bootstrap_servers, {names["input"]: 2, names["output"]: 2})
+    produce(bootstrap_servers, names["input"], [(b"k%d" % i, b"{}") for i in range(20)])
+    cfg = config(bootstrap_servers, names, tmp_path, group_instance_id="node-a")
+
+    def generation_and_tasks(streams: KafkaStreams) -> tuple[int, list[str]]:
+        thread = streams.threads[0]
+        return thread.consumer.group_metadata().generation_id, sorted(str(t) for t in thread.tasks)
+
+    first = KafkaStreams(json_counts(names["input"], names["output"]), cfg)
+    run_until(first, lambda: first.state is KafkaStreamsState.RUNNING and len(first.threads[0].tasks) == 2,
+              "the first run to own both tasks")
+    before = generation_and_tasks(first)
+    first.close(timeout=30)  # a static member does not leave the group on close
+
+    second = KafkaStreams(json_counts(names["input"], names["output"]), cfg)
+    run_until(second, lambda: second.state is KafkaStreamsState.RUNNING and len(second.threads[0].tasks) == 2,
+              "the restarted instance to own both tasks")
+    try:
+        assert generation_and_tasks(second) == before  # same generation: the group did not rebalance
+    finally:
+        second.close(timeout=30)
