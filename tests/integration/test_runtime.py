@@ -80,11 +80,10 @@ def run_until(streams: KafkaStreams, condition, what: str, timeout: float = 60) 
         raise
 
 
-def test_restoration_applies_up_to_the_captured_end_offset_and_skips_null_keys(bootstrap_servers, names, tmp_path):
-    """SEMANTICS §2: checkpoint 5, end offset 10, records at 6, 7, 8 (null key), 9, 11 ->
-    the active restores 6, 7 and 9 and leaves 11 alone."""
+def semantics_2_changelog(bootstrap_servers: str, names: dict, tmp_path: Path):
+    """The SEMANTICS §2 example: a changelog with records at 0-9 (offset 8 has a null key)
+    and a checkpoint at 5, plus an opened state manager and a restore consumer."""
     cfg = config(bootstrap_servers, names, tmp_path)
-    topology = json_counts(names["input"], names["output"])
     changelog = f"{names['app']}-counts-changelog"
     create_topics(bootstrap_servers, {changelog: 1})
     value = (1).to_bytes(8, "big")
@@ -94,11 +93,19 @@ def test_restoration_applies_up_to_the_captured_end_offset_and_skips_null_keys(b
     task_id = TaskId(0, 0)
     os.makedirs(cfg.task_state_dir(task_id))
     OffsetCheckpoint.in_task_dir(cfg.task_state_dir(task_id)).write({(changelog, 0): 5})
-
-    manager = TaskStateManager(task_id, topology, cfg, record_collector=RecordCollector(producer=None, task_id=task_id))
+    manager = TaskStateManager(task_id, json_counts(names["input"], names["output"]), cfg,
+                               record_collector=RecordCollector(producer=None, task_id=task_id))
     manager.initialize()
     restore_consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
                                      auto_offset_reset="none")
+    return cfg, task_id, changelog, value, manager, restore_consumer
+
+
+def test_restoration_applies_up_to_the_captured_end_offset_and_skips_null_keys(bootstrap_servers, names, tmp_path):
+    """SEMANTICS §2: checkpoint 5, end offset 10, records at 6, 7, 8 (null key), 9, 11 ->
+    the active restores 6, 7 and 9 and leaves 11 alone."""
+    cfg, task_id, changelog, value, manager, restore_consumer = semantics_2_changelog(bootstrap_servers, names,
+                                                                                      tmp_path)
     listener = RecordingListener()
     reader = ChangelogReader(restore_consumer, listener)
     try:
@@ -134,21 +141,8 @@ def test_standby_applies_past_the_end_offset_and_a_promotion_restores_only_the_r
         bootstrap_servers, names, tmp_path):
     """SEMANTICS §2: a standby applies 6, 7, 9 and 11 and keeps going; promoted, it keeps
     its store and restores only what arrived since."""
-    cfg = config(bootstrap_servers, names, tmp_path)
-    topology = json_counts(names["input"], names["output"])
-    changelog = f"{names['app']}-counts-changelog"
-    create_topics(bootstrap_servers, {changelog: 1})
-    value = (1).to_bytes(8, "big")
-    records = [(f"k{i}".encode(), value) for i in range(10)]
-    records[8] = (None, value)
-    produce(bootstrap_servers, changelog, records)
-    task_id = TaskId(0, 0)
-    os.makedirs(cfg.task_state_dir(task_id))
-    OffsetCheckpoint.in_task_dir(cfg.task_state_dir(task_id)).write({(changelog, 0): 5})
-    manager = TaskStateManager(task_id, topology, cfg, record_collector=RecordCollector(producer=None, task_id=task_id))
-    manager.initialize()
-    restore_consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
-                                     auto_offset_reset="none")
+    cfg, task_id, changelog, value, manager, restore_consumer = semantics_2_changelog(bootstrap_servers, names,
+                                                                                      tmp_path)
     standby_events, restore_events = RecordingStandbyListener(), RecordingListener()
     reader = ChangelogReader(restore_consumer, restore_events, standby_events)
     try:

@@ -218,12 +218,7 @@ class Stores:
         history_retention: int | timedelta,
         segment_interval: int | timedelta | None = None,
     ) -> VersionedBytesStoreSupplier:
-        return VersionedBytesStoreSupplier(
-            name,
-            duration_ms(history_retention, "history_retention"),
-            None if segment_interval is None else duration_ms(segment_interval, "segment_interval"),
-            persistent=True,
-        )
+        return _versioned_supplier(name, history_retention, segment_interval, persistent=True)
 
     @staticmethod
     def in_memory_versioned_key_value_store(
@@ -231,12 +226,7 @@ class Stores:
         history_retention: int | timedelta,
         segment_interval: int | timedelta | None = None,
     ) -> VersionedBytesStoreSupplier:
-        return VersionedBytesStoreSupplier(
-            name,
-            duration_ms(history_retention, "history_retention"),
-            None if segment_interval is None else duration_ms(segment_interval, "segment_interval"),
-            persistent=False,
-        )
+        return _versioned_supplier(name, history_retention, segment_interval, persistent=False)
 
     @staticmethod
     def key_value_store_builder(
@@ -277,3 +267,13 @@ class Stores:
 def store_directory(task_dir: str, store_name: str) -> str:
     """Where a persistent store of a task lives: ``<task dir>/<store name>``."""
     return os.path.join(task_dir, store_name)
+
+
+def _versioned_supplier(name: str, history_retention: int | timedelta, segment_interval: int | timedelta | None,
+                        *, persistent: bool) -> VersionedBytesStoreSupplier:
+    return VersionedBytesStoreSupplier(
+        name,
+        duration_ms(history_retention, "history_retention"),
+        None if segment_interval is None else duration_ms(segment_interval, "segment_interval"),
+        persistent=persistent,
+    )
