@@ -90,6 +90,9 @@ def test_failover_to_the_standby_restores_at_most_its_lag_and_loses_nothing(boot
                        if t.role == "standby" for c in t.changelogs) and \
                 sum(1 for doc in documents.values() for t in doc.tasks if t.role == "standby") == 4
         wait_until(standbys_following, 30, "every standby applying its changelog")
+        snapshot = fetch_application_status(bootstrap_servers, app)
+        lags = {t.task_id: [(s.lag, s.lag_basis) for s in t.standbys] for t in snapshot.tasks}
+        assert all(len(v) == 1 and v[0][1] == "live" and 0 <= v[0][0] < 2_000 for v in lags.values()), lags
 
         task = "0_0"
         changelog = f"{app}-counts-changelog"
