@@ -13,7 +13,11 @@ Invariants:
 - a flush writes entries in the order they were last touched, each with the timestamp of
   the record that last touched it (so changelog records carry the same timestamps as
   without caching), then calls the flush listener with (session, new value, old value);
-- removal of a session the store never had is dropped at flush (nothing to retract);
+- removal of a session the store never had is dropped (nothing to retract). The cache
+  knows a session is absent from the store, without a lookup, when it is put right after
+  a ``find_sessions`` over a range containing it that did not return it from the store
+  (what every session merge does); such a session, removed before a flush, just leaves
+  the cache. Otherwise the flush asks the store;
 - ``statestore_cache_max_bytes`` = 0 disables caching (every write goes through at once).
 """
 
@@ -33,6 +37,9 @@ SessionFlushListener = Callable[[SessionKey, "bytes | None", "bytes | None"], No
 #: Bookkeeping bytes counted per entry besides its key and value (Kafka counts ~ 64 too).
 _ENTRY_OVERHEAD = 64
 
+# What the cache knows about the store's copy of a cached session.
+_UNKNOWN, _IN_STORE, _NOT_IN_STORE = 0, 1, 2
+
 
 class CachingSessionStore:
     """Write-back cache over a (changelogging) byte session store."""
@@ -43,8 +50,11 @@ class CachingSessionStore:
         self.max_bytes = max_bytes
         self._record_timestamp = record_timestamp
         self._set_record_timestamp = set_record_timestamp
-        #: session -> (aggregate bytes or None for a removal, timestamp of the last write)
-        self._dirty: OrderedDict[SessionKey, tuple[bytes | None, int]] = OrderedDict()
+        #: session -> (aggregate bytes or None for a removal, timestamp of the last write,
+        #: whether the store has the session)
+        self._dirty: OrderedDict[SessionKey, tuple[bytes | None, int, int]] = OrderedDict()
+        #: The last find_sessions: key, range, and the sessions the store returned.
+        self._last_find: tuple[bytes, int, int, frozenset[SessionKey]] | None = None
         #: record key -> its sessions in ``_dirty`` (find_sessions merges them with the store)
         self._by_key: dict[bytes, set[SessionKey]] = {}
         self._bytes = 0
@@ -72,24 +82,38 @@ class CachingSessionStore:
         previous = self._dirty.pop(session, None)
         if previous is not None:
             self._bytes -= _size(session, previous[0])
-        self._dirty[session] = (value, self._record_timestamp())
+            in_store = previous[2]
+        else:
+            in_store = self._store_has(session)
+        if value is None and in_store == _NOT_IN_STORE:
+            self._forget_key(session)  # created and removed between two flushes
+            return
+        self._dirty[session] = (value, self._record_timestamp(), in_store)
         self._by_key.setdefault(session.key, set()).add(session)
         self._bytes += _size(session, value)
         if self._bytes > self.max_bytes:
             self._evict()
 
+    def _store_has(self, session: SessionKey) -> int:
+        last = self._last_find
+        if last is None or last[0] != session.key or session.end < last[1] or session.start > last[2]:
+            return _UNKNOWN
+        return _IN_STORE if session in last[3] else _NOT_IN_STORE
+
     def _evict(self) -> None:
         """Write through the least recently touched entries until under 90 % of the budget."""
         target = self.max_bytes * 0.9
         while self._dirty and self._bytes > target:
-            session, (value, timestamp) = self._dirty.popitem(last=False)
+            session, (value, timestamp, in_store) = self._dirty.popitem(last=False)
             self._forget(session, value)
-            self._write_through(session, value, timestamp)
+            self._write_through(session, value, timestamp, in_store)
 
     # ------------------------------------------------------------------ reads
 
     def find_sessions(self, key: bytes, earliest_session_end: int, latest_session_start: int) -> list:
         stored = self.inner.find_sessions(key, earliest_session_end, latest_session_start)
+        self._last_find = (key, earliest_session_end, latest_session_start,
+                           frozenset(session for session, _ in stored))
         cached = self._by_key.get(key)
         if not cached:
             return stored
@@ -125,8 +149,9 @@ class CachingSessionStore:
     def flush_cache(self) -> int:
         """Write every cached entry through, in order of last touch; returns how many."""
         entries, self._dirty, self._by_key, self._bytes = self._dirty, OrderedDict(), {}, 0
-        for session, (value, timestamp) in entries.items():
-            self._write_through(session, value, timestamp)
+        self._last_find = None
+        for session, (value, timestamp, in_store) in entries.items():
+            self._write_through(session, value, timestamp, in_store)
         return len(entries)
 
     def flush(self) -> None:
@@ -139,20 +164,25 @@ class CachingSessionStore:
         self._dirty.clear()
         self._by_key.clear()
         self._bytes = 0
+        self._last_find = None
         self.inner.close()
 
     def _forget(self, session: SessionKey, value: bytes | None) -> None:
         self._bytes -= _size(session, value)
+        self._forget_key(session)
+
+    def _forget_key(self, session: SessionKey) -> None:
         sessions = self._by_key.get(session.key)
         if sessions is not None:
             sessions.discard(session)
             if not sessions:
                 del self._by_key[session.key]
 
-    def _write_through(self, session: SessionKey, value: bytes | None, timestamp: int) -> None:
+    def _write_through(self, session: SessionKey, value: bytes | None, timestamp: int, in_store: int) -> None:
+        self._last_find = None  # the store changes: what the last find saw no longer holds
         old = None
         if value is None:
-            old = self.inner.fetch_session(session.key, session.start, session.end)
+            old = None if in_store == _NOT_IN_STORE else self.inner.fetch_session(session.key, session.start, session.end)
             if old is None:
                 return  # created and removed between two flushes: nothing to retract
         self._set_record_timestamp(timestamp)

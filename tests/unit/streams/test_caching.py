@@ -91,3 +91,47 @@ def test_close_without_flush_writes_nothing():
     store.put(SessionKey(b"a", 0, 0), b"v")
     store.close()
     assert len(changelog) == 0 and flushed == []
+
+
+class CountingStore:
+    """Wraps a session store and counts fetch_session calls."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.fetches = 0
+
+    def fetch_session(self, *args):
+        self.fetches += 1
+        return self.inner.fetch_session(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_session_merged_away_before_any_flush_leaves_the_cache_without_a_store_lookup():
+    store, inner, changelog, clock, flushed = cached_store()
+    counting = CountingStore(inner)
+    store.inner = counting
+    for ts in (0, 5, 9):  # what a session aggregation does for a@0, a@5, a@9
+        found = store.find_sessions(b"a", ts - 300, ts + 300)
+        for session, _ in found:
+            store.remove(session)
+        store.put(SessionKey(b"a", 0, ts), b"agg")
+    assert list(store._dirty) == [SessionKey(b"a", 0, 9)]
+    store.flush_cache()
+    assert counting.fetches == 0 and len(changelog) == 1
+
+
+def test_a_session_evicted_between_find_and_removal_is_still_retracted():
+    store, inner, changelog, clock, flushed = cached_store(max_bytes=10_000)
+    store.put(SessionKey(b"a", 0, 0), b"x")
+    store.put(SessionKey(b"a", 1, 1), b"y")
+    found = store.find_sessions(b"a", 0, 10)  # both from the cache, none from the store
+    assert [s for s, _ in found] == [SessionKey(b"a", 0, 0), SessionKey(b"a", 1, 1)]
+    store.max_bytes = 150  # the next write evicts the oldest entry, [0,0], into the store
+    store.remove(SessionKey(b"a", 1, 1))
+    assert inner.fetch_session(b"a", 0, 0) == b"x"
+    store.remove(SessionKey(b"a", 0, 0))
+    store.flush_cache()
+    assert inner.fetch(b"a") == []
+    assert (SessionKey(b"a", 0, 0), None, b"x") in flushed
