@@ -168,6 +168,24 @@ class AssignorContext:
             raise ConfigError(f"owned_partitions must be callable or None, got {self.owned_partitions!r}")
 
 
+#: Poll timeout while a consumer is rejoining its group (see :func:`group_rejoining`).
+REBALANCE_POLL_MS = 2_000
+
+
+def group_rejoining(consumer: Any) -> bool:
+    """Whether ``consumer`` must (re)join its group: poll it with REBALANCE_POLL_MS then.
+
+    kafka-python 3.0.12 drops the result of a JoinGroup/SyncGroup round trip that completes
+    after a short ``poll()`` returned: the next poll finds the finished join task and sends
+    a new JoinGroup. When the leader's assignment takes longer than the members' poll
+    timeout (it fetches changelog end offsets), a group of busy members rebalances forever.
+    A poll long enough for the round trip avoids it.
+    """
+    coordinator = getattr(consumer, "_coordinator", None)
+    need_rejoin = getattr(coordinator, "need_rejoin", None)
+    return bool(need_rejoin()) if callable(need_rejoin) else False
+
+
 def request_rebalance(consumer: Any) -> None:
     """Make ``consumer`` rejoin its group at its next ``poll()``: a probing rebalance at the
     time an AssignmentInfo asked for, or the immediate follow-up of a cooperative move.

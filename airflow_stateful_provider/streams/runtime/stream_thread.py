@@ -37,8 +37,10 @@ from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 
 from airflow_stateful_provider.streams.assignment.assignment_info import AssignmentInfo, AssignorError
 from airflow_stateful_provider.streams.assignment.streams_partition_assignor import (
+    REBALANCE_POLL_MS,
     AssignorContext,
     StreamsPartitionAssignor,
+    group_rejoining,
     request_rebalance,
 )
 from airflow_stateful_provider.streams.config import StreamsConfig
@@ -64,11 +66,6 @@ log = logging.getLogger(__name__)
 RECORDS_PER_TASK_ITERATION = 1000
 #: Longest poll while there is nothing to process or restore.
 IDLE_POLL_MS = 100
-#: Poll timeout while the group is rebalancing. kafka-python 3.0.12 drops the result of a
-#: JoinGroup/SyncGroup round trip that completes after a short poll returned (the next
-#: poll finds the finished join task and sends a new JoinGroup), so a busy thread polling
-#: with timeout 0 could rebalance forever; a poll long enough for the round trip avoids it.
-REBALANCE_POLL_MS = 2_000
 
 
 class StreamThreadState(enum.Enum):
@@ -242,7 +239,7 @@ class StreamThread(threading.Thread):
         busy = self._has_work()
         # An idle thread with standbys splits its wait between the two consumers.
         idle_wait = IDLE_POLL_MS // 2 if reader.standby_tasks else IDLE_POLL_MS
-        timeout = REBALANCE_POLL_MS if self._group_rejoining() else (0 if busy else idle_wait)
+        timeout = REBALANCE_POLL_MS if group_rejoining(self.consumer) else (0 if busy else idle_wait)
         fetched = self.consumer.poll(timeout_ms=timeout, max_records=self.config.buffered_records_per_partition)
         if self._pending_assignment is not None:
             info, self._pending_assignment = self._pending_assignment, None
@@ -265,12 +262,6 @@ class StreamThread(threading.Thread):
         self._resume_drained_partitions()
         if self.state is StreamThreadState.PARTITIONS_ASSIGNED and not reader.restoring_tasks:
             self._set_state(StreamThreadState.RUNNING)
-
-    def _group_rejoining(self) -> bool:
-        """Whether the consumer must (re)join the group (see REBALANCE_POLL_MS)."""
-        coordinator = getattr(self.consumer, "_coordinator", None)
-        need_rejoin = getattr(coordinator, "need_rejoin", None)
-        return bool(need_rejoin()) if callable(need_rejoin) else False
 
     # ------------------------------------------------------------------ input
 
