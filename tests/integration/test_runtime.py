@@ -3,14 +3,17 @@ poison records under each deserialization handler, and healing an out-of-range c
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import socket
 import uuid
 from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
+from airflow_stateful_provider.cli import main as cli_main
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.runtime.changelog_reader import ChangelogReader
 from airflow_stateful_provider.streams.runtime.kafka_streams import KafkaStreams, KafkaStreamsState
@@ -331,10 +334,22 @@ def test_running_instance_is_visible_in_the_status_topic_until_it_stops(bootstra
             ("instance-0", 3, "RUNNING", False)
         table = render_status_table(status)
         assert "0_0" in table and "instance-0" in table
+        # The on-call command shows the same.
+        out = io.StringIO()
+        assert cli_main(["status", names["app"], "--bootstrap-servers", bootstrap_servers], out=out) == 0
+        assert "0_0" in out.getvalue() and "instance-0" in out.getvalue()
+        out = io.StringIO()
+        assert cli_main(["status", names["app"], "--bootstrap-servers", bootstrap_servers, "--json"], out=out) == 0
+        assert {t["task_id"] for t in json.loads(out.getvalue())["tasks"]} == {"0_0", "0_1"}
     finally:
         streams.close(timeout=30)
     with pytest.raises(UnknownApplicationError):
         fetch_application_status(bootstrap_servers, names["app"])  # the tombstone removed the only instance
+    assert cli_main(["status", names["app"], "--bootstrap-servers", bootstrap_servers], out=io.StringIO()) == 1
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        unused = f"127.0.0.1:{probe.getsockname()[1]}"
+    assert cli_main(["status", names["app"], "--bootstrap-servers", unused], out=io.StringIO()) == 2
 
 
 def test_static_member_restarting_within_the_session_timeout_keeps_its_tasks_without_a_rebalance(

@@ -1,0 +1,70 @@
+"""``stateful-streams stores``: store directories inspected read-only, bad ones reported."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from airflow_stateful_provider.cli import main
+from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
+from airflow_stateful_provider.streams.state.metadata import METADATA_FILE_NAME
+from airflow_stateful_provider.streams.state.session import RocksDBSessionStore, SessionKey
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def make_state_dir(root):
+    app = root / "app"
+    kv = RocksDBKeyValueStore(app / "0_0" / "counts", name="counts")
+    for i in range(50):
+        kv.put(b"k%d" % i, b"v")
+    kv.close()
+    sessions = RocksDBSessionStore(app / "1_0" / "clicks", 300_000, name="clicks", inactivity_gap=300_000)
+    sessions.put(SessionKey(b"user", 1_000, 2_000), b"\x00" * 8)
+    sessions.close()
+    return root
+
+
+def test_lists_every_store_with_type_and_time(tmp_path):
+    code, out = run("stores", str(make_state_dir(tmp_path)))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["store", "type"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert rows["app/0_0/counts"][1] == "keyvalue"
+    assert rows["app/1_0/clicks"][1] == "session"
+    assert "5 min" in " ".join(rows["app/1_0/clicks"])  # the retention
+    assert "1970-01-01 00:00:02 UTC" in " ".join(rows["app/1_0/clicks"])  # observed stream time
+
+
+def test_json_output_and_a_store_open_for_writing(tmp_path):
+    state_dir = make_state_dir(tmp_path)
+    writer = RocksDBKeyValueStore(state_dir / "app" / "0_0" / "counts", name="counts")  # the "running" app
+    try:
+        code, out = run("stores", str(state_dir), "--json")
+    finally:
+        writer.close()
+    assert code == 0
+    rows = {row["path"]: row for row in json.loads(out)}
+    assert rows["app/0_0/counts"]["type"] == "keyvalue" and rows["app/0_0/counts"]["bytes_on_disk"] > 0
+    assert rows["app/1_0/clicks"]["observed_stream_time"] == 2_000
+
+
+def test_a_corrupt_store_is_reported_and_the_others_still_listed(tmp_path):
+    state_dir = make_state_dir(tmp_path)
+    metadata = state_dir / "app" / "0_0" / "counts" / METADATA_FILE_NAME
+    metadata.write_text(json.dumps({**json.loads(metadata.read_text()), "format_version": 99}))
+    code, out = run("stores", str(state_dir))
+    assert code == 1
+    assert "ERROR" in out and "99" in out
+    assert "app/1_0/clicks" in out
+
+
+def test_missing_state_dir_is_an_error(tmp_path, capsys):
+    code, _ = run("stores", str(tmp_path / "nope"))
+    assert code == 1
+    assert "does not exist" in capsys.readouterr().err
