@@ -147,7 +147,7 @@ def env(bootstrap_servers):
 
     def fetch_end_offsets(partitions):
         fetches.append(len(partitions))
-        return end_offsets_client.end_offsets(list(partitions))
+        return end_offsets_client.end_offsets(list(partitions), timeout_ms=3000)
 
     members: list[StreamThreadStandIn] = []
     yield {

@@ -114,7 +114,9 @@ class AssignorContext:
     - ``application_id``, ``topology``: to compute tasks and changelog topics.
     - ``fetch_end_offsets(partitions) -> {partition: end offset}``: live changelog end offsets
       (leader only). May raise or omit partitions: the leader then assigns without lags and
-      schedules a follow-up rebalance.
+      schedules a follow-up rebalance. Bound it (e.g. ``timeout_ms`` a few seconds): it blocks
+      the leader's IO thread, heartbeats included, so it must end well within
+      ``session_timeout_ms``.
     - ``on_assignment(info, partitions)``: called with the decoded AssignmentInfo and the
       member's full partition set after every rebalance (IO thread; record, don't block).
     - ``configs``: the high-availability assignor's settings (used when this member leads).
