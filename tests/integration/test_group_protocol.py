@@ -26,8 +26,10 @@ from airflow_stateful_provider.streams.assignment.assignment_configs import Assi
 from airflow_stateful_provider.streams.assignment.assignment_info import AssignmentInfo
 from airflow_stateful_provider.streams.assignment.lag import LATEST_OFFSET
 from airflow_stateful_provider.streams.assignment.streams_partition_assignor import (
+    REBALANCE_POLL_MS,
     AssignorContext,
     StreamsPartitionAssignor,
+    group_rejoining,
     request_rebalance,
 )
 from airflow_stateful_provider.streams.processor import Processor
@@ -116,7 +118,7 @@ class StreamThreadStandIn:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                self.consumer.poll(timeout_ms=100)
+                self.consumer.poll(timeout_ms=REBALANCE_POLL_MS if group_rejoining(self.consumer) else 100)
                 info = self.info
                 if info is not None and info.next_rebalance_ms >= 0:
                     key = (self.assignments, info.next_rebalance_ms)
