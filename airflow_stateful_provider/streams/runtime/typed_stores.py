@@ -141,7 +141,10 @@ class TypedSessionStore(_Typed):
 
     def find_sessions(self, key: Any, earliest_session_end: int, latest_session_start: int) -> list[KeyValue]:
         """Sessions of ``key`` with end >= earliest_session_end and start <= latest_session_start."""
-        return self._sessions(self.inner.find_sessions(self._key(key), earliest_session_end, latest_session_start))
+        rows = self.inner.find_sessions(self._key(key), earliest_session_end, latest_session_start)
+        vd = self._vd
+        # every row is of this very key: reuse it instead of deserializing it per session
+        return [KeyValue(Windowed(key, SessionWindow(s.start, s.end)), vd(agg)) for s, agg in rows]
 
     def backward_find_sessions(self, key: Any, earliest_session_end: int, latest_session_start: int) -> list[KeyValue]:
         return self._sessions(
