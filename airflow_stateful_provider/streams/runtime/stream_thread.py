@@ -64,6 +64,8 @@ log = logging.getLogger(__name__)
 
 #: Records a task processes before the thread turns to the next task, punctuation and commit.
 RECORDS_PER_TASK_ITERATION = 1000
+#: Bound of the group leader's changelog end-offset lookup (see _assignor_context).
+LEADER_END_OFFSETS_TIMEOUT_MS = 5_000
 #: Longest poll while there is nothing to process or restore.
 IDLE_POLL_MS = 100
 
@@ -428,7 +430,10 @@ class StreamThread(threading.Thread):
     def _assignor_context(self) -> AssignorContext:
         return AssignorContext(
             process_id=self.process_id, application_id=self.config.application_id, topology=self.topology,
-            fetch_end_offsets=lambda partitions: self.restore_consumer.end_offsets(list(partitions)),
+            # Runs on the consumer's IO thread (heartbeats wait): bounded well below the session
+            # timeout; on timeout the leader assigns by ownership and rebalances again later.
+            fetch_end_offsets=lambda partitions: self.restore_consumer.end_offsets(
+                list(partitions), timeout_ms=LEADER_END_OFFSETS_TIMEOUT_MS),
             on_assignment=self._on_assignment, configs=self.config.assignment_configs(),
             client_tags=self.config.client_tags, endpoint=self.config.application_server,
             previous_active_tasks=lambda: [t for t, task in list(self.tasks.items())
