@@ -6,8 +6,10 @@ changelog, and plain kafka-python reads the same changelog for comparison.
 
 Prints progress, then as its last line one JSON object:
   process_rps     input records / (first poll with records -> last commit)
-  restore_rps     changelog records restored / restoration time (listener start -> end)
-  raw_fetch_rps   changelog records / time for a bare KafkaConsumer to read them all
+  restore_rps     changelog records restored / restoration time (listener start -> end),
+                  best of three restorations into fresh state directories
+  raw_fetch_rps   changelog records / time for a bare KafkaConsumer to read them all,
+                  best of three
   restore_vs_raw  restore_rps / raw_fetch_rps
 
     python bench/sessionize.py [--events 1000000] [--users 10000]
@@ -134,29 +136,35 @@ def main() -> int:
         print(f"processed {expected} events in {process_seconds:.1f}s: {process_rps:,.0f} records/s", flush=True)
 
         changelog = "bench-sessionize-sessions-changelog"
-        timer = RestoreTimer()
-        restorer = KafkaStreams(topology(), config.with_overrides(state_dir=str(work / "state-b")))
-        restorer.set_global_state_restore_listener(timer)
-        restorer.start()
-        restorer.wait_for_state(KafkaStreamsState.RUNNING, timeout=600)
-        restorer.close(timeout=60)
-        restore_seconds = timer.ended - timer.started
-        restore_rps = timer.restored / restore_seconds
-        print(f"restored {timer.restored} changelog records in {restore_seconds:.1f}s: {restore_rps:,.0f} records/s")
+        # Restoring and fetching ~150k records take about a second each: best of three of
+        # each, so that one noisy second on a shared machine does not decide the ratio.
+        restore_rps, raw_fetch_rps = 0.0, 0.0
+        for attempt in range(3):
+            timer = RestoreTimer()
+            restorer = KafkaStreams(topology(), config.with_overrides(state_dir=str(work / f"state-b{attempt}")))
+            restorer.set_global_state_restore_listener(timer)
+            restorer.start()
+            restorer.wait_for_state(KafkaStreamsState.RUNNING, timeout=600)
+            restorer.close(timeout=60)
+            restore_seconds = timer.ended - timer.started
+            restore_rps = max(restore_rps, timer.restored / restore_seconds)
+            print(f"restored {timer.restored} changelog records in {restore_seconds:.2f}s: "
+                  f"{timer.restored / restore_seconds:,.0f} records/s", flush=True)
 
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10_000)
-        tps = [TopicPartition(changelog, p) for p in range(PARTITIONS)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)
-        fetched, t0 = 0, time.monotonic()
-        while any(consumer.position(tp) < ends[tp] for tp in tps):
-            fetched += sum(len(batch) for batch in consumer.poll(timeout_ms=500).values())
-        raw_seconds = time.monotonic() - t0
-        consumer.close()
+            consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10_000)
+            tps = [TopicPartition(changelog, p) for p in range(PARTITIONS)]
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            ends = consumer.end_offsets(tps)
+            fetched, t0 = 0, time.monotonic()
+            while any(consumer.position(tp) < ends[tp] for tp in tps):
+                fetched += sum(len(batch) for batch in consumer.poll(timeout_ms=500).values())
+            raw_seconds = time.monotonic() - t0
+            consumer.close()
+            raw_fetch_rps = max(raw_fetch_rps, fetched / raw_seconds)
+            print(f"raw fetch of {fetched} changelog records in {raw_seconds:.2f}s: "
+                  f"{fetched / raw_seconds:,.0f} records/s", flush=True)
         admin.close()
-        raw_fetch_rps = fetched / raw_seconds
-        print(f"raw fetch of {fetched} changelog records in {raw_seconds:.1f}s: {raw_fetch_rps:,.0f} records/s")
 
     result = {"events": args.events, "users": args.users, "process_rps": round(process_rps),
               "restore_rps": round(restore_rps), "raw_fetch_rps": round(raw_fetch_rps),
