@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -76,16 +77,79 @@ def status_or_none(bootstrap: str, app: str, **kwargs):
         return None
 
 
+class WedgedGroup(RuntimeError):
+    """An instance fell out of the consumer group but keeps running its old tasks: its
+    consumer lost a JoinGroup/SyncGroup result (seen with kafka-python 3.0.12 when the
+    stream thread's rebalance poll times out while the broker still holds the JoinGroup),
+    stops heartbeating, is evicted, and never rejoins. Its status document stays RUNNING
+    with an old generation. The round is retried once with a fresh application."""
+
+
+def generations(bootstrap: str, app: str) -> dict[str, int | None]:
+    try:
+        return {name: d.generation for name, d in read_status_documents(bootstrap, app).items()}
+    except Exception:  # noqa: BLE001 - nothing published yet, or a transient read error
+        return {}
+
+
+def wait_ready(bootstrap: str, app: str, instances: dict[str, InstanceProcess], standbys: int,
+               timeout: float = 120, wedged_after: float = 20) -> float:
+    """Wait for ``ready``; raise WedgedGroup when the instances report different group
+    generations for ``wedged_after`` seconds (a rebalance takes a few seconds, and the
+    session timeout evicts a silent member after 6)."""
+    started = time.monotonic()
+    differing_since: float | None = None
+    while not ready(bootstrap, app, instances, standbys):
+        now = time.monotonic()
+        seen = generations(bootstrap, app)
+        if len(set(seen.values())) > 1:
+            differing_since = differing_since or now
+            if now - differing_since > wedged_after:
+                raise WedgedGroup(f"generations {seen} for {now - differing_since:.0f}s:\n{group_view(bootstrap, app)}")
+        else:
+            differing_since = None
+        if now - started > timeout:
+            raise RuntimeError(f"timed out after {timeout}s waiting for both instances in one generation, every task "
+                               f"running on exactly one{' with a caught-up standby' if standbys else ''}\n"
+                               f"{group_view(bootstrap, app)}\n{instances['instance-0'].log_tail(15)}\n"
+                               f"{instances['instance-1'].log_tail(15)}")
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def group_view(bootstrap: str, app: str) -> str:
+    """One line per instance document: state, generation, tasks by role (for error messages)."""
+    try:
+        documents = read_status_documents(bootstrap, app)
+    except Exception as exc:  # noqa: BLE001
+        return f"(no status: {exc})"
+    return "\n".join(f"{name}: {d.state}, generation {d.generation}, "
+                     + ", ".join(f"{t.task_id} {t.role} {t.state}" for t in d.tasks) for name, d in documents.items())
+
+
 def ready(bootstrap: str, app: str, instances: dict[str, InstanceProcess], standbys: int) -> bool:
-    """Both instances hold actives, every task runs, and (standbys=1) each task has a
-    standby on the other instance with lag 0 against the live changelog end."""
+    """Both instances RUNNING in the same generation, each task active on exactly one of
+    them, both holding actives, and (standbys=1) each task with a standby on the other
+    instance at lag 0 against the live changelog end. The generation check matters: an
+    instance that dropped out of the group can keep publishing (and processing) its old
+    tasks, and must not be taken for a member."""
     for instance in instances.values():
         instance.check_alive()
-    status = status_or_none(bootstrap, app)
-    if status is None or len(status.tasks) != PARTITIONS:
+    try:
+        documents = read_status_documents(bootstrap, app)
+    except Exception:  # noqa: BLE001 - nothing published yet, or a transient read error
         return False
-    owners = {t.active.instance_id for t in status.tasks if t.active}
-    if owners != set(instances) or any(t.state != "running" for t in status.tasks):
+    if set(documents) != set(instances) or any(d.state != "RUNNING" for d in documents.values()):
+        return False
+    generations = {d.generation for d in documents.values()}
+    if len(generations) != 1 or None in generations:
+        return False
+    actives = sorted(t.task_id for d in documents.values() for t in d.tasks if t.role == "active")
+    if actives != [f"0_{p}" for p in range(PARTITIONS)] or \
+            any(not any(t.role == "active" for t in d.tasks) for d in documents.values()):
+        return False
+    status = status_or_none(bootstrap, app)
+    if status is None or any(t.state != "running" for t in status.tasks):
         return False
     if standbys:
         return all(len(t.standbys) == 1 and not t.standbys[0].warmup and t.standbys[0].lag == 0
@@ -105,8 +169,8 @@ def first_record_by(consumer: KafkaConsumer, survivor: str, after_ms: int, timeo
     raise RuntimeError(f"no record of {TASK} processed by {survivor} within {timeout}s of the kill")
 
 
-def run_round(bootstrap: str, work: Path, standbys: int, records: int, keys: int, rate: int) -> dict:
-    app = f"bench-failover-s{standbys}"
+def run_round(bootstrap: str, work: Path, standbys: int, keys: int, rate: int, attempt: int = 1) -> dict:
+    app = f"bench-failover-s{standbys}" + (f"-attempt{attempt}" if attempt > 1 else "")
     print(f"--- num_standby_replicas={standbys} (application {app})", flush=True)
     round_dir = work / app
     round_dir.mkdir()
@@ -126,9 +190,7 @@ def run_round(bootstrap: str, work: Path, standbys: int, records: int, keys: int
                    f"the {sum(ends.values())} input records to be processed",
                    lambda: instances["instance-0"].log_tail(15) + "\n" + instances["instance-1"].log_tail(15))
         print(f"processed {sum(ends.values())} input records in {time.monotonic() - started:.1f}s", flush=True)
-        what = "every task running" + (" with a caught-up standby on the other instance" if standbys else "")
-        waited = wait_until(lambda: ready(bootstrap, app, instances, standbys), 300, what,
-                            lambda: instances["instance-0"].log_tail(15) + "\n" + instances["instance-1"].log_tail(15))
+        waited = wait_ready(bootstrap, app, instances, standbys)
         print(f"ready {waited:.1f}s later", flush=True)
 
         producer = SteadyProducer(bootstrap, INPUT, rate, keys)
@@ -153,7 +215,10 @@ def run_round(bootstrap: str, work: Path, standbys: int, records: int, keys: int
         killed_ms = time.time_ns() // 1_000_000
         instances[owner].kill()
         changelog_end = offsets.ends(changelog)[0]
-        first = first_record_by(output, survivor, killed_ms, timeout=600)
+        try:
+            first = first_record_by(output, survivor, killed_ms, timeout=180)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}\n{group_view(bootstrap, app)}\n{instances[survivor].log_tail(30)}") from None
         failover_s = (first["at"] - killed_ms) / 1000
         print(f"first record of {TASK} processed by {survivor} {failover_s:.2f}s after the SIGKILL "
               f"(its key's count: {first['n']})", flush=True)
@@ -195,6 +260,7 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=1_000_000, help="input records loaded before the kill")
     parser.add_argument("--keys", type=int, default=1_000_000, help="distinct keys (the store holds this many)")
     parser.add_argument("--rate", type=int, default=1_000, help="steady input records/s around the kill")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, broker, state)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-failover-"))
     print(f"work directory {work}", flush=True)
@@ -206,8 +272,20 @@ def main() -> int:
         t0 = time.monotonic()
         produce_keys(bootstrap, INPUT, args.records, args.keys)
         print(f"produced {args.records} records over {args.keys} keys in {time.monotonic() - t0:.1f}s", flush=True)
-        rounds = {standbys: run_round(bootstrap, work, standbys, args.records, args.keys, args.rate)
-                  for standbys in (0, 1)}
+        rounds: dict[int, dict] = {}
+        wedged: list[str] = []
+        for standbys in (0, 1):
+            for attempt in (1, 2):
+                try:
+                    rounds[standbys] = run_round(bootstrap, work, standbys, args.keys, args.rate, attempt)
+                    break
+                except WedgedGroup as exc:
+                    print(f"WARNING: num_standby_replicas={standbys}: an instance dropped out of the group and "
+                          f"kept running its old tasks; {'retrying' if attempt == 1 else 'giving up'}\n{exc}",
+                          flush=True)
+                    wedged.append(f"num_standby_replicas={standbys} attempt {attempt}")
+                    if attempt == 2:
+                        raise
 
     without, with_ = rounds[0]["failover_s"], rounds[1]["failover_s"]
     target = SESSION_TIMEOUT_MS / 1000 + 2
@@ -217,7 +295,12 @@ def main() -> int:
     result = {"session_timeout_ms": SESSION_TIMEOUT_MS, "failover_s_no_standby": without,
               "failover_s_one_standby": with_, "ratio_without_over_with": round(without / with_, 2),
               "records_of_state": args.records, "keys": args.keys, "heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS,
-              "input_rate_per_s": args.rate, "no_standby": rounds[0], "one_standby": rounds[1], "machine": machine()}
+              "input_rate_per_s": args.rate, "no_standby": rounds[0], "one_standby": rounds[1],
+              "wedged_group_retries": wedged, "machine": machine()}
+    if not args.keep and not wedged:  # ~260 MB; kept (with the instance logs) when something went wrong
+        shutil.rmtree(work, ignore_errors=True)
+    elif wedged:
+        print(f"work directory (instance logs of the wedged attempts) kept: {work}")
     print(json.dumps(result))
     return 0
 

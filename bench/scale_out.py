@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import threading
@@ -43,7 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
 
-from airflow_stateful_provider.streams.runtime.status_publisher import fetch_application_status  # noqa: E402
+from airflow_stateful_provider.streams.runtime.status_publisher import (  # noqa: E402
+    fetch_application_status,
+    read_status_documents,
+)
 from bench.topologies import (  # noqa: E402
     STORE,
     InstanceProcess,
@@ -153,6 +157,7 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=400_000, help="input records loaded before the join")
     parser.add_argument("--keys", type=int, default=400_000, help="distinct keys (the store holds this many)")
     parser.add_argument("--rate", type=int, default=400, help="steady input records/s from before the join")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, broker, state)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-scale-out-"))
     print(f"work directory {work}", flush=True)
@@ -191,14 +196,27 @@ def main() -> int:
             print("instance-1 started (join)", flush=True)
 
             moved: set[str] = set()
+            differing_since: list[float] = []
 
             def some_active_moved() -> bool:
                 first.check_alive()
                 second.check_alive()
                 try:
+                    documents = read_status_documents(bootstrap, APP)
                     status = fetch_application_status(bootstrap, APP)
                 except Exception:  # noqa: BLE001 - transient read error
                     return False
+                # An instance whose consumer lost a join result drops out of the group for good but
+                # keeps publishing its old generation (see bench/failover.py WedgedGroup): say so.
+                seen = {name: d.generation for name, d in documents.items()}
+                if len(set(seen.values())) > 1:
+                    differing_since.append(time.monotonic())
+                    if differing_since[-1] - differing_since[0] > 20:
+                        raise RuntimeError(f"instances report different group generations {seen} for over 20 s: "
+                                           f"one dropped out of the group and did not rejoin\n"
+                                           f"{first.log_tail(10)}\n{second.log_tail(10)}")
+                else:
+                    differing_since.clear()
                 moved.update(t.task_id for t in status.tasks
                              if t.active and t.active.instance_id == "instance-1" and t.state == "running")
                 return bool(moved)
@@ -267,6 +285,8 @@ def main() -> int:
           f"{result['longest_gap_moved_s']}s; in processing (output stamps): unmoved "
           f"{result['longest_processing_gap_unmoved_s']}s, moved {result['longest_processing_gap_moved_s']}s; "
           f"warmup -> move {result['warmup_to_move_s']}s (caught up after {result['warmup_catch_up_s']}s)")
+    if not args.keep:  # ~60 MB; kept (with the instance logs) when something failed
+        shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(result))
     return 0
 
