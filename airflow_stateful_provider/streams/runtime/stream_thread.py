@@ -162,6 +162,8 @@ class StreamThread(threading.Thread):
         #: next assignment. A failed commit makes kafka-python rejoin, so retrying it
         #: before the rebalance completes would restart the rebalance again and again.
         self._commit_blocked = False
+        #: When commits started being refused (monotonic s); see _recover_if_outside_group.
+        self._commit_blocked_since: float | None = None
         self._revocation_tasks: list[StreamTask] = []
         self._paused: set[TopicPartition] = set()
         self._last_commit_ms = 0
@@ -316,8 +318,45 @@ class StreamThread(threading.Thread):
 
     # ------------------------------------------------------------------ commit
 
+    def _block_commits(self) -> None:
+        self._commit_blocked = True
+        if self._commit_blocked_since is None:
+            self._commit_blocked_since = time.monotonic()
+
+    def _recover_if_outside_group(self) -> None:
+        """A member whose commits stay refused for longer than the session timeout, with no
+        new assignment arriving, is no longer in the group: kafka-python 3.0.12 can finish a
+        join after the poll that started it gave up and then believe it needs no rejoin,
+        with heartbeats off. Its tasks belong to other members by now, so processing them
+        would duplicate output and write the same changelogs twice: drop them without
+        committing (their next owner reprocesses from the last commit) and rejoin."""
+        since = self._commit_blocked_since
+        limit = self.consumer.config.get("session_timeout_ms", 45_000) / 1000 + 5
+        if since is None or time.monotonic() - since < limit:
+            return
+        log.error("%s: commits refused for %.0f s without a new assignment: this member is outside its group; "
+                  "dropping its active tasks without committing and rejoining", self.name, time.monotonic() - since)
+        for task_id in sorted(self.tasks):
+            task = self.tasks.pop(task_id)
+            if task_id in self.changelog_reader.restoring_tasks:
+                self.changelog_reader.unregister(task_id)
+            task.close(clean=False)
+        # Rewind to the last commits and fetch nothing until the new assignment: if these
+        # partitions come back, their records since the commit are processed again, not skipped.
+        assigned = list(self.consumer.assignment())
+        for kafka_tp in assigned:
+            committed = self.consumer.committed(kafka_tp)
+            if committed is None or committed < 0:
+                self.consumer.seek_to_beginning(kafka_tp)
+            else:
+                self.consumer.seek(kafka_tp, committed)
+        self._pause([TopicPartition(tp.topic, tp.partition) for tp in assigned])
+        self._commit_blocked_since = time.monotonic()  # give the rejoin a full period
+        request_rebalance(self.consumer)
+
     def _maybe_commit(self, now: int) -> None:
         if self._commit_blocked:
+            self._recover_if_outside_group()
             return
         requested = any(t.commit_requested for t in self.tasks.values())
         if not requested and now - self._last_commit_ms < self.config.commit_interval_ms:
@@ -345,14 +384,14 @@ class StreamThread(threading.Thread):
             except RebalanceInProgressError:
                 # Cooperative rebalancing: tasks keep running meanwhile; commit after it.
                 log.info("%s: commit deferred until the rebalance completes", self.name)
-                self._commit_blocked = True
+                self._block_commits()
                 return None
             except (CommitFailedError, IllegalGenerationError, UnknownMemberIdError) as exc:
                 # This member's generation is gone (e.g. evicted): its tasks are about to be
                 # reported lost and their uncommitted records reprocessed by their next owner.
                 log.warning("%s: commit rejected by the group (%s); uncommitted records will be processed "
                             "again", self.name, type(exc).__name__)
-                self._commit_blocked = True
+                self._block_commits()
                 return None
             self.last_committed_at = time.monotonic()
             for tp, om in offsets.items():
@@ -446,6 +485,7 @@ class StreamThread(threading.Thread):
         """Assignor callback (consumer IO thread, inside poll): record it for the loop."""
         self._pending_assignment = info
         self._commit_blocked = False
+        self._commit_blocked_since = None
 
     def _task_offset_sums(self) -> dict[TaskId, int]:
         """Per task with state on this process: the sum of its changelog positions (next
