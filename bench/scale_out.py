@@ -50,13 +50,12 @@ from airflow_stateful_provider.streams.runtime.status_publisher import (  # noqa
 )
 from bench.topologies import (  # noqa: E402
     STORE,
-    InstanceProcess,
     OffsetReader,
     SteadyProducer,
     machine,
     produce_keys,
-    wait_until,
 )
+from tools.instances import InstanceProcess, wait_until  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
 
 PARTITIONS = 4

@@ -46,74 +46,10 @@ def marked_counts(config: StreamsConfig) -> Topology:
     return topology
 
 
-# ---------------------------------------------------------------------------- running instances
-# Shared by the benchmarks (kept here, not imported from tests/, so a benchmark does not break
-# when the integration-test helpers change).
+# ---------------------------------------------------------------------------- shared by the benchmarks
 
-import json  # noqa: E402
 import os  # noqa: E402
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
 import threading  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-class InstanceProcess:
-    """One ``python -m airflow_stateful_provider.streams.runner`` process with its log and
-    its restoration/standby events (``--events-file``) in ``work_dir``."""
-
-    def __init__(self, topology: str, config: dict[str, Any], work_dir: Path, name: str) -> None:
-        self.topology, self.config, self.work_dir, self.name = topology, config, Path(work_dir), name
-        self.log_path = self.work_dir / f"{name}.log"
-        self.events_path = self.work_dir / f"{name}.events.jsonl"
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> "InstanceProcess":
-        config_path = self.work_dir / f"{self.name}.json"
-        config_path.write_text(json.dumps(self.config))
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "airflow_stateful_provider.streams.runner", "--topology", self.topology,
-                 "--config", str(config_path), "--events-file", str(self.events_path)],
-                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
-        return self
-
-    def log_tail(self, lines: int = 40) -> str:
-        if not self.log_path.exists():
-            return "(no log)"
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def events(self) -> list[dict]:
-        if not self.events_path.exists():
-            return []
-        return [json.loads(line) for line in self.events_path.read_text().splitlines() if line.strip()]
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def check_alive(self) -> None:
-        if not self.alive():
-            raise RuntimeError(f"instance {self.name} exited with {self.process.returncode}:\n{self.log_tail()}")
-
-    def stop(self, timeout: float = 60) -> None:
-        """SIGTERM (clean close), then SIGKILL if it does not exit in time."""
-        if not self.alive():
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=30)
 
 
 class SteadyProducer(threading.Thread):
@@ -191,16 +127,6 @@ class OffsetReader:
     def close(self) -> None:
         self.admin.close()
         self.consumer.close()
-
-
-def wait_until(condition, timeout: float, what: str, on_timeout=lambda: "", interval: float = 0.5) -> float:
-    """Poll ``condition`` until true; returns the seconds waited, raises with context on timeout."""
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > timeout:
-            raise RuntimeError(f"timed out after {timeout}s waiting for {what}\n{on_timeout()}")
-        time.sleep(interval)
-    return time.monotonic() - started
 
 
 def machine() -> str:

@@ -34,7 +34,8 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
 )
 from airflow_stateful_provider.streams.processor import Processor
 from airflow_stateful_provider.streams.topology import TaskId, Topology
-from tests.integration.instances import create_topics, wait_until
+from tests.integration.instances import create_topics
+from tools.instances import wait_until
 
 pytestmark = pytest.mark.kafka
 

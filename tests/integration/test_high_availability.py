@@ -11,14 +11,8 @@ import pytest
 from kafka import KafkaProducer
 
 from airflow_stateful_provider.streams.runtime.status_publisher import fetch_application_status, read_status_documents
-from tests.integration.instances import (
-    InstanceProcess,
-    committed_offsets,
-    create_topics,
-    end_offsets,
-    read_all,
-    wait_until,
-)
+from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
+from tools.instances import InstanceProcess, wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -70,7 +64,7 @@ def test_failover_to_the_standby_restores_at_most_its_lag_and_loses_nothing(boot
 
         def balanced_with_standbys() -> bool:
             for instance in instances.values():
-                instance.assert_alive()
+                instance.check_alive()
             try:
                 status = fetch_application_status(bootstrap_servers, app)
             except Exception:  # noqa: BLE001 - not published yet
@@ -106,7 +100,7 @@ def test_failover_to_the_standby_restores_at_most_its_lag_and_loses_nothing(boot
         lag_bound = end_offsets(bootstrap_servers, changelog)[0] - standby_position
 
         def promoted() -> bool:
-            instances[survivor].assert_alive()
+            instances[survivor].check_alive()
             task_status = fetch_application_status(bootstrap_servers, app, stale_after_ms=2_000).task(task)
             return task_status.active is not None and task_status.active.instance_id == survivor \
                 and task_status.state == "running"
@@ -163,7 +157,7 @@ def test_scale_out_warms_up_first_moves_actives_once_caught_up_and_keeps_other_t
     try:
         first.start()
         preload.run()
-        wait_until(lambda: first.assert_alive() or
+        wait_until(lambda: first.check_alive() or
                    sum(committed_offsets(bootstrap_servers, app, topic_in).values()) >= 20_000,
                    90, "the first instance to load 20k records", first.log_tail)
         steady.start()
@@ -174,7 +168,7 @@ def test_scale_out_warms_up_first_moves_actives_once_caught_up_and_keeps_other_t
 
         def warming_up() -> bool:
             sample()
-            second.assert_alive()
+            second.check_alive()
             status = fetch_application_status(bootstrap_servers, app)
             summary = status.instance("instance-1") if any(i.instance_id == "instance-1" for i in status.instances) \
                 else None
@@ -185,8 +179,8 @@ def test_scale_out_warms_up_first_moves_actives_once_caught_up_and_keeps_other_t
 
         def moved() -> bool:
             sample()
-            first.assert_alive()
-            second.assert_alive()
+            first.check_alive()
+            second.check_alive()
             status = fetch_application_status(bootstrap_servers, app)
             return any(t.active and t.active.instance_id == "instance-1" and t.state == "running"
                        for t in status.tasks)

@@ -21,7 +21,8 @@ from airflow_stateful_provider.streams.runtime.record_collector import RecordCol
 from airflow_stateful_provider.streams.runtime.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.topology import TaskId
-from tests.integration.instances import committed_offsets, create_topics, read_all, wait_until
+from tests.integration.instances import committed_offsets, create_topics, read_all
+from tools.instances import wait_until
 from tests.integration.topologies import json_counts, regrouped_counts
 
 pytestmark = pytest.mark.kafka

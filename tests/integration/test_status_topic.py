@@ -22,7 +22,8 @@ from airflow_stateful_provider.streams.runtime.status_publisher import (
     fetch_application_status,
     read_status_documents,
 )
-from tests.integration.instances import create_topics, wait_until
+from tests.integration.instances import create_topics
+from tools.instances import wait_until
 
 pytestmark = pytest.mark.kafka
 

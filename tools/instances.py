@@ -1,0 +1,102 @@
+"""Streams instances as OS processes, for the integration tests and the benchmarks.
+
+Each instance is ``python -m airflow_stateful_provider.streams.runner`` with its config in
+``work_dir/<name>.json``, its log in ``<name>.log`` and its restoration and standby events
+in ``<name>.events.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class InstanceExitedError(AssertionError):
+    """The instance process ended while it was expected to run (its log tail included)."""
+
+
+class InstanceProcess:
+    """One streams instance process (see module docstring)."""
+
+    def __init__(self, topology: str, config: dict[str, Any], work_dir: Path, name: str) -> None:
+        self.topology = topology
+        self.config = config
+        self.work_dir = Path(work_dir)
+        self.name = name
+        self.log_path = self.work_dir / f"{name}.log"
+        self.events_path = self.work_dir / f"{name}.events.jsonl"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> InstanceProcess:
+        config_path = self.work_dir / f"{self.name}.json"
+        config_path.write_text(json.dumps(self.config))
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "airflow_stateful_provider.streams.runner", "--topology", self.topology,
+                 "--config", str(config_path), "--events-file", str(self.events_path)],
+                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
+        return self
+
+    def log_tail(self, lines: int = 60) -> str:
+        if not self.log_path.exists():
+            return "(no log)"
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def events(self) -> list[dict]:
+        """Restoration and standby events written so far (runner --events-file)."""
+        if not self.events_path.exists():
+            return []
+        return [json.loads(line) for line in self.events_path.read_text().splitlines() if line.strip()]
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def check_alive(self) -> None:
+        """Raise InstanceExitedError, with the log tail, if the process has ended."""
+        if not self.alive():
+            code = None if self.process is None else self.process.returncode
+            raise InstanceExitedError(f"instance {self.name} exited with {code}:\n{self.log_tail()}")
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM (the instance commits, checkpoints and leaves the group) and wait; a process
+        still running after ``timeout`` is killed and TimeoutError raised with its log tail."""
+        if not self.alive():
+            return self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=30)
+            raise TimeoutError(f"instance {self.name} did not stop within {timeout}s:\n{self.log_tail()}") from None
+
+    def ensure_stopped(self) -> None:
+        """Kill the process if it still runs (clean-up after a failure)."""
+        if self.alive():
+            self.kill()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str, on_timeout: Callable[[], str] = lambda: "",
+               interval: float = 0.25) -> float:
+    """Poll ``condition`` until true; returns the seconds waited. On timeout raises
+    AssertionError naming ``what`` with ``on_timeout()``'s context."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{on_timeout()}")
+        time.sleep(interval)
+    return time.monotonic() - started
