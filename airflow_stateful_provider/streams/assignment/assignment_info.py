@@ -26,8 +26,8 @@ from airflow_stateful_provider.streams.assignment.group_protocol import (
     LATEST_SUPPORTED_VERSION,
     ProtocolReader,
     ProtocolWriter,
-    check_version,
-    peek_versions,
+    decode_message,
+    encode_message,
 )
 from airflow_stateful_provider.streams.errors import GroupProtocolError
 from airflow_stateful_provider.streams.topology import TaskId
@@ -177,28 +177,14 @@ class AssignmentInfo:
 
     def encode(self) -> bytes:
         """The bytes of :attr:`version` (which must be one this build can write)."""
-        encoder = _ENCODERS.get(self.version)
-        if encoder is None:
-            raise GroupProtocolError(
-                f"cannot encode AssignmentInfo version {self.version}; this build writes {sorted(_ENCODERS)}"
-            )
-        writer = ProtocolWriter()
-        writer.header(self.version, self.latest_supported_version)
-        encoder(self, writer)
-        return writer.to_bytes()
+        return encode_message(self, _ENCODERS)
 
     @classmethod
     def decode(cls, data: bytes) -> AssignmentInfo:
         """Decode any version this build knows; a newer one raises
         :class:`~airflow_stateful_provider.streams.errors.UnsupportedGroupProtocolVersionError`
         naming both versions, garbage raises :class:`GroupProtocolError`."""
-        used, latest = peek_versions(data, "assignment data")
-        check_version(used, latest, "assignment data", _DECODERS)
-        reader = ProtocolReader(data, f"assignment data (version {used})")
-        reader.skip_header()
-        info = _DECODERS[used](reader, used, latest)
-        reader.expect_end()
-        return info
+        return decode_message(data, "assignment data", _DECODERS)
 
 
 def _encode_v1(info: AssignmentInfo, w: ProtocolWriter) -> None:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
 
 from kafka.structs import TopicPartition
 
@@ -33,6 +34,8 @@ __all__ = [
     "ProtocolReader",
     "ProtocolWriter",
     "check_version",
+    "decode_message",
+    "encode_message",
     "peek_versions",
 ]
 
@@ -260,3 +263,30 @@ def check_version(used_version: int, latest_supported_version: int, what: str, k
         f"{what} has version {used_version}, which this member cannot read (it reads "
         f"{sorted(known_versions)})"
     )
+
+
+def encode_message(message: Any, encoders: Mapping[int, Callable[[Any, ProtocolWriter], None]]) -> bytes:
+    """The header, then the body written by ``encoders[message.version]`` (a message's
+    table of versions it can write)."""
+    encoder = encoders.get(message.version)
+    if encoder is None:
+        raise GroupProtocolError(
+            f"cannot encode {type(message).__name__} version {message.version}; this build writes {sorted(encoders)}"
+        )
+    writer = ProtocolWriter()
+    writer.header(message.version, message.latest_supported_version)
+    encoder(message, writer)
+    return writer.to_bytes()
+
+
+def decode_message(data: bytes, what: str, decoders: Mapping[int, Callable[[ProtocolReader, int, int], Any]]) -> Any:
+    """Decode any version in ``decoders``; a newer one raises
+    :class:`~airflow_stateful_provider.streams.errors.UnsupportedGroupProtocolVersionError`
+    naming both versions, garbage raises :class:`GroupProtocolError` naming ``what``."""
+    used, latest = peek_versions(data, what)
+    check_version(used, latest, what, decoders)
+    reader = ProtocolReader(data, f"{what} (version {used})")
+    reader.skip_header()
+    message = decoders[used](reader, used, latest)
+    reader.expect_end()
+    return message

@@ -23,8 +23,8 @@ from airflow_stateful_provider.streams.assignment.group_protocol import (
     LATEST_SUPPORTED_VERSION,
     ProtocolReader,
     ProtocolWriter,
-    check_version,
-    peek_versions,
+    decode_message,
+    encode_message,
 )
 from airflow_stateful_provider.streams.assignment.lag import LATEST_OFFSET, UNKNOWN_OFFSET_SUM
 from airflow_stateful_provider.streams.errors import GroupProtocolError
@@ -132,28 +132,14 @@ class SubscriptionInfo:
 
     def encode(self) -> bytes:
         """The bytes of :attr:`version` (which must be one this build can write)."""
-        encoder = _ENCODERS.get(self.version)
-        if encoder is None:
-            raise GroupProtocolError(
-                f"cannot encode SubscriptionInfo version {self.version}; this build writes {sorted(_ENCODERS)}"
-            )
-        writer = ProtocolWriter()
-        writer.header(self.version, self.latest_supported_version)
-        encoder(self, writer)
-        return writer.to_bytes()
+        return encode_message(self, _ENCODERS)
 
     @classmethod
     def decode(cls, data: bytes) -> SubscriptionInfo:
         """Decode any version this build knows; a newer one raises
         :class:`~airflow_stateful_provider.streams.errors.UnsupportedGroupProtocolVersionError`
         naming both versions, garbage raises :class:`GroupProtocolError`."""
-        used, latest = peek_versions(data, "subscription data")
-        check_version(used, latest, "subscription data", _DECODERS)
-        reader = ProtocolReader(data, f"subscription data (version {used})")
-        reader.skip_header()
-        info = _DECODERS[used](reader, used, latest)
-        reader.expect_end()
-        return info
+        return decode_message(data, "subscription data", _DECODERS)
 
 
 def _encode_v1(info: SubscriptionInfo, w: ProtocolWriter) -> None:
