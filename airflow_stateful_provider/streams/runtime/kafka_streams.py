@@ -29,6 +29,10 @@ from typing import Any
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, IllegalStateError, StreamsError
 from airflow_stateful_provider.streams.runtime.changelog_reader import StandbyUpdateListener, StateRestoreListener
+from airflow_stateful_provider.streams.runtime.deserialization import (
+    DeadLetterQueueExceptionHandler,
+    deserialization_handler_from_config,
+)
 from airflow_stateful_provider.streams.runtime.internal_topics import InternalTopic, internal_topics
 from airflow_stateful_provider.streams.runtime.topic_manager import InternalTopicManager, fetch_partition_counts
 from airflow_stateful_provider.streams.runtime.status_publisher import (
@@ -236,10 +240,8 @@ class KafkaStreams:
             admin.close()
 
     def _dead_letter_topic(self) -> str | None:
-        handler = self.config.deserialization_exception_handler
-        if isinstance(handler, str) and handler.startswith("dead_letter:"):
-            return handler.split(":", 1)[1]
-        return None
+        handler = deserialization_handler_from_config(self.config.deserialization_exception_handler)
+        return handler.topic if isinstance(handler, DeadLetterQueueExceptionHandler) else None
 
     def close(self, timeout: float | None = None) -> bool:
         """Stop every stream thread cleanly (commit, checkpoint, leave the group).
@@ -313,9 +315,3 @@ class KafkaStreams:
         punctuated, dropped records by reason)."""
         return {str(task_id): task.metrics.as_dict()
                 for thread in self.threads for task_id, task in sorted(thread.tasks.items())}
-
-    @property
-    def metadata(self) -> dict[str, Any]:
-        """Which tasks each thread runs and in what state (for logs and status)."""
-        return {thread.name: {str(task_id): task.state.value for task_id, task in sorted(thread.tasks.items())}
-                for thread in self.threads}

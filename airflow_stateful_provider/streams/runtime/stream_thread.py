@@ -240,7 +240,7 @@ class StreamThread(threading.Thread):
     def run_once(self) -> None:
         """One iteration of the loop (see module docstring)."""
         reader = self.changelog_reader
-        busy = self._has_work()
+        busy = bool(reader.restoring_tasks) or self._has_processable()
         # An idle thread with standbys splits its wait between the two consumers.
         idle_wait = IDLE_POLL_MS // 2 if reader.standby_tasks else IDLE_POLL_MS
         timeout = REBALANCE_POLL_MS if group_rejoining(self.consumer) else (0 if busy else idle_wait)
@@ -301,9 +301,6 @@ class StreamThread(threading.Thread):
     def _has_processable(self) -> bool:
         now = self.wall_clock_ms()
         return any(t.is_processable(now) for t in self._running_tasks())
-
-    def _has_work(self) -> bool:
-        return bool(self.changelog_reader.restoring_tasks) or self._has_processable()
 
     def _process(self) -> int:
         total = 0
