@@ -36,6 +36,7 @@ from airflow_stateful_provider.streams.config import StreamsConfig  # noqa: E402
 from airflow_stateful_provider.streams.dsl import Consumed, Materialized, Produced, StreamsBuilder  # noqa: E402
 from airflow_stateful_provider.streams.runtime.kafka_streams import KafkaStreams, KafkaStreamsState  # noqa: E402
 from airflow_stateful_provider.streams.windows import SessionWindows  # noqa: E402
+from tools.instances import committed_offsets  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
 
 GAP_MS = 300_000
@@ -75,18 +76,6 @@ def produce_events(bootstrap: str, events: int, users: int) -> None:
     producer.close()
 
 
-def committed_total(admin: KafkaAdminClient, group: str) -> int:
-    from kafka.errors import KafkaError
-
-    try:
-        offsets = admin.list_group_offsets({group: None}).get(group, {})
-    except KafkaError as exc:
-        if not exc.retriable:
-            raise
-        return 0  # the group coordinator is still being set up
-    return sum(om.offset for tp, om in offsets.items() if tp.topic == "bench-clicks")
-
-
 class RestoreTimer:
     def __init__(self) -> None:
         self.started = self.ended = None
@@ -124,7 +113,7 @@ def main() -> int:
         streams = KafkaStreams(topology(), config)
         streams.start()
         expected = args.events // args.users * args.users
-        while committed_total(admin, "bench-sessionize") < expected:
+        while sum(committed_offsets(admin, "bench-sessionize", "bench-clicks").values()) < expected:
             if streams.state in (KafkaStreamsState.ERROR, KafkaStreamsState.PENDING_ERROR):
                 print("instance failed", file=sys.stderr)
                 return 1

@@ -14,6 +14,7 @@ from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.processor import Processor
 from airflow_stateful_provider.streams.runtime.store_builders import Stores
 from airflow_stateful_provider.streams.topology import Topology
+from tools.instances import committed_offsets
 
 #: Name of the key-value store (changelog ``<application_id>-counts-changelog``).
 STORE = "counts"
@@ -108,15 +109,7 @@ class OffsetReader:
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
 
     def committed(self, group: str, topic: str) -> dict[int, int]:
-        from kafka.errors import KafkaError
-
-        try:
-            offsets = self.admin.list_group_offsets({group: None}).get(group, {})
-        except KafkaError as exc:
-            if not exc.retriable:
-                raise
-            return {}
-        return {tp.partition: om.offset for tp, om in offsets.items() if tp.topic == topic and om.offset >= 0}
+        return committed_offsets(self.admin, group, topic)
 
     def ends(self, topic: str) -> dict[int, int]:
         from kafka import TopicPartition

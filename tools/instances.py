@@ -1,4 +1,4 @@
-"""Streams instances as OS processes, for the integration tests and the benchmarks.
+"""Streams instances as OS processes, and what the tests and benchmarks observe of them.
 
 Each instance is ``python -m airflow_stateful_provider.streams.runner`` with its config in
 ``work_dir/<name>.json``, its log in ``<name>.log`` and its restoration and standby events
@@ -88,6 +88,20 @@ class InstanceProcess:
         """Kill the process if it still runs (clean-up after a failure)."""
         if self.alive():
             self.kill()
+
+
+def committed_offsets(admin: Any, group: str, topic: str) -> dict[int, int]:
+    """The offsets ``group`` committed for ``topic``, by partition, read with a kafka-python
+    admin client; empty while the group coordinator is still being set up."""
+    from kafka.errors import KafkaError
+
+    try:
+        offsets = admin.list_group_offsets({group: None}).get(group, {})
+    except KafkaError as exc:
+        if not exc.retriable:
+            raise
+        return {}
+    return {tp.partition: om.offset for tp, om in offsets.items() if tp.topic == topic and om.offset >= 0}
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str, on_timeout: Callable[[], str] = lambda: "",

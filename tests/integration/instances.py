@@ -9,6 +9,8 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 
+from tools.instances import committed_offsets as read_committed_offsets
+
 
 def create_topics(bootstrap_servers: str, partitions: dict[str, int], configs: dict[str, dict] | None = None) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
@@ -30,18 +32,11 @@ def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:
 
 
 def committed_offsets(bootstrap_servers: str, group: str, topic: str) -> dict[int, int]:
-    from kafka.errors import KafkaError
-
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
     try:
-        offsets = admin.list_group_offsets({group: None}).get(group, {})
-    except KafkaError as exc:
-        if not exc.retriable:
-            raise
-        return {}  # e.g. the group coordinator is still being elected: nothing committed yet
+        return read_committed_offsets(admin, group, topic)
     finally:
         admin.close()
-    return {tp.partition: om.offset for tp, om in offsets.items() if tp.topic == topic and om.offset >= 0}
 
 
 def read_all(bootstrap_servers: str, topic: str) -> list[Any]:
