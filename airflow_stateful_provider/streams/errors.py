@@ -99,3 +99,15 @@ class UnsupportedGroupProtocolVersionError(GroupProtocolError):
         super().__init__(message)
         self.received_version = received_version
         self.latest_supported_version = latest_supported_version
+
+
+class ControlFormatError(StreamsError, ValueError):
+    """A command of the control topic (``docs/control-topic.md``) is malformed: bad JSON, an
+    unknown command type, a newer ``format_version`` or a field of the wrong type; the
+    message names the field and the value."""
+
+
+class FencedInstanceError(StreamsError):
+    """An instance refused to start: the status topic shows a newer epoch for its instance
+    id, so a newer incarnation of it exists (the Spark supervisor restarted it). The
+    message names the instance id, both epochs and the topic."""
