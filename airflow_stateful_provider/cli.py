@@ -2,15 +2,20 @@
 
     stateful-streams status <application_id> [--bootstrap-servers H:P] [--json] [--watch SECONDS]
     stateful-streams stores <state_dir> [--json]
+    stateful-streams stop <application_id> [--bootstrap-servers H:P] [--instance ID ...] [--timeout SECONDS] [--json]
 
 ``status`` answers "which tasks are restoring, how far along, when done, which standbys
 lag?" from the application's status topic and live end offsets; instances whose last
 document is older than ``--stale-after`` are flagged, never trusted silently. ``stores``
 lists the state stores found in a state directory (type, size on disk, live segments,
 retention, observed stream time); it opens them read-only, so it works while the
-application runs. Bootstrap servers default to ``$STATEFUL_STREAMS_BOOTSTRAP_SERVERS``.
+application runs. ``stop`` sends a stop command on the control topic
+(docs/control-topic.md) to every live instance, or to the ``--instance`` ones, and waits
+until each has stopped cleanly (committed, checkpointed, left the group, removed its status
+document). Bootstrap servers default to ``$STATEFUL_STREAMS_BOOTSTRAP_SERVERS``.
 
-Exit codes: 0 success, 1 unknown application or unreadable store, 2 usage or broker unreachable.
+Exit codes: 0 success, 1 unknown application or instance, unreadable store, or instances
+that did not stop within ``--timeout``; 2 usage or broker unreachable.
 """
 
 from __future__ import annotations
@@ -44,6 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until Ctrl-C")
 
+    stop = commands.add_parser("stop", help="stop instances cleanly through the control topic")
+    stop.add_argument("application_id")
+    stop.add_argument("--bootstrap-servers", default=os.environ.get(BOOTSTRAP_ENV),
+                      help=f"host:port[,host:port] (default ${BOOTSTRAP_ENV})")
+    stop.add_argument("--instance", action="append", metavar="ID", dest="instances",
+                      help="stop only this instance (repeatable; default every live instance)")
+    stop.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+                      help="how long to wait for the instances to stop (default 120)")
+    stop.add_argument("--json", action="store_true", help="machine-readable output")
+
     stores = commands.add_parser("stores", help="state stores in a state directory (read-only)")
     stores.add_argument("state_dir")
     stores.add_argument("--json", action="store_true", help="machine-readable output")
@@ -63,6 +78,12 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         if args.stale_after <= 0 or (args.watch is not None and args.watch <= 0):
             parser.error("--stale-after and --watch take a positive number of seconds")
         return _status(args, out)
+    if args.command == "stop":
+        if not args.bootstrap_servers:
+            parser.error(f"stop needs --bootstrap-servers (or ${BOOTSTRAP_ENV})")
+        if args.timeout <= 0:
+            parser.error(f"--timeout takes a positive number of seconds, got {args.timeout:g}")
+        return _stop(args, out)
     return _stores(args, out)
 
 
@@ -94,6 +115,62 @@ def _status(args: argparse.Namespace, out: TextIO) -> int:
             time.sleep(args.watch)
         except KeyboardInterrupt:
             return 0
+
+
+def _stop(args: argparse.Namespace, out: TextIO) -> int:
+    from airflow_stateful_provider.streams.control import new_command
+    from airflow_stateful_provider.streams.errors import (
+        BrokerUnreachableError,
+        StatusReadTimeoutError,
+        UnknownApplicationError,
+    )
+    from airflow_stateful_provider.streams.runtime.control_channel import live_instances, send_command, wait_for_command
+    from airflow_stateful_provider.streams.runtime.status_publisher import fetch_application_status
+
+    servers = args.bootstrap_servers
+    try:
+        status = fetch_application_status(servers, args.application_id)
+        command = new_command(args.application_id, "stop", instances=args.instances)
+        expected = live_instances(status, command)
+        unknown = sorted(set(args.instances or ()) - set(expected))
+        if unknown:
+            print(f"error: no live instance {unknown} in application {args.application_id!r} (live: "
+                  f"{list(live_instances(status, new_command(args.application_id, 'stop')))})", file=sys.stderr)
+            return 1
+        send_command(servers, command)
+        outcome = wait_for_command(servers, command, instances=expected, timeout_ms=int(args.timeout * 1000))
+    except (UnknownApplicationError, StatusReadTimeoutError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except BrokerUnreachableError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    rows = {i: {"stopped": i not in outcome.missing,
+                "acknowledgement": None if i not in outcome.acknowledgements else outcome.acknowledgements[i].status}
+            for i in expected}
+    stale = [i.instance_id for i in status.stale_instances if command.applies_to(i.instance_id)]
+    if args.json:
+        out.write(json.dumps({"application_id": args.application_id, "command_id": command.command_id,
+                              "instances": rows, "not_stopped": list(outcome.missing), "stale_not_asked": stale},
+                             indent=2, sort_keys=True) + "\n")
+    else:
+        out.write(f"stop {command.command_id} sent to application {args.application_id}\n")
+        for instance_id, row in rows.items():
+            if row["stopped"]:
+                state = "stopped"
+            elif row["acknowledgement"] is None:
+                state = f"did not answer within {args.timeout:g}s"
+            else:
+                state = f"received the command but had not stopped within {args.timeout:g}s"
+            out.write(f"  {instance_id}: {state}\n")
+        if not expected:
+            out.write("  no live instance to stop\n")
+        for instance_id in stale:
+            out.write(f"  {instance_id}: stale (no recent status document); not waited for\n")
+        if outcome.missing:
+            out.write(f"not stopped: {', '.join(outcome.missing)}\n")
+    out.flush()
+    return 1 if outcome.missing else 0
 
 
 def _stores(args: argparse.Namespace, out: TextIO) -> int:

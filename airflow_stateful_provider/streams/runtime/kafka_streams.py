@@ -4,6 +4,9 @@
 co-partitioned), creates the internal topics (SEMANTICS §7) and starts
 ``num_stream_threads`` stream threads, each a member of the consumer group
 ``<application_id>``. ``close()`` stops them cleanly: commit, checkpoint, leave the group.
+Before starting it refuses to run when the status topic shows a newer epoch for its
+instance id (``FencedInstanceError``); while running it publishes its status document and
+applies the commands of the control topic (docs/control-topic.md).
 
 Instance states (as in Kafka Streams)::
 
@@ -27,8 +30,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.errors import ConfigError, IllegalStateError, StreamsError
+from airflow_stateful_provider.streams.errors import (
+    ConfigError,
+    FencedInstanceError,
+    IllegalStateError,
+    StreamsError,
+    UnknownApplicationError,
+)
 from airflow_stateful_provider.streams.runtime.changelog_reader import StandbyUpdateListener, StateRestoreListener
+from airflow_stateful_provider.streams.runtime.control_listener import ControlListener
 from airflow_stateful_provider.streams.runtime.deserialization import (
     DeadLetterQueueExceptionHandler,
     deserialization_handler_from_config,
@@ -39,8 +49,10 @@ from airflow_stateful_provider.streams.runtime.status_publisher import (
     StatusPublisher,
     ensure_control_topic,
     ensure_status_topic,
+    read_status_documents,
 )
 from airflow_stateful_provider.streams.runtime.stream_thread import StreamThread, StreamThreadState
+from airflow_stateful_provider.streams.status import status_topic_name
 from airflow_stateful_provider.streams.topology import Topology
 
 __all__ = ["KafkaStreams", "KafkaStreamsState"]
@@ -96,6 +108,8 @@ class KafkaStreams:
         #: This instance's key in the status topic.
         self.instance_id = self.config.instance_id or f"{socket.gethostname()}-{os.getpid()}"
         self.status_publisher: StatusPublisher | None = None
+        #: Reads ``<application_id>-control`` (docs/control-topic.md) while the instance runs.
+        self.control_listener: ControlListener | None = None
         self._state = KafkaStreamsState.CREATED
         self._state_lock = threading.Condition()
         self._state_listener: StateListener | None = None
@@ -105,6 +119,9 @@ class KafkaStreams:
         self.threads: list[StreamThread] = []
         self.internal_topics: list[InternalTopic] = []
         self._error_closer: threading.Thread | None = None
+        #: Held by close(): a second caller (SIGTERM after a stop command) waits for the
+        #: first to finish, so the process does not exit before the tombstone is sent.
+        self._close_lock = threading.Lock()
 
     # ------------------------------------------------------------------ listeners
 
@@ -201,6 +218,7 @@ class KafkaStreams:
         """Validate against the brokers, create internal topics, start the stream threads."""
         self._require_created("start")
         self._prepare_topics()
+        self._check_epoch()
         os.makedirs(os.path.join(self.config.state_dir, self.config.application_id), exist_ok=True)
         self._set_state(KafkaStreamsState.REBALANCING)
         for index in range(1, self.config.num_stream_threads + 1):
@@ -213,6 +231,13 @@ class KafkaStreams:
             self.threads.append(thread)
         self.status_publisher = StatusPublisher.for_instance(self, self.instance_id, self.config.instance_epoch)
         self.status_publisher.start()
+        self.control_listener = ControlListener(self)
+        try:
+            self.control_listener.start()
+        except BaseException:
+            self.control_listener = None
+            self._close_status_publisher(clean=True)
+            raise
         for thread in self.threads:
             thread.start()
         log.info("stream-client %s started %d stream thread(s) on %s", self.client_id, len(self.threads),
@@ -239,23 +264,51 @@ class KafkaStreams:
         finally:
             admin.close()
 
+    def _check_epoch(self) -> None:
+        """Refuse to start when the status topic shows a newer epoch for this instance id:
+        a newer incarnation of it runs (DESIGN: the supervisor restarts with a higher epoch)."""
+        try:
+            documents = read_status_documents(list(self.config.bootstrap_servers), self.config.application_id,
+                                              client_configs={**self.config.client_configs,
+                                                              **self.config.consumer_configs},
+                                              allow_empty=True)
+        except UnknownApplicationError:
+            return  # the topic was created a moment ago and its metadata has not spread yet: empty
+        document = documents.get(self.instance_id)
+        if document is not None and document.epoch > self.config.instance_epoch:
+            raise FencedInstanceError(
+                f"instance {self.instance_id!r} refuses to start with epoch {self.config.instance_epoch}: "
+                f"{status_topic_name(self.config.application_id)!r} shows epoch {document.epoch} for it "
+                f"(published by pid {document.pid} on {document.host}); a newer incarnation exists")
+
     def _dead_letter_topic(self) -> str | None:
         handler = deserialization_handler_from_config(self.config.deserialization_exception_handler)
         return handler.topic if isinstance(handler, DeadLetterQueueExceptionHandler) else None
 
     def close(self, timeout: float | None = None) -> bool:
         """Stop every stream thread cleanly (commit, checkpoint, leave the group).
-        Returns False if a thread did not stop within ``timeout`` seconds."""
-        if self._state in (KafkaStreamsState.NOT_RUNNING, KafkaStreamsState.ERROR):
-            return True
-        if self._state is KafkaStreamsState.PENDING_ERROR:
-            return self._wait_for_threads(timeout)
-        self._set_state(KafkaStreamsState.PENDING_SHUTDOWN)
-        stopped = self._wait_for_threads(timeout)
-        if stopped:
-            self._set_state(KafkaStreamsState.NOT_RUNNING)
-        self._close_status_publisher(clean=stopped)
-        return stopped
+        Returns False if a thread did not stop within ``timeout`` seconds. Concurrent
+        calls (a control-topic stop and SIGTERM) wait for the first to finish."""
+        if not self._close_lock.acquire(timeout=-1 if timeout is None else timeout):
+            return False
+        try:
+            if self._state in (KafkaStreamsState.NOT_RUNNING, KafkaStreamsState.ERROR):
+                return True
+            if self._state is KafkaStreamsState.PENDING_ERROR:
+                return self._wait_for_threads(timeout)
+            self._set_state(KafkaStreamsState.PENDING_SHUTDOWN)
+            self._close_control_listener()
+            stopped = self._wait_for_threads(timeout)
+            if stopped:
+                self._set_state(KafkaStreamsState.NOT_RUNNING)
+            self._close_status_publisher(clean=stopped)
+            return stopped
+        finally:
+            self._close_lock.release()
+
+    def _close_control_listener(self) -> None:
+        if self.control_listener is not None:
+            self.control_listener.close()
 
     def _close_status_publisher(self, *, clean: bool) -> None:
         """A clean stop removes this instance from the status topic (tombstone); otherwise
@@ -303,6 +356,7 @@ class KafkaStreams:
                 log.exception("uncaught exception handler failed")
 
         def shut_down() -> None:
+            self._close_control_listener()
             self._wait_for_threads(None)
             self._set_state(KafkaStreamsState.ERROR)
             self._close_status_publisher(clean=False)

@@ -22,6 +22,7 @@ probing rebalance when it is due.
 
 from __future__ import annotations
 
+import collections
 import enum
 import logging
 import os
@@ -29,6 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from typing import Any
 
 from kafka import TopicPartition as KafkaTopicPartition
@@ -176,6 +178,11 @@ class StreamThread(threading.Thread):
         #: (benchmarks measure processing throughput between the two).
         self.first_records_polled_at: float | None = None
         self.last_committed_at: float | None = None
+        #: Actions (control commands) waiting for the next safe point; see run_at_safe_point.
+        self._safe_point_actions: collections.deque[tuple[Callable[[StreamThread], Any], Future]] = \
+            collections.deque()
+        self._safe_point_lock = threading.Lock()
+        self._safe_point_closed = False
 
     # ------------------------------------------------------------------ state
 
@@ -190,6 +197,45 @@ class StreamThread(threading.Thread):
     def shutdown(self) -> None:
         """Ask the thread to finish its iteration, commit, close its tasks and exit."""
         self._shutdown_requested.set()
+
+    def run_at_safe_point(self, action: Callable[[StreamThread], Any]) -> Future:
+        """Run ``action(self)`` in this thread at the end of a loop iteration: outside
+        ``poll()`` and its rebalance callbacks, and not while the group rebalances or
+        refuses commits (it waits for the next iteration then), so the action sees a
+        stable set of tasks and may commit. The future gets its result or exception; it
+        fails if the thread stops first."""
+        future: Future = Future()
+        with self._safe_point_lock:
+            if self._safe_point_closed:
+                future.set_exception(StreamsError(f"{self.name} has stopped; the action was not applied"))
+            else:
+                self._safe_point_actions.append((action, future))
+        return future
+
+    def _run_safe_point_actions(self) -> None:
+        if self._commit_blocked or group_rejoining(self.consumer):
+            return  # mid-rebalance: the next iteration after it
+        while self._safe_point_actions:
+            with self._safe_point_lock:
+                action, future = self._safe_point_actions.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = action(self)
+            except Exception as exc:  # noqa: BLE001 - reported through the future; the thread runs on
+                log.warning("%s: control action failed: %r", self.name, exc)
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def _fail_safe_point_actions(self) -> None:
+        with self._safe_point_lock:
+            self._safe_point_closed = True
+            pending = list(self._safe_point_actions)
+            self._safe_point_actions.clear()
+        for _, future in pending:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(StreamsError(f"{self.name} stopped before it applied the action"))
 
     # ------------------------------------------------------------------ run
 
@@ -264,6 +310,8 @@ class StreamThread(threading.Thread):
         self._maybe_purge_repartition_topics(now)
         self._maybe_request_rebalance(now)
         self._resume_drained_partitions()
+        if self._safe_point_actions:
+            self._run_safe_point_actions()
         if self.state is StreamThreadState.PARTITIONS_ASSIGNED and not reader.restoring_tasks:
             self._set_state(StreamThreadState.RUNNING)
 
@@ -638,6 +686,7 @@ class StreamThread(threading.Thread):
     def _close(self, *, clean: bool) -> None:
         """Clean: commit and checkpoint every task, then close it and leave the group.
         Dirty (after an error): close without committing; committed state stays intact."""
+        self._fail_safe_point_actions()
         if clean and self.consumer is not None:
             try:
                 self.commit([t for t in self.tasks.values() if t.state is TaskState.RUNNING],

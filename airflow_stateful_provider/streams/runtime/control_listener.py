@@ -1,0 +1,283 @@
+"""The instance side of the control topic: read commands, apply them, acknowledge them.
+
+A :class:`ControlListener` is a daemon thread per ``KafkaStreams`` instance with its own
+group-less consumer assigned to ``<application_id>-control``, starting at the end offset
+captured when it starts (commands issued before an instance starts are not for it). For
+each command addressed to this instance it acknowledges ``accepted`` on the status topic,
+then:
+
+- ``stop``: closes the instance from a separate thread (close joins the stream threads):
+  commit, checkpoint, close stores, leave the group, tombstone the status document.
+- ``checkpoint``, ``enforce_retention``, ``compact``: hands an action to every stream
+  thread (``StreamThread.run_at_safe_point``), which applies it between two iterations
+  of its loop; when every thread is done it acknowledges ``done`` with the per-task
+  results, or ``failed`` with ``{"error": ...}``. The instance keeps running either way.
+
+A malformed record is logged with its offset and skipped: control never takes an
+instance down.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from airflow_stateful_provider.streams.control import (
+    ACK_ACCEPTED,
+    ACK_DONE,
+    ACK_FAILED,
+    MAINTENANCE_COMMANDS,
+    ControlCommand,
+)
+from airflow_stateful_provider.streams.errors import ControlFormatError, StreamsError
+from airflow_stateful_provider.streams.runtime.store_builders import (
+    SessionStoreBuilder,
+    VersionedKeyValueStoreBuilder,
+)
+from airflow_stateful_provider.streams.runtime.task import TaskState
+from airflow_stateful_provider.streams.status import control_topic_name
+
+__all__ = ["ControlListener", "maintainable_stores"]
+
+log = logging.getLogger(__name__)
+
+#: Longest wait of one poll of the control topic (also how long close() may wait for it).
+CONTROL_POLL_MS = 200
+#: Store kinds (TaskStateManager) that enforce_retention and compact act on.
+_MAINTAINED_KINDS = ("session", "versioned")
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def maintainable_stores(topology: Any) -> list[str]:
+    """Names of the topology's session and versioned stores, which maintenance acts on."""
+    return [name for name in topology.store_names()
+            if isinstance(topology.store_builder(name), (SessionStoreBuilder, VersionedKeyValueStoreBuilder))]
+
+
+class ControlListener:
+    """Reads the control topic for one ``KafkaStreams`` instance in a daemon thread (see
+    module docstring).
+
+    ``streams`` needs ``config``, ``instance_id``, ``topology``, ``threads``,
+    ``status_publisher``, ``close()`` and ``_new_consumer(**overrides)``.
+    """
+
+    def __init__(self, streams: Any, *, clock: Callable[[], int] = _wall_clock_ms) -> None:
+        self._streams = streams
+        self._clock = clock
+        self.application_id = streams.config.application_id
+        self.instance_id = streams.instance_id
+        self.topic = control_topic_name(self.application_id)
+        self._stopping = threading.Event()
+        self._consumer: Any = None
+        self._stopper: threading.Thread | None = None
+        self._thread: threading.Thread | None = None
+        #: Commands applied (acknowledged "accepted"), by id, for tests and logs.
+        self.accepted: list[str] = []
+
+    def start(self) -> None:
+        """Assign the control topic at its current end, then start reading. The end is
+        captured before this returns, so a command sent afterwards is seen."""
+        from kafka import TopicPartition as KafkaTopicPartition
+
+        consumer = self._streams._new_consumer(
+            group_id=None, enable_auto_commit=False, auto_offset_reset="latest",
+            client_id=f"{self._streams.client_id}-control-listener")
+        try:
+            partitions = consumer.partitions_for_topic(self.topic)
+            if not partitions:
+                raise StreamsError(f"control topic {self.topic!r} does not exist (it is created at instance start)")
+            tps = [KafkaTopicPartition(self.topic, p) for p in sorted(partitions)]
+            consumer.assign(tps)
+            for tp, end in consumer.end_offsets(tps).items():
+                consumer.seek(tp, end)
+        except BaseException:
+            consumer.close()
+            raise
+        self._consumer = consumer
+        self._thread = threading.Thread(target=self._run, name=f"{self.instance_id}-control-listener", daemon=True)
+        self._thread.start()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop reading and close the consumer (the thread closes it on its way out)."""
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            thread.join(timeout)
+            if thread.is_alive():
+                log.warning("control listener of %s did not stop within %.0f s", self.instance_id, timeout)
+
+    # ------------------------------------------------------------------ reading
+
+    def _run(self) -> None:
+        consumer = self._consumer
+        try:
+            while not self._stopping.is_set():
+                try:
+                    fetched = consumer.poll(timeout_ms=CONTROL_POLL_MS)
+                except Exception:  # noqa: BLE001 - control must never take the instance down
+                    log.exception("control listener of %s: polling %s failed; retrying", self.instance_id, self.topic)
+                    self._stopping.wait(1.0)
+                    continue
+                for records in fetched.values():
+                    for record in records:
+                        if self._stopping.is_set():
+                            return
+                        self._apply_record(record)
+        finally:
+            try:
+                consumer.close(autocommit=False)
+            except Exception:  # noqa: BLE001 - closing anyway
+                log.exception("control listener of %s: error closing its consumer", self.instance_id)
+
+    def _apply_record(self, record: Any) -> None:
+        try:
+            command = ControlCommand.from_json_bytes(record.value)
+        except ControlFormatError as exc:
+            log.warning("%s offset %d: malformed control record skipped: %s", self.topic, record.offset, exc)
+            return
+        if command.application_id != self.application_id:
+            log.warning("%s offset %d: command %s is for application %r, not %r; ignored", self.topic,
+                        record.offset, command.command_id, command.application_id, self.application_id)
+            return
+        if not command.applies_to(self.instance_id):
+            log.info("%s offset %d: command %s is addressed to %s, not %s; ignored", self.topic, record.offset,
+                     command.command_id, list(command.instances or ()), self.instance_id)
+            return
+        log.info("%s offset %d: applying %s %s", self.topic, record.offset, command.command_type, command.command_id)
+        self.accepted.append(command.command_id)
+        self._acknowledge(command, ACK_ACCEPTED, None)
+        try:
+            if command.command_type == "stop":
+                self._stop_instance(command)
+            else:
+                self._dispatch(command)
+        except Exception as exc:  # noqa: BLE001 - answered "failed"; the instance runs on
+            log.exception("command %s failed", command.command_id)
+            self._acknowledge(command, ACK_FAILED, {"error": f"{type(exc).__name__}: {exc}"})
+
+    def _acknowledge(self, command: ControlCommand, status: str, result: Any) -> None:
+        publisher = self._streams.status_publisher
+        if publisher is not None:
+            publisher.acknowledge(command.command_id, status, result)
+
+    # ------------------------------------------------------------------ commands
+
+    def _stop_instance(self, command: ControlCommand) -> None:
+        """Close the instance from another thread: close() joins the stream threads and
+        this listener, so it cannot run here. The tombstone is the answer."""
+        if self._stopper is not None:
+            return
+        self._stopper = threading.Thread(target=self._streams.close, name=f"{self.instance_id}-control-stop")
+        self._stopper.start()
+
+    def _dispatch(self, command: ControlCommand) -> None:
+        if command.command_type in MAINTENANCE_COMMANDS:
+            known = maintainable_stores(self._streams.topology)
+            unknown = [s for s in command.stores or () if s not in known]
+            if unknown:
+                raise StreamsError(f"unknown store(s) {unknown}: instance {self.instance_id} has the session and "
+                                   f"versioned stores {known}")
+            now_ms = command.now_ms if command.now_ms is not None else self._clock()
+            action: Callable[[Any], Any] = lambda thread: _maintain(thread, command, now_ms)  # noqa: E731
+        else:
+            action = _checkpoint
+        futures = [thread.run_at_safe_point(action) for thread in list(self._streams.threads)]
+        _when_all_done(futures, lambda done: self._answer(command, done))
+
+    def _answer(self, command: ControlCommand, futures: Sequence[Future]) -> None:
+        errors = [f"{type(f.exception()).__name__}: {f.exception()}" for f in futures if f.exception() is not None]
+        if errors:
+            self._acknowledge(command, ACK_FAILED, {"error": "; ".join(errors)})
+            return
+        rows = [row for f in futures for row in f.result()]
+        key = "tasks" if command.command_type == "checkpoint" else "stores"
+        self._acknowledge(command, ACK_DONE, {key: rows})
+        log.info("command %s done: %d %s", command.command_id, len(rows), key)
+
+
+def _when_all_done(futures: Sequence[Future], callback: Callable[[Sequence[Future]], None]) -> None:
+    """``callback(futures)`` once, when the last future is done (at once if there is none)."""
+    if not futures:
+        callback(futures)
+        return
+    lock = threading.Lock()
+    remaining = [len(futures)]
+
+    def one_done(_: Future) -> None:
+        with lock:
+            remaining[0] -= 1
+            last = remaining[0] == 0
+        if last:
+            callback(futures)
+
+    for future in futures:
+        future.add_done_callback(one_done)
+
+
+# ---------------------------------------------------------------------------- in the stream thread
+
+
+def _holders(thread: Any) -> list[tuple[Any, str]]:
+    """The open tasks of a stream thread with their role, by task id."""
+    held = [(task, "active") for task in list(thread.tasks.values()) if task.state is not TaskState.CLOSED]
+    held += [(standby, "warmup" if standby.warmup else "standby")
+             for standby in list(thread.standby_tasks.values()) if standby.state is not TaskState.CLOSED]
+    return sorted(held, key=lambda h: h[0].id)
+
+
+def _checkpoint(thread: Any) -> list[str]:
+    """Commit every running active task with an enforced checkpoint; checkpoint every
+    standby. Restoring tasks are skipped (they checkpoint when their restoration ends)."""
+    running = [t for t in thread.tasks.values() if t.state is TaskState.RUNNING]
+    if thread.commit(running, enforce_checkpoint=True) is None:
+        raise StreamsError(f"{thread.name}: the group refused the commit (rebalancing); send the checkpoint again")
+    done = [str(t.id) for t in running]
+    for standby in list(thread.standby_tasks.values()):
+        if standby.state is not TaskState.CLOSED:
+            standby.checkpoint(force=True)
+            done.append(str(standby.id))
+    return sorted(done)
+
+
+def _maintain(thread: Any, command: ControlCommand, now_ms: int) -> list[dict[str, Any]]:
+    """Retention or compaction on the selected session and versioned stores of every task
+    the thread holds, then flush and checkpoint each task touched."""
+    rows: list[dict[str, Any]] = []
+    for task, role in _holders(thread):
+        entries_of = getattr(task.stores, "entries", None)  # a stateless task has no TaskStateManager
+        entries = [e for e in (entries_of() if entries_of else []) if e.kind in _MAINTAINED_KINDS
+                   and (command.stores is None or e.name in command.stores)]
+        if not entries:
+            continue
+        running = role == "active" and task.state is TaskState.RUNNING
+        if running:
+            task.stores.flush()  # write record caches through first: nothing pending lands after the drop
+        for entry in entries:
+            rows.append({"task_id": str(task.id), "store": entry.name, "role": role,
+                         "result": _apply(entry, command.command_type, now_ms)})
+        if running:
+            if thread.commit([task], enforce_checkpoint=True) is None:
+                log.info("%s: checkpoint of %s after %s deferred to the next commit (rebalancing)",
+                         thread.name, task.id, command.command_type)
+        else:
+            task.stores.flush()
+            task.stores.checkpoint({}, force=True)
+    return rows
+
+
+def _apply(entry: Any, command_type: str, now_ms: int) -> dict[str, Any]:
+    store = entry.raw
+    if command_type == "enforce_retention":
+        return store.enforce_retention(now_ms).as_dict()
+    compact = getattr(store, "compact", None)
+    if compact is None:
+        return {"skipped": "in-memory store: nothing to compact"}
+    return compact().as_dict()
