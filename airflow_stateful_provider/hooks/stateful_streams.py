@@ -1,0 +1,338 @@
+"""The ``stateful_streams`` connection: Kafka brokers and security settings, and the
+status/control protocol of stateful stream applications on top of them.
+
+A connection holds what every Kafka client of the provider needs:
+
+========================  ===========================================================
+bootstrap servers         ``host`` (``broker-1:9092,broker-2:9092``; a single host
+                          without a port takes ``port``) or extra ``bootstrap_servers``
+                          (string or list), not both
+security protocol         extra ``security_protocol``: PLAINTEXT (default), SSL,
+                          SASL_PLAINTEXT, SASL_SSL
+SASL mechanism            extra ``sasl_mechanism``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+SASL username, password   ``login``, ``password`` (Airflow masks the password)
+SSL CA location           extra ``ssl_cafile`` (a PEM file readable where the task runs)
+========================  ===========================================================
+
+Settings that would be silently ignored (credentials without SASL, a CA file without SSL)
+and unknown extra keys are errors: a typo must not turn into an anonymous connection.
+The password is never logged and never appears in an error message or a repr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook
+
+from airflow_stateful_provider.streams.status import DEFAULT_STALE_AFTER_MS
+
+if TYPE_CHECKING:
+    from airflow_stateful_provider.streams.control import CommandOutcome, ControlCommand
+    from airflow_stateful_provider.streams.status import ApplicationStatus
+    from airflow_stateful_provider.streams.topology import TaskId
+
+__all__ = ["StatefulStreamsHook", "client_configs_from_connection", "redact_client_configs",
+           "SECURITY_PROTOCOLS", "SASL_MECHANISMS", "DEFAULT_READ_TIMEOUT"]
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: Extra keys a connection may hold; the UI may store them prefixed ``extra__stateful_streams__``.
+EXTRA_KEYS = ("bootstrap_servers", "security_protocol", "sasl_mechanism", "ssl_cafile")
+#: Client config keys whose values are secrets.
+SECRET_CONFIG_KEYS = frozenset({"sasl_plain_password", "ssl_password"})
+#: Bound of one status read or metadata request when the caller gives none.
+DEFAULT_READ_TIMEOUT = timedelta(seconds=10)
+_CONN_TYPE = "stateful_streams"
+_REDACTED = "***"
+
+
+class _Secret(str):
+    """A password that is its own value to Kafka's SASL code (which joins and encodes it)
+    but prints as ``'***'`` wherever a config dict is formatted: kafka-python's admin
+    client logs its whole configuration at DEBUG."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(_REDACTED)
+
+
+def _duration_ms(value: int | float | timedelta, name: str, *, minimum: int = 0) -> int:
+    """Int milliseconds or a timedelta (the project's convention) -> int milliseconds."""
+    if isinstance(value, timedelta):
+        value = int(value.total_seconds() * 1000)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int of milliseconds >= {minimum} or a timedelta, got {value!r}")
+    return value
+
+
+def _extra_value(extra: Mapping[str, Any], key: str) -> Any:
+    """An extra field, plain or with the UI's ``extra__<conn_type>__`` prefix; "" counts as unset."""
+    for name in (key, f"extra__{_CONN_TYPE}__{key}"):
+        value = extra.get(name)
+        if value not in (None, ""):
+            return value
+    return None
+
+
+def _servers_from(conn_id: str, host: str | None, port: int | None, extra_servers: Any) -> list[str]:
+    if host and extra_servers:
+        raise ValueError(f"connection {conn_id!r} sets bootstrap servers twice: host {host!r} and extra "
+                         f"'bootstrap_servers' {extra_servers!r}; keep one")
+    if extra_servers:
+        if isinstance(extra_servers, str):
+            servers = [s.strip() for s in extra_servers.split(",")]
+        elif isinstance(extra_servers, (list, tuple)) and all(isinstance(s, str) for s in extra_servers):
+            servers = [s.strip() for s in extra_servers]
+        else:
+            raise ValueError(f"connection {conn_id!r}: extra 'bootstrap_servers' must be a string "
+                             f"'host:port,host:port' or a list of strings, got {extra_servers!r}")
+    elif host:
+        servers = [s.strip() for s in host.split(",")]
+        if port:
+            if len(servers) != 1 or ":" in servers[0]:
+                raise ValueError(f"connection {conn_id!r}: port {port} applies to a single host without a port, "
+                                 f"but host is {host!r}; put the ports in the host list instead")
+            servers = [f"{servers[0]}:{port}"]
+    else:
+        raise ValueError(f"connection {conn_id!r} has no bootstrap servers: set its host "
+                         f"(e.g. 'broker-1:9092,broker-2:9092') or extra 'bootstrap_servers'")
+    if any(not s for s in servers):
+        raise ValueError(f"connection {conn_id!r}: empty entry in bootstrap servers {servers!r}")
+    return servers
+
+
+def client_configs_from_connection(conn: Any) -> dict[str, Any]:
+    """kafka-python client configs from an Airflow connection (see the module docstring).
+
+    Pure: takes any object with ``conn_id``, ``host``, ``port``, ``login``, ``password``
+    and ``extra_dejson``. Errors name the connection and the offending field, never the
+    password; the password's ``repr`` is ``'***'``, so a logged config dict hides it.
+    """
+    conn_id = getattr(conn, "conn_id", None) or "<unnamed>"
+    extra = conn.extra_dejson or {}
+    if not isinstance(extra, Mapping):
+        raise ValueError(f"connection {conn_id!r}: extra must be a JSON object, got {type(extra).__name__}")
+    known = set(EXTRA_KEYS) | {f"extra__{_CONN_TYPE}__{k}" for k in EXTRA_KEYS}
+    unknown = sorted(k for k in extra if k not in known)
+    if unknown:
+        raise ValueError(f"connection {conn_id!r}: unknown extra field(s) {unknown}; supported: {list(EXTRA_KEYS)} "
+                         f"(SASL username and password go in login and password)")
+    configs: dict[str, Any] = {
+        "bootstrap_servers": _servers_from(conn_id, conn.host, conn.port, _extra_value(extra, "bootstrap_servers")),
+    }
+    protocol = _extra_value(extra, "security_protocol") or "PLAINTEXT"
+    if not isinstance(protocol, str) or protocol.upper() not in SECURITY_PROTOCOLS:
+        raise ValueError(f"connection {conn_id!r}: security_protocol must be one of {list(SECURITY_PROTOCOLS)}, "
+                         f"got {protocol!r}")
+    protocol = protocol.upper()
+    configs["security_protocol"] = protocol
+    mechanism = _extra_value(extra, "sasl_mechanism")
+    login, password = conn.login or None, conn.password or None
+    if protocol.startswith("SASL_"):
+        if not isinstance(mechanism, str) or mechanism.upper() not in SASL_MECHANISMS:
+            raise ValueError(f"connection {conn_id!r}: security_protocol {protocol} needs sasl_mechanism, one of "
+                             f"{list(SASL_MECHANISMS)}; got {mechanism!r}")
+        if not login or not password:
+            missing = [name for name, value in (("login", login), ("password", password)) if not value]
+            raise ValueError(f"connection {conn_id!r}: security_protocol {protocol} with {mechanism.upper()} needs "
+                             f"the SASL username in login and the password in password; missing {missing}")
+        configs.update(sasl_mechanism=mechanism.upper(), sasl_plain_username=login, sasl_plain_password=_Secret(password))
+    elif mechanism or login or password:
+        given = [name for name, value in (("sasl_mechanism", mechanism), ("login", login), ("password", password))
+                 if value]
+        raise ValueError(f"connection {conn_id!r} sets {given} but security_protocol is {protocol}: SASL settings "
+                         f"are only used with SASL_PLAINTEXT or SASL_SSL")
+    cafile = _extra_value(extra, "ssl_cafile")
+    if cafile is not None:
+        if protocol not in ("SSL", "SASL_SSL"):
+            raise ValueError(f"connection {conn_id!r} sets ssl_cafile {cafile!r} but security_protocol is "
+                             f"{protocol}: the CA file is only used with SSL or SASL_SSL")
+        if not isinstance(cafile, str):
+            raise ValueError(f"connection {conn_id!r}: ssl_cafile must be a file path string, got {cafile!r}")
+        configs["ssl_cafile"] = cafile
+    return configs
+
+
+def redact_client_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy safe to log: secret values replaced by ``***``."""
+    return {key: (_REDACTED if key in SECRET_CONFIG_KEYS and value else value) for key, value in configs.items()}
+
+
+class StatefulStreamsHook(BaseHook):
+    """Kafka clients, status reads and control commands for one ``stateful_streams`` connection.
+
+    :param stateful_streams_conn_id: the Airflow connection (type ``stateful_streams``).
+    """
+
+    conn_name_attr = "stateful_streams_conn_id"
+    default_conn_name = "stateful_streams_default"
+    conn_type = _CONN_TYPE
+    hook_name = "Stateful Streams (Kafka)"
+
+    def __init__(self, stateful_streams_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stateful_streams_conn_id = stateful_streams_conn_id
+        self._client_configs: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(stateful_streams_conn_id={self.stateful_streams_conn_id!r})"
+
+    # ------------------------------------------------------------------ configs
+
+    def get_client_configs(self) -> dict[str, Any]:
+        """kafka-python configs (bootstrap servers and security settings) of the connection.
+        Contains the password: pass it to clients, log :meth:`redacted_client_configs`."""
+        if self._client_configs is None:
+            self._client_configs = client_configs_from_connection(self.get_connection(self.stateful_streams_conn_id))
+        return dict(self._client_configs)
+
+    async def aget_client_configs(self) -> dict[str, Any]:
+        """:meth:`get_client_configs` without blocking the event loop (for triggers)."""
+        if self._client_configs is None:
+            conn = await self.aget_connection(self.stateful_streams_conn_id)
+            self._client_configs = client_configs_from_connection(conn)
+        return dict(self._client_configs)
+
+    def redacted_client_configs(self) -> dict[str, Any]:
+        return redact_client_configs(self.get_client_configs())
+
+    @property
+    def bootstrap_servers(self) -> list[str]:
+        return list(self.get_client_configs()["bootstrap_servers"])
+
+    def _security_configs(self) -> dict[str, Any]:
+        return {k: v for k, v in self.get_client_configs().items() if k != "bootstrap_servers"}
+
+    # ------------------------------------------------------------------ clients
+
+    def _client(self, client_class: Any, overrides: Mapping[str, Any]) -> Any:
+        # _construct closes the network client when bootstrapping fails: kafka-python 3 would
+        # otherwise leak its IO thread on every failed attempt (a sensor poking a dead broker).
+        from airflow_stateful_provider.streams.runtime.status_publisher import _construct
+
+        return _construct(client_class, {**self.get_client_configs(), **overrides})
+
+    def get_consumer(self, **overrides: Any) -> Any:
+        """A ``KafkaConsumer`` on the connection; ``overrides`` are further consumer configs."""
+        from kafka import KafkaConsumer
+
+        return self._client(KafkaConsumer, overrides)
+
+    def get_producer(self, **overrides: Any) -> Any:
+        """A ``KafkaProducer`` on the connection; ``overrides`` are further producer configs."""
+        from kafka import KafkaProducer
+
+        return self._client(KafkaProducer, overrides)
+
+    def get_admin_client(self, **overrides: Any) -> Any:
+        """A ``KafkaAdminClient`` on the connection; ``overrides`` are further admin configs."""
+        from kafka import KafkaAdminClient
+
+        return self._client(KafkaAdminClient, overrides)
+
+    def get_conn(self) -> Any:
+        return self.get_admin_client()
+
+    def test_connection(self, timeout: int | timedelta = DEFAULT_READ_TIMEOUT) -> tuple[bool, str]:
+        """A metadata request against the brokers, bounded by ``timeout``: (ok, message)."""
+        timeout_ms = _duration_ms(timeout, "timeout", minimum=1)
+        try:
+            servers = ",".join(self.bootstrap_servers)
+        except Exception as exc:  # noqa: BLE001 - a bad connection is the answer, not a crash
+            return False, f"connection {self.stateful_streams_conn_id!r} is invalid: {exc}"
+        started = time.monotonic()
+        try:
+            admin = self.get_admin_client(bootstrap_timeout_ms=timeout_ms, request_timeout_ms=timeout_ms,
+                                          client_id=f"{self.stateful_streams_conn_id}-test")
+            try:
+                cluster = admin.describe_cluster()
+            finally:
+                admin.close()
+        except Exception as exc:  # noqa: BLE001 - every failure is reported to the user
+            return False, (f"cannot reach Kafka at {servers} within {timeout_ms} ms "
+                           f"({type(exc).__name__}: {exc})")
+        brokers = cluster.get("brokers") or []
+        return True, (f"connected to Kafka cluster {cluster.get('cluster_id')!r} at {servers} in "
+                      f"{time.monotonic() - started:.1f}s: {len(brokers)} broker(s)")
+
+    # ------------------------------------------------------------------ status
+
+    def get_status(
+        self,
+        application_id: str,
+        *,
+        stale_after: int | timedelta = DEFAULT_STALE_AFTER_MS,
+        timeout: int | timedelta = DEFAULT_READ_TIMEOUT,
+        expected_tasks: Iterable[str | TaskId] = (),
+    ) -> ApplicationStatus:
+        """The application's status snapshot (``fetch_application_status`` on this connection).
+
+        ``stale_after``: documents older than this are flagged and not trusted;
+        ``timeout``: bound of the whole read; ``expected_tasks`` are listed (as
+        unassigned) even when no instance claims them. Raises the engine's
+        UnknownApplicationError, BrokerUnreachableError, StatusReadTimeoutError,
+        StatusFormatError.
+        """
+        from airflow_stateful_provider.streams.runtime.status_publisher import fetch_application_status
+
+        configs = self.get_client_configs()
+        return fetch_application_status(
+            configs.pop("bootstrap_servers"), application_id,
+            stale_after_ms=_duration_ms(stale_after, "stale_after"), client_configs=configs,
+            timeout_ms=_duration_ms(timeout, "timeout", minimum=1), expected_tasks=list(expected_tasks))
+
+    async def aget_status(
+        self,
+        application_id: str,
+        *,
+        stale_after: int | timedelta = DEFAULT_STALE_AFTER_MS,
+        timeout: int | timedelta = DEFAULT_READ_TIMEOUT,
+        expected_tasks: Iterable[str | TaskId] = (),
+    ) -> ApplicationStatus:
+        """:meth:`get_status` for triggers: the connection is looked up asynchronously and
+        the blocking Kafka read runs in a worker thread, never on the event loop."""
+        await self.aget_client_configs()
+        return await asyncio.to_thread(self.get_status, application_id, stale_after=stale_after, timeout=timeout,
+                                       expected_tasks=list(expected_tasks))
+
+    # ------------------------------------------------------------------ control
+
+    def send_command(
+        self,
+        application_id: str,
+        command_type: str,
+        *,
+        instances: Sequence[str] | None = None,
+        stores: Sequence[str] | None = None,
+        now_ms: int | None = None,
+    ) -> ControlCommand:
+        """Publish a new command to ``<application_id>-control``; returns it (its id is what
+        the instances acknowledge). ``instances``/``stores`` restrict it (None: all)."""
+        from airflow_stateful_provider.streams.control import new_command
+        from airflow_stateful_provider.streams.runtime.control_channel import send_command
+
+        command = new_command(application_id, command_type, instances=instances, stores=stores, now_ms=now_ms)
+        configs = self.get_client_configs()
+        send_command(configs.pop("bootstrap_servers"), command, client_configs=configs)
+        return command
+
+    def wait_for_command(
+        self,
+        command: ControlCommand,
+        *,
+        instances: Iterable[str],
+        timeout: int | timedelta,
+    ) -> CommandOutcome:
+        """Wait until every instance in ``instances`` acknowledged ``command`` as finished,
+        or ``timeout`` passed; the outcome says which answered, which failed, which are missing."""
+        from airflow_stateful_provider.streams.runtime.control_channel import wait_for_command
+
+        configs = self.get_client_configs()
+        return wait_for_command(configs.pop("bootstrap_servers"), command, instances=list(instances),
+                                client_configs=configs, timeout_ms=_duration_ms(timeout, "timeout", minimum=1))

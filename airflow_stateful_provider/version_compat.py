@@ -1,0 +1,32 @@
+"""The oldest Airflow the provider's Airflow modules (hooks, sensors, triggers, operators) run on.
+
+They use the Task SDK (``airflow.sdk``: BaseHook, BaseSensorOperator, async connection
+lookups), which Airflow 2 does not have; on an older Airflow they would fail later with an
+obscure ImportError or AttributeError, so each of their packages calls
+:func:`require_airflow` when imported. The engine (``streams``) imports nothing from Airflow
+and needs no check.
+"""
+
+from __future__ import annotations
+
+from packaging.version import InvalidVersion, Version
+
+__all__ = ["MIN_AIRFLOW_VERSION", "require_airflow"]
+
+MIN_AIRFLOW_VERSION = "3.0.0"
+
+
+def require_airflow(installed: str | None = None) -> None:
+    """Raise RuntimeError naming both versions if ``installed`` (default: the installed
+    Airflow) is older than MIN_AIRFLOW_VERSION. Pre-releases count as their base version,
+    so 3.1.0rc1 passes."""
+    if installed is None:
+        from airflow import __version__ as installed
+    try:
+        base = Version(Version(installed).base_version)
+    except InvalidVersion:
+        raise RuntimeError(f"airflow-stateful-provider cannot read the installed Airflow version {installed!r}; "
+                           f"it needs Apache Airflow {MIN_AIRFLOW_VERSION}+") from None
+    if base < Version(MIN_AIRFLOW_VERSION):
+        raise RuntimeError(f"airflow-stateful-provider needs Apache Airflow {MIN_AIRFLOW_VERSION}+ (the Task SDK, "
+                           f"airflow.sdk); Apache Airflow {installed} is installed")

@@ -1,0 +1,159 @@
+"""StatefulStreamsHook: client configs from connections, secret redaction, status and
+control delegation, and the bounded connection test."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from airflow.sdk import Connection
+
+from airflow_stateful_provider.hooks.stateful_streams import (
+    StatefulStreamsHook,
+    client_configs_from_connection,
+    redact_client_configs,
+)
+
+SECRET = "pa55-w0rd-never-logged"
+
+
+def conn(**kwargs) -> Connection:
+    extra = kwargs.pop("extra", None)
+    return Connection(conn_id=kwargs.pop("conn_id", "streams"), conn_type="stateful_streams",
+                      extra=None if extra is None else json.dumps(extra), **kwargs)
+
+
+@pytest.fixture
+def sasl_conn(monkeypatch):
+    """``stateful_streams_default`` with SASL credentials, given as Airflow reads env connections."""
+    monkeypatch.setenv("AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT", json.dumps({
+        "conn_type": "stateful_streams", "host": "127.0.0.1:1", "login": "alice", "password": SECRET,
+        "extra": {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512"}}))
+
+
+def test_plaintext_host_list_becomes_bootstrap_servers():
+    assert client_configs_from_connection(conn(host="b1:9092, b2:9093")) == {
+        "bootstrap_servers": ["b1:9092", "b2:9093"], "security_protocol": "PLAINTEXT"}
+
+
+def test_single_host_takes_the_port_and_extra_servers_may_be_a_list():
+    assert client_configs_from_connection(conn(host="broker", port=9094))["bootstrap_servers"] == ["broker:9094"]
+    configs = client_configs_from_connection(conn(extra={"bootstrap_servers": ["x:1", "y:2"]}))
+    assert configs["bootstrap_servers"] == ["x:1", "y:2"]
+
+
+def test_sasl_ssl_with_ca_file_and_ui_prefixed_extras():
+    configs = client_configs_from_connection(conn(
+        host="b:9093", login="alice", password=SECRET,
+        extra={"extra__stateful_streams__security_protocol": "sasl_ssl", "sasl_mechanism": "plain",
+               "ssl_cafile": "/etc/ca.pem", "extra__stateful_streams__sasl_mechanism": ""}))
+    assert configs == {"bootstrap_servers": ["b:9093"], "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+                       "sasl_plain_username": "alice", "sasl_plain_password": SECRET, "ssl_cafile": "/etc/ca.pem"}
+
+
+@pytest.mark.parametrize(("kwargs", "expected"), [
+    ({}, "has no bootstrap servers"),
+    ({"host": "a:1", "extra": {"bootstrap_servers": "b:2"}}, "sets bootstrap servers twice"),
+    ({"host": "a:1,b:2", "port": 9092}, "port 9092 applies to a single host"),
+    ({"host": "a:1,,b:2"}, "empty entry"),
+    ({"host": "a:1", "extra": {"security_protocol": "TLS"}}, "security_protocol must be one of"),
+    ({"host": "a:1", "extra": {"security_protocol": "SASL_SSL"}, "login": "u", "password": SECRET},
+     "needs sasl_mechanism"),
+    ({"host": "a:1", "extra": {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN"}, "login": "u"},
+     "missing ['password']"),
+    ({"host": "a:1", "password": SECRET}, "sets ['password'] but security_protocol is PLAINTEXT"),
+    ({"host": "a:1", "extra": {"ssl_cafile": "/ca.pem"}}, "ssl_cafile '/ca.pem' but security_protocol is PLAINTEXT"),
+    ({"host": "a:1", "extra": {"security_protcol": "SSL"}}, "unknown extra field(s) ['security_protcol']"),
+])
+def test_bad_connections_are_named_precisely_without_the_password(kwargs, expected):
+    with pytest.raises(ValueError) as info:
+        client_configs_from_connection(conn(**kwargs))
+    assert expected in str(info.value)
+    assert "'streams'" in str(info.value)
+    assert SECRET not in str(info.value)
+
+
+def test_redaction_hides_only_secrets():
+    configs = {"bootstrap_servers": ["a:1"], "sasl_plain_username": "alice", "sasl_plain_password": SECRET}
+    assert redact_client_configs(configs) == {**configs, "sasl_plain_password": "***"}
+
+
+def test_connection_from_env_and_the_password_never_leaks(sasl_conn, caplog):
+    caplog.set_level(logging.DEBUG)
+    hook = StatefulStreamsHook()
+    configs = hook.get_client_configs()
+    assert configs["sasl_plain_password"] == SECRET and configs["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert hook.bootstrap_servers == ["127.0.0.1:1"]
+    assert SECRET not in repr(hook) and SECRET not in str(hook.redacted_client_configs())
+    ok, message = hook.test_connection(timeout=timedelta(milliseconds=600))
+    assert ok is False
+    assert "cannot reach Kafka at 127.0.0.1:1 within 600 ms" in message
+    assert SECRET not in message
+    assert SECRET not in caplog.text
+    assert "127.0.0.1:1" in caplog.text  # the client did log: the check above is not vacuous
+
+
+def test_async_configs_use_the_async_connection_lookup(sasl_conn):
+    hook = StatefulStreamsHook()
+    with mock.patch.object(StatefulStreamsHook, "get_connection", side_effect=AssertionError("sync lookup")):
+        configs = asyncio.run(hook.aget_client_configs())
+    assert configs["sasl_plain_username"] == "alice"
+
+
+def test_invalid_connection_fails_test_connection_with_the_reason(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_BROKEN", json.dumps({"conn_type": "stateful_streams"}))
+    ok, message = StatefulStreamsHook("broken").test_connection()
+    assert ok is False and "has no bootstrap servers" in message
+
+
+def test_get_status_delegates_with_security_configs_and_durations(sasl_conn):
+    hook = StatefulStreamsHook()
+    with mock.patch("airflow_stateful_provider.streams.runtime.status_publisher.fetch_application_status") as fetch:
+        result = hook.get_status("clicks", stale_after=timedelta(seconds=5), timeout=2_000, expected_tasks=["0_1"])
+    assert result is fetch.return_value
+    args, kwargs = fetch.call_args
+    assert args == (["127.0.0.1:1"], "clicks")
+    assert kwargs["stale_after_ms"] == 5_000 and kwargs["timeout_ms"] == 2_000
+    assert kwargs["expected_tasks"] == ["0_1"]
+    assert kwargs["client_configs"]["sasl_plain_password"] == SECRET
+    assert "bootstrap_servers" not in kwargs["client_configs"]
+
+
+def test_aget_status_runs_the_blocking_read_off_the_event_loop(sasl_conn):
+    import threading
+
+    loop_thread = []
+
+    def fake_fetch(*args, **kwargs):
+        loop_thread.append(threading.current_thread())
+        return "status"
+
+    async def read():
+        loop_thread.append(threading.current_thread())
+        return await StatefulStreamsHook().aget_status("clicks", timeout=1_000)
+
+    with mock.patch("airflow_stateful_provider.streams.runtime.status_publisher.fetch_application_status",
+                    side_effect=fake_fetch):
+        assert asyncio.run(read()) == "status"
+    assert loop_thread[0] is not loop_thread[1]
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_get_status_rejects_bad_durations(sasl_conn, bad):
+    with pytest.raises(ValueError, match="stale_after must be an int of milliseconds"):
+        StatefulStreamsHook().get_status("clicks", stale_after=bad)
+
+
+def test_the_password_prints_redacted_but_authenticates_with_its_value():
+    from kafka.net.sasl.plain import SaslMechanismPlain
+
+    configs = client_configs_from_connection(conn(host="b:1", login="alice", password=SECRET,
+                                                  extra={"security_protocol": "SASL_PLAINTEXT",
+                                                         "sasl_mechanism": "PLAIN"}))
+    assert SECRET not in repr(configs) and SECRET not in f"{configs}"
+    assert configs["sasl_plain_password"] == SECRET
+    assert SaslMechanismPlain(**configs).auth_bytes() == f"alice\0alice\0{SECRET}".encode()
