@@ -129,7 +129,8 @@ def _stop(args: argparse.Namespace, out: TextIO) -> int:
 
     servers = args.bootstrap_servers
     try:
-        status = fetch_application_status(servers, args.application_id)
+        read_ms = min(10_000, int(args.timeout * 1000))
+        status = fetch_application_status(servers, args.application_id, timeout_ms=read_ms)
         command = new_command(args.application_id, "stop", instances=args.instances)
         expected = live_instances(status, command)
         unknown = sorted(set(args.instances or ()) - set(expected))
@@ -137,7 +138,7 @@ def _stop(args: argparse.Namespace, out: TextIO) -> int:
             print(f"error: no live instance {unknown} in application {args.application_id!r} (live: "
                   f"{list(live_instances(status, new_command(args.application_id, 'stop')))})", file=sys.stderr)
             return 1
-        send_command(servers, command)
+        send_command(servers, command, timeout_ms=read_ms)
         outcome = wait_for_command(servers, command, instances=expected, timeout_ms=int(args.timeout * 1000))
     except (UnknownApplicationError, StatusReadTimeoutError) as exc:
         print(f"error: {exc}", file=sys.stderr)

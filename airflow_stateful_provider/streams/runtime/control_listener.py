@@ -57,7 +57,7 @@ def _wall_clock_ms() -> int:
 
 def maintainable_stores(topology: Any) -> list[str]:
     """Names of the topology's session and versioned stores, which maintenance acts on."""
-    return [name for name in topology.store_names()
+    return [name for name in topology.store_names
             if isinstance(topology.store_builder(name), (SessionStoreBuilder, VersionedKeyValueStoreBuilder))]
 
 
@@ -160,7 +160,10 @@ class ControlListener:
             else:
                 self._dispatch(command)
         except Exception as exc:  # noqa: BLE001 - answered "failed"; the instance runs on
-            log.exception("command %s failed", command.command_id)
+            if isinstance(exc, StreamsError):  # a bad request (e.g. unknown store), not a bug
+                log.warning("command %s failed: %s", command.command_id, exc)
+            else:
+                log.exception("command %s failed", command.command_id)
             self._acknowledge(command, ACK_FAILED, {"error": f"{type(exc).__name__}: {exc}"})
 
     def _acknowledge(self, command: ControlCommand, status: str, result: Any) -> None:
