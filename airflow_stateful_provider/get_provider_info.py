@@ -1,8 +1,18 @@
-"""Provider metadata read by Airflow's ProvidersManager (entry point ``apache_airflow_provider``)."""
+"""Provider metadata read by Airflow's ProvidersManager (entry point ``apache_airflow_provider``).
+
+The connection form is declared here (``conn-fields``, ``ui-field-behaviour``) rather than
+by ``get_connection_form_widgets``/``get_ui_field_behaviour`` on the hook: Airflow 3.2+
+reads the declarative form without importing the hook and deprecates the hook methods.
+Extra fields are stored in the connection's extra under their plain names, which is what
+``StatefulStreamsHook`` reads. List a module here only once it exists (a unit test imports
+every one).
+"""
 
 from __future__ import annotations
 
 from airflow_stateful_provider import __version__
+
+INTEGRATION = "Stateful Streams"
 
 
 def get_provider_info() -> dict:
@@ -11,4 +21,56 @@ def get_provider_info() -> dict:
         "name": "Stateful Streams",
         "description": "Stateful stream pipelines (Kafka Streams semantics, RocksDB state) on Spark.",
         "versions": [__version__],
+        "integrations": [
+            {"integration-name": INTEGRATION, "tags": ["service"],
+             "external-doc-url": "https://kafka.apache.org/documentation/streams/"},
+        ],
+        "hooks": [
+            {"integration-name": INTEGRATION,
+             "python-modules": ["airflow_stateful_provider.hooks.stateful_streams"]},
+        ],
+        "sensors": [
+            {"integration-name": INTEGRATION,
+             "python-modules": ["airflow_stateful_provider.sensors.restoration",
+                                "airflow_stateful_provider.sensors.standby_lag"]},
+        ],
+        "triggers": [
+            {"integration-name": INTEGRATION,
+             "python-modules": ["airflow_stateful_provider.triggers.status"]},
+        ],
+        "connection-types": [
+            {
+                "connection-type": "stateful_streams",
+                "hook-class-name": "airflow_stateful_provider.hooks.stateful_streams.StatefulStreamsHook",
+                "hook-name": "Stateful Streams (Kafka)",
+                "conn-fields": {
+                    "security_protocol": {
+                        "label": "Security protocol",
+                        "schema": {"type": ["string", "null"], "default": "PLAINTEXT",
+                                   "enum": ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]},
+                        "description": "How clients talk to the brokers; SASL_* needs the SASL mechanism, "
+                                       "login and password",
+                    },
+                    "sasl_mechanism": {
+                        "label": "SASL mechanism",
+                        "schema": {"type": ["string", "null"],
+                                   "enum": [None, "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]},
+                        "description": "Only with SASL_PLAINTEXT or SASL_SSL",
+                    },
+                    "ssl_cafile": {
+                        "label": "SSL CA location",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "PEM file of the CA that signed the brokers' certificates, on the "
+                                       "machines running the tasks (SSL or SASL_SSL only)",
+                    },
+                },
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "port", "extra"],
+                    "relabeling": {"host": "Bootstrap servers", "login": "SASL username",
+                                   "password": "SASL password"},
+                    "placeholders": {"host": "broker-1:9092,broker-2:9092", "login": "only with SASL",
+                                     "password": "only with SASL"},
+                },
+            },
+        ],
     }
