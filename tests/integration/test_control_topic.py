@@ -15,7 +15,6 @@ from __future__ import annotations
 import io
 import time
 import uuid
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -35,11 +34,12 @@ from airflow_stateful_provider.streams.runtime.status_publisher import (
 from airflow_stateful_provider.streams.state.store_dir import open_store
 from airflow_stateful_provider.streams.windows import SessionWindows
 from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
+from tests.integration.test_crash_recovery import final_sessions as sessions_of, oracle_sessions as oracle
+from tests.integration.topologies import SESSION_GAP_MS as GAP_MS
 from tools.instances import InstanceProcess, wait_until
 
 pytestmark = pytest.mark.kafka
 
-GAP_MS = 60_000
 STORE = "click-sessions"
 PARTITIONS = 2
 TOPOLOGY = "tests.integration.test_control_topic:control_sessions"
@@ -66,44 +66,16 @@ def clicks(users: int, per_user: int, start_ms: int) -> list[tuple[str, int]]:
     return sorted(out, key=lambda c: c[1])
 
 
+def final_sessions(bootstrap_servers: str, topic: str) -> dict[tuple[str, int, int], int]:
+    return sessions_of(read_all(bootstrap_servers, topic))
+
+
 def produce(bootstrap_servers: str, topic: str, events: list[tuple[str, int]]) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5)
     for user, ts in events:
         producer.send(topic, key=user.encode(), value=b"click", timestamp_ms=ts)
     producer.flush()
     producer.close()
-
-
-def oracle(events: list[tuple[str, int]]) -> dict[tuple[str, int, int], int]:
-    by_user: dict[str, list[int]] = defaultdict(list)
-    for user, ts in events:
-        by_user[user].append(ts)
-    sessions = {}
-    for user, stamps in by_user.items():
-        stamps.sort()
-        start = prev = stamps[0]
-        count = 0
-        for ts in stamps:
-            if ts - prev > GAP_MS:
-                sessions[(user, start, prev)] = count
-                start, count = ts, 0
-            prev = ts
-            count += 1
-        sessions[(user, start, prev)] = count
-    return sessions
-
-
-def final_sessions(bootstrap_servers: str, topic: str) -> dict[tuple[str, int, int], int]:
-    latest: dict[str, int | None] = {}
-    for record in read_all(bootstrap_servers, topic):
-        latest[record.key.decode()] = None if record.value is None else int.from_bytes(record.value, "big", signed=True)
-    sessions = {}
-    for key, count in latest.items():
-        if count is not None:
-            user, _, window = key.rpartition("@")
-            start, end = window.split("-")
-            sessions[(user, int(start), int(end))] = count
-    return sessions
 
 
 class Cluster:
