@@ -1,0 +1,56 @@
+"""StreamThread.run_at_safe_point: actions wait out rebalances, report through their
+future, and fail (never hang) when the thread stops first. No broker: the loop is not run."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.dsl import StreamsBuilder
+from airflow_stateful_provider.streams.errors import StreamsError
+from airflow_stateful_provider.streams.runtime.stream_thread import StreamThread
+
+
+class IdleConsumer:
+    """No coordinator: ``group_rejoining`` reports no rebalance."""
+
+
+@pytest.fixture
+def thread(tmp_path):
+    builder = StreamsBuilder()
+    builder.stream("in").to("out")
+    config = StreamsConfig.from_mapping({"application_id": "app", "bootstrap_servers": "localhost:9092",
+                                         "state_dir": str(tmp_path)})
+    created = StreamThread(1, builder.build(), config, client_id="c", consumer_factory=lambda **_: None,
+                           producer_factory=lambda **_: None)
+    created.consumer = IdleConsumer()
+    return created
+
+
+def test_actions_run_in_order_and_report_results_and_errors(thread):
+    seen = []
+    first = thread.run_at_safe_point(lambda t: seen.append(t) or "one")
+    failing = thread.run_at_safe_point(lambda t: 1 / 0)
+    last = thread.run_at_safe_point(lambda t: seen.append("last") or "two")
+    thread._run_safe_point_actions()
+    assert seen == [thread, "last"]
+    assert first.result(0) == "one" and last.result(0) == "two"
+    assert isinstance(failing.exception(0), ZeroDivisionError)
+
+
+def test_actions_wait_while_commits_are_refused(thread):
+    future = thread.run_at_safe_point(lambda t: "ran")
+    thread._commit_blocked = True  # the group is rebalancing
+    thread._run_safe_point_actions()
+    assert not future.done()
+    thread._commit_blocked = False
+    thread._run_safe_point_actions()
+    assert future.result(0) == "ran"
+
+
+def test_a_stopping_thread_fails_pending_and_later_actions(thread):
+    pending = thread.run_at_safe_point(lambda t: "never")
+    thread._close(clean=False)
+    assert isinstance(pending.exception(0), StreamsError)
+    late = thread.run_at_safe_point(lambda t: "never")
+    assert "has stopped" in str(late.exception(0))
