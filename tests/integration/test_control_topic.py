@@ -243,6 +243,15 @@ def test_unknown_store_names_fail_naming_the_stores_the_instance_has(running):
     assert "'nope'" in error and STORE in error
 
 
+def test_compact_every_session_store_of_every_task(running):
+    outcome = send_and_wait(running, new_command(running.app, "compact"))
+    assert outcome.succeeded, (outcome, running.logs())
+    rows = [row for ack in outcome.acknowledgements.values() for row in ack.result["stores"]]
+    assert {(r["task_id"], r["role"]) for r in rows} == \
+        {(f"0_{p}", role) for p in range(PARTITIONS) for role in ("active", "standby")}, rows
+    assert all(r["store"] == STORE and r["result"]["bytes_after"] > 0 for r in rows), rows
+
+
 def test_enforce_retention_drops_every_segment_as_of_a_future_time(running):
     # Last in the module: it moves the stores' stream time into the future.
     future = int(time.time() * 1000) + 365 * 24 * 3_600_000
