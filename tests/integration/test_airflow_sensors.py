@@ -1,0 +1,191 @@
+"""The sensors against the real broker: fake instances publish status documents with
+StatusPublisher (a task restoring then running, a standby catching up), and DAGs run by
+``dag.test()`` wait for them in poke and in deferrable mode (dag.test() runs the trigger
+inline). The connection comes from ``AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT`` (JSON form)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from unittest import mock
+
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer
+
+from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
+from airflow_stateful_provider.sensors.restoration import RestorationSensor
+from airflow_stateful_provider.sensors.standby_lag import StandbyLagSensor
+from airflow_stateful_provider.streams.runtime.status_publisher import StatusPublisher, ensure_status_topic
+from airflow_stateful_provider.triggers.status import RestorationTrigger
+from tests.conftest import REPO_ROOT
+from tests.integration.instances import create_topics
+
+pytestmark = [pytest.mark.kafka, pytest.mark.airflow]
+
+CHANGELOG_RECORDS = 100
+
+
+class FakeApplication:
+    """Two instances' documents, republished every 300 ms: i-1 owns task 0_0 (restoring, then
+    running), i-2 holds its standby (lagging, then caught up)."""
+
+    def __init__(self, bootstrap_servers: str, app: str) -> None:
+        self.app = app
+        self.changelog = f"{app}-counts-changelog"
+        self.restored = False
+        self.standby_position = 10
+        self.publishers = [
+            StatusPublisher(app, instance_id, lambda i=instance_id: self.document(i),
+                            bootstrap_servers=bootstrap_servers, status_interval_ms=300)
+            for instance_id in ("i-1", "i-2")]
+
+    def document(self, instance_id: str) -> dict:
+        if instance_id == "i-1":
+            changelogs = [] if self.restored else [self.progress(40, CHANGELOG_RECORDS, 20.0)]
+            tasks = [{"task_id": "0_0", "role": "active", "state": "running" if self.restored else "restoring",
+                      "changelogs": changelogs}]
+        else:
+            tasks = [{"task_id": "0_0", "role": "standby", "state": "running",
+                      "changelogs": [self.progress(self.standby_position, None, 5.0)]}]
+        return {"format_version": 1, "instance_id": instance_id, "application_id": self.app, "state": "RUNNING",
+                "epoch": 1, "host": f"host-{instance_id}", "pid": 4242, "process_id": f"uuid-{instance_id}",
+                "generation": 2, "next_probing_rebalance_ms": None, "published_at": 0, "tasks": tasks,
+                "acknowledgements": []}
+
+    def progress(self, current: int, end: int | None, rate: float) -> dict:
+        return {"topic": self.changelog, "partition": 0, "store": "counts", "start_offset": 0,
+                "current_offset": current, "end_offset": end, "restore_rate": rate}
+
+    def publish_now(self) -> None:
+        for publisher in self.publishers:
+            publisher.publish_now()
+
+    def later(self, seconds: float, change) -> threading.Timer:
+        def apply() -> None:
+            change(self)
+            self.publish_now()
+
+        timer = threading.Timer(seconds, apply)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+
+@pytest.fixture
+def application(bootstrap_servers, monkeypatch):
+    app = f"sensors-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        ensure_status_topic(admin, app)
+    finally:
+        admin.close()
+    create_topics(bootstrap_servers, {f"{app}-counts-changelog": 1})
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
+    for i in range(CHANGELOG_RECORDS):
+        producer.send(f"{app}-counts-changelog", key=f"k{i}".encode(), value=b"1", partition=0)
+    producer.flush()
+    producer.close()
+    monkeypatch.setenv("AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT",
+                       json.dumps({"conn_type": "stateful_streams", "host": bootstrap_servers}))
+    fake = FakeApplication(bootstrap_servers, app)
+    for publisher in fake.publishers:
+        publisher.start()
+    hook = StatefulStreamsHook()
+    deadline = time.monotonic() + 20
+    while True:  # both documents readable before any sensor starts
+        try:
+            if len(hook.get_status(app, timeout=5_000).instances) == 2:
+                break
+        except Exception:  # noqa: BLE001 - not published yet
+            pass
+        assert time.monotonic() < deadline, "the fake instances' documents never became readable"
+        time.sleep(0.2)
+    yield fake
+    for publisher in fake.publishers:
+        publisher.close()
+
+
+def example_dag(dag_id: str):
+    """A DAG of dags/wait_for_state.py, loaded as the DAG processor does; intervals shortened
+    for the test (dag.test() runs these task objects; the serialized copy only schedules)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=REPO_ROOT / "dags" / "wait_for_state.py")
+    assert not bag.import_errors, bag.import_errors
+    dag = bag.get_dag(dag_id)
+    for task in dag.tasks:
+        task.poke_interval, task.timeout = 0.5, 30
+        task.stale_after_ms = 5_000
+    dag.get_task("standbys_warm").max_lag_records = 5  # the fake changelog has 100 records
+    return dag
+
+
+@pytest.mark.parametrize("dag_id", ["wait_for_state_in_worker", "wait_for_state"])
+def test_dag_waits_for_restoration_then_standby_lag(airflow_db, application, dag_id):
+    trigger_reads = []
+    original = StatefulStreamsHook.aget_status
+
+    async def counted(self, *args, **kwargs):
+        trigger_reads.append(args)
+        return await original(self, *args, **kwargs)
+
+    dag = example_dag(dag_id)
+    started = time.monotonic()
+    application.later(2.0, lambda a: setattr(a, "restored", True))
+    application.later(4.0, lambda a: setattr(a, "standby_position", CHANGELOG_RECORDS - 2))
+    with mock.patch.object(StatefulStreamsHook, "aget_status", counted):
+        run = dag.test(run_conf={"application_id": application.app})
+    elapsed = time.monotonic() - started
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert run.state == "success", states
+    assert states == {"state_restored": "success", "standbys_warm": "success"}
+    assert elapsed >= 3.5, "the sensors returned before the standby caught up"
+    if dag_id == "wait_for_state":
+        assert {args[0] for args in trigger_reads} == {application.app}, "the triggers never ran"
+    else:
+        assert not trigger_reads
+
+
+def test_poke_timeout_fails_with_the_stuck_task_table(application):
+    sensor = RestorationSensor(task_id="restored", application_id=application.app, poll_interval=0.3, timeout=1.5)
+    from airflow.sdk.exceptions import AirflowSensorTimeout
+
+    with pytest.raises(AirflowSensorTimeout) as info:
+        sensor.execute({})
+    message = str(info.value)
+    assert "0_0   restoring  i-1@host-i-1" in message
+    assert "40/100 (40%)" in message and "60 offsets remaining (> 0), ETA 3s" in message
+
+
+def test_trigger_timeout_event_against_the_broker(application):
+    trigger = RestorationTrigger(application_id=application.app, poll_interval=0.3, deadline=time.time() + 1.5)
+
+    async def first():
+        return await anext(trigger.run())
+
+    payload = asyncio.run(asyncio.wait_for(first(), timeout=20)).payload
+    assert payload["status"] == "timeout"
+    assert "60 offsets remaining" in payload["table"]
+    assert payload["status_json"]["tasks"][0]["standbys"][0]["lag"] == CHANGELOG_RECORDS - 10
+
+
+def test_unknown_application_keeps_waiting_then_names_the_reason(bootstrap_servers, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT",
+                       json.dumps({"conn_type": "stateful_streams", "host": bootstrap_servers}))
+    sensor = StandbyLagSensor(task_id="warm", application_id=f"never-{uuid.uuid4().hex[:6]}", max_lag_records=0,
+                              poll_interval=0.3, timeout=1)
+    from airflow.sdk.exceptions import AirflowSensorTimeout
+
+    with pytest.raises(AirflowSensorTimeout, match="last status read failed: UnknownApplicationError"):
+        sensor.execute({})
+
+
+def test_hook_test_connection_against_the_broker(bootstrap_servers, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT",
+                       json.dumps({"conn_type": "stateful_streams", "host": bootstrap_servers}))
+    ok, message = StatefulStreamsHook().test_connection()
+    assert ok, message
+    assert "1 broker(s)" in message
