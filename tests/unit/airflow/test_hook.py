@@ -157,3 +157,40 @@ def test_the_password_prints_redacted_but_authenticates_with_its_value():
     assert SECRET not in repr(configs) and SECRET not in f"{configs}"
     assert configs["sasl_plain_password"] == SECRET
     assert SaslMechanismPlain(**configs).auth_bytes() == f"alice\0alice\0{SECRET}".encode()
+
+
+def test_send_command_builds_and_sends_through_the_control_channel(sasl_conn):
+    from airflow_stateful_provider.streams.control import ControlCommand
+
+    with mock.patch("airflow_stateful_provider.streams.runtime.control_channel.send_command") as send:
+        command = StatefulStreamsHook().send_command("clicks", "enforce_retention", instances=["i-1"], stores=["counts"],
+                                                     now_ms=123)
+    assert isinstance(command, ControlCommand)
+    assert (command.application_id, command.command_type, command.instances, command.stores, command.now_ms) == \
+        ("clicks", "enforce_retention", ("i-1",), ("counts",), 123)
+    args, kwargs = send.call_args
+    assert args == (["127.0.0.1:1"], command)
+    assert kwargs["client_configs"]["sasl_mechanism"] == "SCRAM-SHA-512"
+
+
+def test_unknown_command_type_is_refused_before_anything_is_sent(sasl_conn):
+    from airflow_stateful_provider.streams.errors import StreamsError
+
+    with mock.patch("airflow_stateful_provider.streams.runtime.control_channel.send_command") as send:
+        with pytest.raises(StreamsError, match="unknown control command type 'vacuum'"):
+            StatefulStreamsHook().send_command("clicks", "vacuum")
+    send.assert_not_called()
+
+
+def test_wait_for_command_delegates_with_the_timeout_in_ms(sasl_conn):
+    from airflow_stateful_provider.streams.control import new_command
+
+    command = new_command("clicks", "checkpoint")
+    with mock.patch("airflow_stateful_provider.streams.runtime.control_channel.wait_for_command") as wait:
+        outcome = StatefulStreamsHook().wait_for_command(command, instances=("i-1", "i-2"),
+                                                         timeout=timedelta(seconds=3))
+    assert outcome is wait.return_value
+    args, kwargs = wait.call_args
+    assert args == (["127.0.0.1:1"], command)
+    assert kwargs["instances"] == ["i-1", "i-2"] and kwargs["timeout_ms"] == 3_000
+    assert "bootstrap_servers" not in kwargs["client_configs"]
