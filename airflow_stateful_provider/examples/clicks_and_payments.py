@@ -41,6 +41,11 @@ from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindo
 
 __all__ = [
     "CLICKS_TOPIC",
+    "DEFAULT_RATES_HISTORY_RETENTION_MS",
+    "DEFAULT_SESSIONS_RETENTION_MS",
+    "DEFAULT_SESSION_GAP_MS",
+    "DEFAULT_SESSION_GRACE_MS",
+    "JOIN_NAME",
     "PAYMENTS_TOPIC",
     "PAYMENTS_USD_TOPIC",
     "RATES_STORE",

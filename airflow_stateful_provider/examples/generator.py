@@ -39,8 +39,7 @@ from airflow_stateful_provider.examples.clicks_and_payments import (
     SESSIONS_TOPIC,
 )
 
-__all__ = ["CLICK", "PAYMENT", "RATE", "GeneratedRecord", "default_start_ms", "ensure_topics", "generate", "main",
-           "produce"]
+__all__ = ["CLICK", "PAYMENT", "RATE", "GeneratedRecord", "ensure_topics", "generate", "main", "produce"]
 
 CLICK, PAYMENT, RATE = "click", "payment", "rate"
 DEFAULT_CURRENCIES = ("EUR", "GBP", "JPY", "CHF")
@@ -62,13 +61,6 @@ class GeneratedRecord:
     timestamp: int
 
 
-def default_start_ms(now_ms: int | None = None) -> int:
-    """Eight hours ago, on a whole minute: the data (about 5 h plus the flush) ends in the
-    past, and is recent enough for the broker's time retention."""
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    return (now - 8 * 3_600_000) // 60_000 * 60_000
-
-
 def generate(
     seed: int = 0,
     users: int = 100,
@@ -79,16 +71,27 @@ def generate(
     *,
     session_gap_ms: int = DEFAULT_SESSION_GAP_MS,
     session_grace_ms: int = DEFAULT_SESSION_GRACE_MS,
+    now_ms: int | None = None,
 ) -> list[GeneratedRecord]:
     """The records in send order (see module docstring); equal arguments, equal records.
-    ``start_ms`` None = :func:`default_start_ms` (the only input not from the seed)."""
+
+    ``start_ms`` None: the data is placed to end 30 minutes before now (``now_ms``, default
+    the clock), on a whole minute, recent enough for the broker's time retention and not in
+    the future (Kafka 4 rejects timestamps more than an hour ahead). The data spans several
+    hours (about 8 with the defaults: the longest user timeline decides).
+    """
     for name, value, minimum in (("users", users, 1), ("clicks", clicks, 0), ("payments", payments, 0),
                                  ("session_gap_ms", session_gap_ms, 1), ("session_grace_ms", session_grace_ms, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
     if not currencies or len(set(currencies)) != len(currencies):
         raise ValueError(f"currencies must be distinct codes, at least one, got {list(currencies)!r}")
-    start = default_start_ms() if start_ms is None else start_ms
+    if start_ms is None:  # the same data shifted: offsets from the start do not depend on it
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        span = max(r.timestamp for r in generate(seed, users, clicks, payments, currencies, 0,
+                                                 session_gap_ms=session_gap_ms, session_grace_ms=session_grace_ms))
+        start_ms = (now - 30 * 60_000 - span) // 60_000 * 60_000
+    start = start_ms
     if start < 0:
         raise ValueError(f"start_ms must be >= 0, got {start}")
     rng = random.Random(seed)
@@ -210,8 +213,8 @@ def produce(
         if not now - _MAX_AGE_MS <= record.timestamp <= now + _MAX_FUTURE_MS:
             raise ValueError(
                 f"record timestamp {record.timestamp} of {record.kind} {record.value!r} is not within 6 days before "
-                f"and 50 minutes after now ({now}): the broker would delete or reject it; generate with a recent "
-                f"start_ms (default_start_ms())")
+                f"and 50 minutes after now ({now}): the broker would delete or reject it; generate with "
+                f"start_ms=None (data ending 30 minutes ago)")
     topic_of = {CLICK: clicks_topic, PAYMENT: payments_topic, RATE: rates_topic}
     unknown = {r.kind for r in records} - set(topic_of)
     if unknown:
@@ -246,15 +249,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--payments", type=int, default=600)
     parser.add_argument("--partitions", type=int, default=4)
     args = parser.parse_args(argv)
-    start = default_start_ms()
     try:
-        records = generate(args.seed, args.users, args.clicks, args.payments, start_ms=start)
+        records = generate(args.seed, args.users, args.clicks, args.payments)
         sent = produce(args.bootstrap_servers, records, partitions=args.partitions)
         ensure_topics(args.bootstrap_servers, (SESSIONS_TOPIC, PAYMENTS_USD_TOPIC), args.partitions)
     except (ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps({"sent": sent, "partitions": args.partitions, "seed": args.seed, "start_ms": start,
+    print(json.dumps({"sent": sent, "partitions": args.partitions, "seed": args.seed,
+                      "start_ms": min(r.timestamp for r in records),
                       "end_ms": max(r.timestamp for r in records)}))
     return 0
 

@@ -18,7 +18,7 @@ from airflow_stateful_provider.examples.expected import (
     expected_sessions,
     partition_for,
 )
-from airflow_stateful_provider.examples.generator import CLICK, PAYMENT, RATE, default_start_ms, generate, produce
+from airflow_stateful_provider.examples.generator import CLICK, PAYMENT, RATE, generate, produce
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, DeserializationError, ProcessingError
 from airflow_stateful_provider.streams.serdes import Serdes
@@ -106,8 +106,12 @@ def test_generator_is_deterministic_by_seed_and_uses_event_time_as_record_time()
     assert all(r.timestamp == r.value["ts"] for r in RECORDS)
     assert sum(r.kind == CLICK for r in RECORDS) == 3000 + 100  # plus one flush click per user
     assert all(r.timestamp >= START - 60_000 for r in RECORDS)
-    start = default_start_ms(now_ms=1_760_000_123_456)
-    assert start % 60_000 == 0 and 1_760_000_123_456 - start == pytest.approx(8 * 3_600_000, abs=60_000)
+    now = 1_760_000_123_456
+    recent = generate(seed=7, now_ms=now)  # start_ms None: the same data, ending 30 minutes before now
+    assert recent[0].timestamp % 60_000 == 0  # the first rate, a minute before the start
+    shift = recent[0].timestamp - RECORDS[0].timestamp
+    assert [(r.key, r.timestamp - shift) for r in recent] == [(r.key, r.timestamp) for r in RECORDS]
+    assert now - 31 * 60_000 < max(r.timestamp for r in recent) <= now - 30 * 60_000
     with pytest.raises(ValueError, match="users must be an int >= 1, got 0"):
         generate(users=0, start_ms=START)
     with pytest.raises(ValueError, match=r"currencies must be distinct codes.*\['EUR', 'EUR'\]"):
