@@ -29,6 +29,10 @@ def get_provider_info() -> dict:
             {"integration-name": INTEGRATION,
              "python-modules": ["airflow_stateful_provider.hooks.stateful_streams"]},
         ],
+        "operators": [
+            {"integration-name": INTEGRATION,
+             "python-modules": ["airflow_stateful_provider.operators.maintenance"]},
+        ],
         "sensors": [
             {"integration-name": INTEGRATION,
              "python-modules": ["airflow_stateful_provider.sensors.restoration",

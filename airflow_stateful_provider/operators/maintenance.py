@@ -1,0 +1,631 @@
+"""Store maintenance from Airflow: retention and compaction of session and versioned stores,
+and the changelog topic config check (SEMANTICS §7) with optional repair.
+
+Retention and compaction run either
+
+- **online**: the command goes through ``<application_id>-control`` to every live instance,
+  which applies it at a safe point of its loop to every store it holds (active, standby,
+  warmup) and answers in its status document (docs/control-topic.md); or
+- **offline**: on the state directory of a *stopped* instance, opening each store directly.
+  A store still open by a running instance is refused (its RocksDB lock is held).
+
+Both log a per-store table and return the per-store results (XCom, JSON-ready); a failed or
+silent instance (or store) fails the task, naming it and listing what did succeed.
+See docs/maintenance.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta, timezone
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook, _duration_ms
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_stateful_provider.streams.control import CommandOutcome
+    from airflow_stateful_provider.streams.runtime.internal_topics import InternalTopic
+    from airflow_stateful_provider.streams.runtime.topic_config_drift import Drift
+
+__all__ = [
+    "ChangelogConfigOperator",
+    "MODES",
+    "StoreCompactionOperator",
+    "StoreRetentionOperator",
+    "parse_now_ms",
+    "parse_store_names",
+    "result_table",
+]
+
+MODES = ("online", "offline")
+#: A ``now`` further ahead of the wall clock than this is logged as a warning: it drops data
+#: that is still live by the instances' clocks.
+_FUTURE_WARNING_MS = 60_000
+_MAINTAINED_TYPES = ("session", "versioned")
+
+
+# ---------------------------------------------------------------------------- argument parsing
+
+
+def parse_now_ms(now: datetime | int | str | None, *, wall_clock_ms: int | None = None) -> int:
+    """The time retention is measured against, as epoch ms.
+
+    None: the wall clock (``wall_clock_ms``, else now). An int: epoch ms. A timezone-aware
+    datetime. A string (what a template renders): digits are epoch ms, anything else an
+    ISO-8601 timestamp with an offset (``2026-01-02T00:00:00+00:00``, ``...Z``). Naive
+    datetimes are refused: a retention cut-off that depends on the worker's time zone is a
+    silent data-loss bug.
+    """
+    if now is None or now == "":
+        return wall_clock_ms if wall_clock_ms is not None else time.time_ns() // 1_000_000
+    if isinstance(now, bool):
+        raise ValueError(f"now must be a datetime, epoch milliseconds or an ISO-8601 string, got {now!r}")
+    if isinstance(now, int):
+        value = now
+    elif isinstance(now, datetime):
+        if now.tzinfo is None or now.utcoffset() is None:
+            raise ValueError(f"now {now.isoformat()!r} has no time zone; give an aware datetime (UTC)")
+        value = int(now.timestamp() * 1000)
+    elif isinstance(now, str):
+        text = now.strip()
+        if text.lstrip("-").isdigit():
+            value = int(text)
+        else:
+            try:
+                parsed = datetime.fromisoformat(text)
+            except ValueError:
+                raise ValueError(f"now {now!r} is neither epoch milliseconds nor an ISO-8601 timestamp") from None
+            return parse_now_ms(parsed)
+    else:
+        raise ValueError(f"now must be a datetime, epoch milliseconds or an ISO-8601 string, "
+                         f"got {type(now).__name__} {now!r}")
+    if value < 0:
+        raise ValueError(f"now must be >= 0 epoch milliseconds, got {value}")
+    return value
+
+
+def parse_store_names(stores: str | Iterable[str] | None) -> tuple[str, ...] | None:
+    """None (every session and versioned store), ``"a,b"`` or a list of store names."""
+    if stores is None or stores == "":
+        return None
+    if isinstance(stores, str):
+        names = [s.strip() for s in stores.split(",")]
+    elif isinstance(stores, Iterable):
+        names = list(stores)
+    else:
+        raise ValueError(f"stores must be None, a comma-separated string or a list of store names, got {stores!r}")
+    if not names or any(not isinstance(n, str) or not n.strip() for n in names):
+        raise ValueError(f"stores must name at least one store and hold only non-empty strings, got {stores!r}")
+    return tuple(dict.fromkeys(n.strip() for n in names))
+
+
+def _is_template(value: Any) -> bool:
+    return isinstance(value, str) and "{{" in value
+
+
+def _check_mode(mode: Any) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+    return mode
+
+
+# ---------------------------------------------------------------------------- the result table
+
+
+def _time(ms: Any) -> str:
+    if not isinstance(ms, int):
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _bytes(n: Any) -> str:
+    if not isinstance(n, (int, float)):
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # unreachable
+
+
+def _summary(result: Mapping[str, Any] | None) -> str:
+    """One line for one store's result (retention, compaction or skipped)."""
+    if not isinstance(result, Mapping):
+        return repr(result)
+    if "skipped" in result:
+        return f"skipped: {result['skipped']}"
+    if "segments_dropped" in result:
+        dropped = result.get("segments_dropped") or []
+        ids = [s.get("segment_id") for s in dropped if isinstance(s, Mapping)]
+        which = "" if not ids else (f" ({ids[0]})" if len(ids) == 1 else f" ({ids[0]}..{ids[-1]})")
+        return (f"dropped {len(dropped)} segment(s){which}; stream time {_time(result.get('observed_stream_time_before'))}"
+                f" -> {_time(result.get('observed_stream_time_after'))}; "
+                f"{_bytes(result.get('bytes_before'))} -> {_bytes(result.get('bytes_after'))}")
+    if "duration_s" in result:
+        return (f"{_bytes(result.get('bytes_before'))} -> {_bytes(result.get('bytes_after'))} "
+                f"in {float(result['duration_s']):.2f}s")
+    return json.dumps(result, sort_keys=True)
+
+
+def result_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Per store: INSTANCE TASK STORE ROLE RESULT (offline rows have no instance or role)."""
+    if not rows:
+        return "(no store)"
+    header = ("INSTANCE", "TASK", "STORE", "ROLE", "RESULT")
+    body = [(r.get("instance") or "-", r.get("task_id") or "-", r.get("store") or "-", r.get("role") or "-",
+             _summary(r.get("result"))) for r in rows]
+    widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header) - 1)]
+    return "\n".join("  ".join([*(str(c).ljust(w) for c, w in zip(row[:-1], widths)), str(row[-1])])
+                     for row in [header, *body])
+
+
+def _json_ready(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+# ---------------------------------------------------------------------------- retention and compaction
+
+
+class _StoreMaintenanceOperator(BaseOperator):
+    """Shared by retention and compaction (see the module docstring); subclasses set
+    ``command_type`` and how one offline store is maintained."""
+
+    command_type: str = ""
+    template_fields: Sequence[str] = ("application_id", "stores", "mode", "state_dir", "stateful_streams_conn_id")
+    ui_color = "#e8e0f4"
+
+    def __init__(
+        self,
+        *,
+        application_id: str | None = None,
+        stores: str | Iterable[str] | None = None,
+        mode: str = "online",
+        state_dir: str | os.PathLike[str] | None = None,
+        stateful_streams_conn_id: str = StatefulStreamsHook.default_conn_name,
+        timeout: int | timedelta = timedelta(minutes=10),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.application_id = application_id
+        self.stores = stores if stores is None or isinstance(stores, str) else list(stores)
+        self.mode = mode
+        self.state_dir = None if state_dir is None else os.fspath(state_dir)
+        self.stateful_streams_conn_id = stateful_streams_conn_id
+        self.timeout_ms = _duration_ms(timeout, "timeout", minimum=1)
+        # Check what is already known; templated values are checked again once rendered.
+        if not _is_template(mode):
+            self._check_arguments()
+
+    @cached_property
+    def hook(self) -> StatefulStreamsHook:
+        return StatefulStreamsHook(stateful_streams_conn_id=self.stateful_streams_conn_id)
+
+    def _check_arguments(self) -> tuple[str, tuple[str, ...] | None]:
+        mode = _check_mode(self.mode)
+        stores = None if _is_template(self.stores) else parse_store_names(self.stores)
+        if mode == "online":
+            if not self.application_id:
+                raise ValueError(f"{self.task_id}: online mode needs application_id")
+            if self.state_dir:
+                raise ValueError(f"{self.task_id}: state_dir {self.state_dir!r} is only for mode='offline'; "
+                                 f"online, the instances maintain their own state directories")
+        elif not self.state_dir:
+            raise ValueError(f"{self.task_id}: offline mode needs state_dir (the state directory of a stopped "
+                             f"instance, holding <application_id>/<task>/<store>/)")
+        return mode, stores
+
+    def _command_kwargs(self) -> dict[str, Any]:
+        return {}
+
+    def _describe(self) -> str:
+        return self.command_type
+
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        mode, stores = self._check_arguments()
+        if mode == "online":
+            return self._execute_online(stores)
+        return self._execute_offline(stores)
+
+    # ------------------------------------------------------------------ online
+
+    def _execute_online(self, stores: tuple[str, ...] | None) -> list[dict[str, Any]]:
+        from airflow_stateful_provider.streams.control import new_command
+        from airflow_stateful_provider.streams.runtime.control_channel import live_instances
+
+        app = self.application_id
+        status = self.hook.get_status(app)
+        command_kwargs = self._command_kwargs()
+        probe = new_command(app, self.command_type, stores=stores, **command_kwargs)
+        expected = live_instances(status, probe)
+        stale = [i.instance_id for i in status.stale_instances]
+        if stale:
+            self.log.warning("stale instance(s) %s publish no status: they will not be asked or waited for", stale)
+        if not expected:
+            seen = [f"{i.instance_id} ({i.state}{' stale' if i.stale else ''})" for i in status.instances]
+            raise AirflowException(
+                f"{self._describe()} on application {app!r}: no live instance to apply it (instances: {seen}); "
+                f"for a stopped application use mode='offline' on each instance's state_dir")
+        command = self.hook.send_command(app, self.command_type, stores=stores, **command_kwargs)
+        self.log.info("sent %s (%s) to %s; waiting up to %d s for %s", self._describe(), command.command_id,
+                      f"{app}-control", self.timeout_ms // 1000, list(expected))
+        outcome = self.hook.wait_for_command(command, instances=expected, timeout=self.timeout_ms)
+        return self._online_result(outcome, expected)
+
+    def _online_result(self, outcome: CommandOutcome, expected: Sequence[str]) -> list[dict[str, Any]]:
+        app = self.application_id
+        rows: list[dict[str, Any]] = []
+        succeeded: list[str] = []
+        for instance_id in expected:
+            ack = outcome.acknowledgements.get(instance_id)
+            if ack is None or ack.status != "done":
+                continue
+            result = ack.result if isinstance(ack.result, Mapping) else {}
+            mine = [{"instance": instance_id, **row} for row in result.get("stores") or []]
+            rows.extend(mine)
+            succeeded.append(f"{instance_id} ({len(mine)} store(s))")
+        rows = _json_ready(rows)
+        table = result_table(rows)
+        if outcome.succeeded:
+            self.log.info("%s on application %s done by %d instance(s):\n%s", self._describe(), app, len(expected),
+                          table)
+            return rows
+        problems = []
+        for instance_id in outcome.failed:
+            error = outcome.acknowledgements[instance_id].result
+            error = error.get("error") if isinstance(error, Mapping) else error
+            problems.append(f"{instance_id} failed: {error}")
+        if outcome.missing:
+            problems.append(f"no answer within {self.timeout_ms / 1000:g}s from {list(outcome.missing)} "
+                            f"(an instance that stops or restarts meanwhile never applies it; re-run)")
+        raise AirflowException(
+            f"{self._describe()} ({outcome.command.command_id}) on application {app!r} did not succeed everywhere: "
+            f"{'; '.join(problems)}. Succeeded: {', '.join(succeeded) or 'none'}\n{table}")
+
+    # ------------------------------------------------------------------ offline
+
+    def _apply_offline(self, store: Any) -> Any:
+        raise NotImplementedError
+
+    def _execute_offline(self, stores: tuple[str, ...] | None) -> list[dict[str, Any]]:
+        from airflow_stateful_provider.streams.errors import InvalidStoreError
+        from airflow_stateful_provider.streams.state.metadata import read_metadata
+        from airflow_stateful_provider.streams.state.store_dir import find_stores, open_store
+
+        state_dir = os.path.abspath(self.state_dir)  # type: ignore[arg-type]
+        if not os.path.isdir(state_dir):
+            raise ValueError(f"{self.task_id}: state_dir {state_dir} is not a directory")
+        root = os.path.join(state_dir, self.application_id) if self.application_id else state_dir
+        if not os.path.isdir(root):
+            present = sorted(d for d in os.listdir(state_dir) if os.path.isdir(os.path.join(state_dir, d)))
+            raise ValueError(f"{self.task_id}: no directory of application {self.application_id!r} in {state_dir} "
+                             f"(applications there: {present})")
+        found = []
+        for path in find_stores(root):
+            metadata = read_metadata(path)
+            parts = os.path.relpath(path, state_dir).split(os.sep)
+            found.append({"application_id": parts[-3] if len(parts) >= 3 else self.application_id,
+                          "task_id": parts[-2] if len(parts) >= 2 else "-", "store": metadata.name,
+                          "store_type": metadata.store_type.value, "path": path})
+        if not found:
+            raise ValueError(f"{self.task_id}: no store under {root}")
+        maintained = sorted({f["store"] for f in found if f["store_type"] in _MAINTAINED_TYPES})
+        if stores is not None:
+            others = {f["store"]: f["store_type"] for f in found if f["store_type"] not in _MAINTAINED_TYPES}
+            unknown = [s for s in stores if s not in maintained]
+            if unknown:
+                kinds = [f"{s!r} is a {others[s]} store" for s in unknown if s in others]
+                raise ValueError(f"{self.task_id}: stores {unknown} are not session or versioned stores under {root}"
+                                 f"{' (' + '; '.join(kinds) + ')' if kinds else ''}; available: {maintained}")
+        selected = [f for f in found if stores is None or f["store"] in stores]
+        rows: list[dict[str, Any]] = []
+        todo = []
+        for entry in selected:
+            row = {"instance": None, "application_id": entry["application_id"], "task_id": entry["task_id"],
+                   "store": entry["store"], "role": None, "store_type": entry["store_type"], "path": entry["path"]}
+            if entry["store_type"] not in _MAINTAINED_TYPES:
+                row["result"] = {"skipped": f"{entry['store_type']} store: retention and compaction apply to "
+                                            f"session and versioned stores"}
+            else:
+                todo.append(row)
+            rows.append(row)
+        # Open every store before touching any: a running instance must not see half of them maintained.
+        opened: list[tuple[dict[str, Any], Any]] = []
+        try:
+            for row in todo:
+                try:
+                    opened.append((row, open_store(row["path"], read_only=False)))
+                except InvalidStoreError as exc:
+                    if "already open for writing" in str(exc):
+                        raise AirflowException(
+                            f"{self.task_id}: store {row['store']!r} of task {row['task_id']} at {row['path']} is "
+                            f"locked by a running instance; stop that instance before offline maintenance, or use "
+                            f"mode='online'. Nothing was changed.") from exc
+                    raise
+            failures = []
+            for row, store in opened:
+                try:
+                    row["result"] = self._apply_offline(store).as_dict()
+                except Exception as exc:  # noqa: BLE001 - reported with what succeeded
+                    row["result"] = {"error": f"{type(exc).__name__}: {exc}"}
+                    failures.append(f"{row['task_id']}/{row['store']}: {type(exc).__name__}: {exc}")
+        finally:
+            for _, store in opened:
+                store.close()
+        rows = _json_ready(rows)
+        table = result_table(rows)
+        if failures:
+            raise AirflowException(f"{self._describe()} offline under {root} failed for {failures}; the other stores "
+                                   f"are done\n{table}")
+        self.log.info("%s offline under %s:\n%s", self._describe(), root, table)
+        return rows
+
+
+class StoreRetentionOperator(_StoreMaintenanceOperator):
+    """Drop the expired segments of session and versioned stores as of ``now``, even when a
+    store's own stream time has stalled (no input): what keeps disks bounded for keys and
+    partitions that went quiet.
+
+    :param application_id: the application (templated); required online; offline it selects
+        ``<state_dir>/<application_id>/`` (None: every application under ``state_dir``).
+    :param stores: store names (list or ``"a,b"``; templated); None: every session and
+        versioned store.
+    :param now: the time retention is measured against (templated): aware datetime, epoch ms
+        or ISO-8601 string (``"{{ data_interval_end }}"``). Default None: the wall clock when
+        the task executes, the same for every instance. A time ahead of the data moves the
+        stores' stream time there (later, older writes are dropped as expired).
+    :param mode: ``"online"`` (control topic) or ``"offline"`` (``state_dir`` of a stopped
+        instance); templated.
+    :param state_dir: offline only: the stopped instance's ``state_dir`` (templated).
+    :param stateful_streams_conn_id: connection of type ``stateful_streams`` (online).
+    :param timeout: online: how long to wait for every live instance's answer (int ms or timedelta).
+    """
+
+    command_type = "enforce_retention"
+    template_fields: Sequence[str] = ("application_id", "stores", "mode", "state_dir", "now",
+                                      "stateful_streams_conn_id")
+
+    def __init__(self, *, now: datetime | int | str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.now = now
+        if not _is_template(now):
+            parse_now_ms(now)
+        self._now_ms: int | None = None
+
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        wall = time.time_ns() // 1_000_000
+        self._now_ms = parse_now_ms(self.now, wall_clock_ms=wall)
+        if self._now_ms > wall + _FUTURE_WARNING_MS:
+            self.log.warning("now %s is %.0f s ahead of the wall clock: data younger than the retention by the "
+                             "instances' clocks will be dropped, and the stores' stream time moves there",
+                             _time(self._now_ms), (self._now_ms - wall) / 1000)
+        return super().execute(context)
+
+    def _command_kwargs(self) -> dict[str, Any]:
+        return {"now_ms": self._now_ms}
+
+    def _describe(self) -> str:
+        return f"enforce_retention as of {_time(self._now_ms)} UTC ({self._now_ms})"
+
+    def _apply_offline(self, store: Any) -> Any:
+        return store.enforce_retention(self._now_ms)
+
+
+class StoreCompactionOperator(_StoreMaintenanceOperator):
+    """Full RocksDB compaction of session and versioned stores: returns the space of
+    deleted and overwritten rows (after retention or heavy updates) to the disk.
+
+    Parameters as :class:`StoreRetentionOperator` without ``now``.
+    """
+
+    command_type = "compact"
+
+    def _apply_offline(self, store: Any) -> Any:
+        return store.compact()
+
+
+# ---------------------------------------------------------------------------- changelog configs
+
+
+class ChangelogConfigOperator(BaseOperator):
+    """Check the configs of the application's internal topics (changelogs, repartition
+    topics) against SEMANTICS §7, and optionally repair them.
+
+    Kafka Streams sets these configs only when it creates a topic; a later hand edit (a
+    shortened ``retention.ms``, a changelog switched to ``delete``) loses state at the next
+    restore without any error. Logs a drift table and returns (XCom)
+    ``{"application_id", "checked_topics", "drift", "repaired", "remaining", "unchecked"}``
+    (drift rows: ``topic, key, expected, actual, repairable, reason``).
+
+    :param application_id: the application (templated).
+    :param topology: ``"package.module:function"`` building the application's topology
+        (as the runner takes it; templated): exact expected configs and partition counts.
+        None: inferred from topic names and current configs, and what cannot be checked is
+        listed under ``unchecked``.
+    :param streams_config: further StreamsConfig values the topology function reads (e.g.
+        ``{"app_configs": {...}}``); application_id and bootstrap servers come from this
+        operator and its connection (templated).
+    :param repair: False (default): dry run, nothing changes. True: alter the drifting
+        configs (incremental alter: other keys keep their values) and re-read to confirm.
+    :param fail_on_drift: fail the task when repairable drift remains (a dry run that alerts).
+    :param stateful_streams_conn_id: connection of type ``stateful_streams``.
+
+    Partition-count mismatches, missing topics and findings without an exact expected value
+    always fail the task: they need a person (docs/maintenance.md).
+    """
+
+    template_fields: Sequence[str] = ("application_id", "topology", "streams_config", "repair",
+                                      "stateful_streams_conn_id")
+    ui_color = "#e8e0f4"
+
+    def __init__(
+        self,
+        *,
+        application_id: str,
+        topology: str | None = None,
+        streams_config: Mapping[str, Any] | None = None,
+        repair: bool = False,
+        fail_on_drift: bool = False,
+        stateful_streams_conn_id: str = StatefulStreamsHook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.application_id = application_id
+        self.topology = topology
+        self.streams_config = None if streams_config is None else streams_config
+        self.repair = repair
+        self.fail_on_drift = fail_on_drift
+        self.stateful_streams_conn_id = stateful_streams_conn_id
+        if not application_id:
+            raise ValueError(f"{self.task_id}: application_id is required")
+        self._check_arguments(rendered=False)
+
+    @cached_property
+    def hook(self) -> StatefulStreamsHook:
+        return StatefulStreamsHook(stateful_streams_conn_id=self.stateful_streams_conn_id)
+
+    def _check_arguments(self, *, rendered: bool) -> None:
+        if (rendered or not _is_template(self.topology)) and self.topology not in (None, ""):
+            module, sep, attribute = str(self.topology).partition(":")
+            if not sep or not module or not attribute:
+                raise ValueError(f"{self.task_id}: topology must be 'package.module:function', got {self.topology!r}")
+        if (rendered or not _is_template(self.streams_config)) and self.streams_config not in (None, "") \
+                and not isinstance(self.streams_config, Mapping):
+            raise ValueError(f"{self.task_id}: streams_config must be a mapping of StreamsConfig values, got "
+                             f"{type(self.streams_config).__name__} {self.streams_config!r} (with a template, set "
+                             f"render_template_as_native_obj=True on the DAG)")
+        if (rendered or not _is_template(self.repair)) and not isinstance(self.repair, bool):
+            raise ValueError(f"{self.task_id}: repair must be True or False, got {self.repair!r}")
+        if not isinstance(self.fail_on_drift, bool):
+            raise ValueError(f"{self.task_id}: fail_on_drift must be True or False, got {self.fail_on_drift!r}")
+
+    # ------------------------------------------------------------------ broker reads
+
+    @staticmethod
+    def _describe_configs(admin: Any, topics: Iterable[str]) -> dict[str, dict[str, str | None]]:
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        topics = sorted(set(topics))
+        if not topics:
+            return {}
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics],
+                                           config_filter="all")
+        return {name: {key: entry.get("value") for key, entry in configs.items()}
+                for name, configs in described.get("topic", {}).items() if name in topics}
+
+    def _expected_from_topology(self, admin: Any) -> tuple[list[InternalTopic], list[str]]:
+        from airflow_stateful_provider.streams.config import StreamsConfig
+        from airflow_stateful_provider.streams.runner import load_topology
+        from airflow_stateful_provider.streams.runtime.internal_topics import internal_topics
+        from airflow_stateful_provider.streams.runtime.topic_manager import fetch_partition_counts
+
+        given = dict(self.streams_config or {})
+        if given.get("application_id", self.application_id) != self.application_id:
+            raise ValueError(f"{self.task_id}: streams_config application_id {given['application_id']!r} differs from "
+                             f"application_id {self.application_id!r}")
+        config = StreamsConfig.from_mapping({**given, "application_id": self.application_id,
+                                             "bootstrap_servers": self.hook.bootstrap_servers})
+        topology = load_topology(str(self.topology), config)
+        external = [topology.decorate_topic(t, self.application_id)
+                    for t in topology.source_topics() if not topology.is_internal_topic(t)]
+        counts = fetch_partition_counts(admin, external)
+        missing = sorted(set(external) - set(counts))
+        notes = []
+        if missing:
+            notes.append(f"source topics {missing} do not exist: partition counts of the internal topics not checked")
+            return internal_topics(topology, self.application_id, None), notes
+        return internal_topics(topology, self.application_id, counts), notes
+
+    def _read(self, admin: Any, names: set[str]) -> tuple[list[InternalTopic], list[Drift], list[str],
+                                                            dict[str, dict[str, str | None]], dict[str, int]]:
+        from airflow_stateful_provider.streams.runtime.topic_config_drift import (
+            application_internal_topic_names,
+            infer_internal_topics,
+        )
+        from airflow_stateful_provider.streams.runtime.topic_manager import fetch_partition_counts
+
+        if self.topology:
+            expected, notes = self._expected_from_topology(admin)
+            findings: list[Drift] = []
+            candidates = [t.name for t in expected]
+        else:
+            candidates = application_internal_topic_names(self.application_id, names)
+            expected, findings, notes = [], [], []
+        present = [t for t in candidates if t in names]
+        configs = self._describe_configs(admin, present)
+        partitions = fetch_partition_counts(admin, present)
+        if not self.topology:
+            inferred = infer_internal_topics(self.application_id, configs, partitions)
+            expected, findings, notes = list(inferred.topics), list(inferred.findings), list(inferred.unchecked)
+        return expected, findings, notes, configs, partitions
+
+    # ------------------------------------------------------------------ execute
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_stateful_provider.streams.runtime.topic_config_drift import config_drift, drift_table, repair_plan
+
+        self._check_arguments(rendered=True)
+        app = self.application_id
+        admin = self.hook.get_admin_client(client_id=f"{app}-changelog-config")
+        try:
+            names = set(admin.list_topics())
+            expected, findings, notes, configs, partitions = self._read(admin, names)
+            if not expected and not findings and f"{app}-status" not in names:
+                raise AirflowException(f"unknown application {app!r}: neither internal topics nor {app}-status on "
+                                       f"{','.join(self.hook.bootstrap_servers)}")
+            drift = [*config_drift(expected, configs, partitions), *findings]
+            self.log.info("internal topics of %s: %d checked (%s)\n%s", app, len(expected),
+                          "exact, from the topology" if self.topology else "inferred without the topology",
+                          drift_table(drift))
+            for note in notes:
+                self.log.info("not checked: %s", note)
+            repaired: list[Drift] = []
+            remaining = drift
+            plan = repair_plan(drift)
+            if plan and self.repair:
+                self._alter(admin, plan)
+                repaired = [d for d in drift if d.repairable]
+                expected, findings, notes, configs, partitions = self._read(admin, set(admin.list_topics()))
+                remaining = [*config_drift(expected, configs, partitions), *findings]
+                self.log.info("after repair:\n%s", drift_table(remaining))
+            elif plan:
+                self.log.warning("dry run: %d config value(s) drift on %s; repair=True would set them",
+                                 sum(len(v) for v in plan.values()), sorted(plan))
+        finally:
+            admin.close()
+        result = _json_ready({"application_id": app, "checked_topics": sorted(t.name for t in expected),
+                              "drift": [d.as_dict() for d in drift], "repaired": [d.as_dict() for d in repaired],
+                              "remaining": [d.as_dict() for d in remaining], "unchecked": list(notes)})
+        manual = [d for d in remaining if not d.repairable]
+        left = [d for d in remaining if d.repairable]
+        if self.repair and left:
+            raise AirflowException(f"repair of {app}'s internal topic configs did not take:\n{drift_table(left)}")
+        if manual:
+            raise AirflowException(f"internal topics of {app!r} need manual action:\n{drift_table(manual)}")
+        if left and self.fail_on_drift:
+            raise AirflowException(f"internal topic configs of {app!r} drift (dry run; repair=True fixes them):\n"
+                                   f"{drift_table(left)}")
+        return result
+
+    def _alter(self, admin: Any, plan: Mapping[str, Mapping[str, str]]) -> None:
+        """Set the planned values. kafka-python 3 uses IncrementalAlterConfigs on brokers that
+        have it (2.3+): only these keys change. On older brokers it falls back to AlterConfigs
+        and re-sends the topic's other modified keys, since that request resets omitted ones."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        resources = [ConfigResource(ConfigResourceType.TOPIC, topic, dict(values)) for topic, values in plan.items()]
+        answer = admin.alter_configs(resources)
+        errors = {topic: outcome for topic, outcome in answer.get("topic", {}).items() if outcome != "OK"}
+        if errors:
+            raise AirflowException(f"altering configs of {self.application_id}'s internal topics failed: {errors} "
+                                   f"(planned: {dict(plan)})")
+        for topic, values in plan.items():
+            self.log.info("set on %s: %s", topic, dict(values))
