@@ -147,7 +147,8 @@ def _summary(result: Mapping[str, Any] | None) -> str:
         dropped = result.get("segments_dropped") or []
         ids = [s.get("segment_id") for s in dropped if isinstance(s, Mapping)]
         which = "" if not ids else (f" ({ids[0]})" if len(ids) == 1 else f" ({ids[0]}..{ids[-1]})")
-        return (f"dropped {len(dropped)} segment(s){which}; stream time {_time(result.get('observed_stream_time_before'))}"
+        return (f"dropped {len(dropped)} segment(s){which}; "
+                f"stream time {_time(result.get('observed_stream_time_before'))}"
                 f" -> {_time(result.get('observed_stream_time_after'))}; "
                 f"{_bytes(result.get('bytes_before'))} -> {_bytes(result.get('bytes_after'))}")
     if "duration_s" in result:

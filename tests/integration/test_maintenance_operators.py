@@ -43,7 +43,8 @@ def cluster(bootstrap_servers, tmp_path_factory):
         {"conn_type": "stateful_streams", "host": bootstrap_servers})
     cluster = Cluster(bootstrap_servers, tmp_path_factory.mktemp("maintenance"), "maint", commit_interval_ms=500,
                       num_standby_replicas=1)
-    produce(bootstrap_servers, cluster.input, clicks(users=10, per_user=8, start_ms=int(time.time() * 1000) - 3_600_000))
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    produce(bootstrap_servers, cluster.input, clicks(users=10, per_user=8, start_ms=hour_ago))
     cluster.start("a", "b")
     try:
         cluster.wait_running("a", "b")

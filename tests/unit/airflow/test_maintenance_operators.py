@@ -392,7 +392,8 @@ def test_partition_mismatch_fails_and_is_never_repaired():
 
 def test_without_topology_inferred_checks_and_unchecked_notes():
     admin = FakeAdmin({f"{APP}-s-changelog": (2, dict(SESSION_CONFIG)),
-                       f"{APP}-kv-changelog": (2, {"cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime"})})
+                       f"{APP}-kv-changelog": (2, {"cleanup.policy": "compact",
+                                                   "message.timestamp.type": "LogAppendTime"})})
     result = changelog_operator(admin, repair=True).execute({})
     assert admin.altered == [(f"{APP}-kv-changelog", {"message.timestamp.type": "CreateTime"})]
     assert any("store retention 360000 ms" in note for note in result["unchecked"])
