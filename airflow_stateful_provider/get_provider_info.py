@@ -31,7 +31,8 @@ def get_provider_info() -> dict:
         ],
         "operators": [
             {"integration-name": INTEGRATION,
-             "python-modules": ["airflow_stateful_provider.operators.maintenance"]},
+             "python-modules": ["airflow_stateful_provider.operators.maintenance",
+                                "airflow_stateful_provider.operators.submit"]},
         ],
         "sensors": [
             {"integration-name": INTEGRATION,

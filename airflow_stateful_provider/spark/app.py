@@ -40,11 +40,14 @@ from airflow_stateful_provider.spark.supervisor import Supervisor
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, StreamsError, TopologyError
 
-__all__ = ["EVENT_PREFIX", "main", "parse_config_values", "task_attempts"]
+__all__ = ["EVENT_PREFIX", "PASSWORD_ENV", "main", "parse_config_values", "task_attempts"]
 
 log = logging.getLogger("airflow_stateful_provider.spark.app")
 
 EVENT_PREFIX = "STATEFUL-STREAMS "
+#: The SASL password, when the Kafka connection has one: read from the driver's environment
+#: so it never appears on a command line; the instance jobs carry it to the executors.
+PASSWORD_ENV = "STATEFUL_STREAMS_KAFKA_PASSWORD"
 _LOCAL_MASTER = re.compile(r"^local(?:\[(?P<threads>[^,\]]+)(?:,(?P<failures>\d+))?\])?$")
 
 
@@ -71,7 +74,8 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
 
 def parse_config_values(path: str | None, inline: str | None, overrides: list[str]) -> dict[str, Any]:
     """StreamsConfig values from a file, an inline JSON object and ``key=value`` overrides
-    (later wins); validated by building a StreamsConfig."""
+    (later wins), plus the password from ``$STATEFUL_STREAMS_KAFKA_PASSWORD``; validated by
+    building a StreamsConfig."""
     values: dict[str, Any] = {}
     for source, text in ((f"config file {path!r}", _read(path) if path else None),
                          ("--config-json", inline)):
@@ -92,6 +96,9 @@ def parse_config_values(path: str | None, inline: str | None, overrides: list[st
             values[key] = json.loads(raw)
         except json.JSONDecodeError:
             values[key] = raw
+    password = os.environ.get(PASSWORD_ENV)
+    if password:
+        values["client_configs"] = {"sasl_plain_password": password, **dict(values.get("client_configs") or {})}
     for managed in ("instance_id", "instance_epoch"):
         if managed in values:
             raise ConfigError(f"{managed!r} is set by the supervisor for each instance; remove it from the config "

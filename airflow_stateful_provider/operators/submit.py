@@ -1,0 +1,270 @@
+"""``SubmitTopologyOperator``: start a streams application on Spark and return once its
+instances report in.
+
+A streams application runs until it is stopped, so the Airflow task must not wait for the
+Spark application to finish (as ``SparkSubmitOperator`` does):
+
+- cluster deploy mode (YARN, Kubernetes, standalone): spark-submit returns after the
+  submission (``waitAppCompletion=false``);
+- local and client mode: spark-submit is launched detached (its own session, output to
+  ``log_path``), so it outlives the Airflow task.
+
+Either way the operator then waits, up to ``submit_timeout``, until every instance
+``<application_id>-<i>`` has published a status document since the submission; if the
+driver exits first or the time runs out it fails with the driver's log tail. XCom gets the
+application id and the submission details. ``on_kill`` asks the application to stop
+gracefully through the control topic (never by killing spark-submit).
+
+Kafka settings come from the ``stateful_streams`` connection unless the streams config sets
+them. The SASL password never goes on the spark-submit command line: it travels in the
+driver's environment (``STATEFUL_STREAMS_KAFKA_PASSWORD``, see spark/app.py) and reaches the
+executors inside the instance jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException
+
+import airflow_stateful_provider.spark.app as spark_app
+from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
+from airflow_stateful_provider.spark.app import PASSWORD_ENV
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+__all__ = ["SubmitTopologyOperator"]
+
+_YARN_WAIT = "spark.yarn.submit.waitAppCompletion"
+_K8S_WAIT = "spark.kubernetes.submission.waitAppCompletion"
+
+
+class SubmitTopologyOperator(SparkSubmitOperator):
+    """Submit ``topology`` (``package.module:function``) as ``instances`` supervised streams
+    instances; see the module docstring and docs/airflow-reference.md.
+
+    :param topology: ``package.module:function`` returning a Topology (importable on the
+        driver and the executors).
+    :param streams_config: StreamsConfig values (templated; a dict or a JSON string);
+        ``application_id`` is required.
+    :param instances: streams instances, one Spark task slot each.
+    :param stateful_streams_conn_id: Kafka connection (brokers, security) and status reads.
+    :param submit_timeout: how long to wait for every instance's first status document.
+    :param log_path: where a detached spark-submit writes its output (local/client mode).
+    :param max_failures, failure_window, initial_backoff, max_backoff, stop_timeout: the
+        supervisor's restart policy and stop bound (spark/app.py).
+
+    Other keyword arguments are SparkSubmitOperator's (``conn_id`` of the Spark connection,
+    ``conf``, ``executor_memory``, ``num_executors``, ``deploy_mode`` ...).
+    """
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "topology", "streams_config",
+                                      "instances", "log_path", "stateful_streams_conn_id")
+    template_fields_renderers = {"streams_config": "json"}
+    ui_color = "#cfe8ff"
+
+    def __init__(
+        self,
+        *,
+        topology: str,
+        streams_config: Mapping[str, Any] | str,
+        instances: int | str = 1,
+        stateful_streams_conn_id: str = StatefulStreamsHook.default_conn_name,
+        submit_timeout: timedelta | int = timedelta(minutes=5),
+        log_path: str | None = None,
+        max_failures: int = 5,
+        failure_window: timedelta = timedelta(minutes=10),
+        initial_backoff: timedelta = timedelta(seconds=1),
+        max_backoff: timedelta = timedelta(seconds=30),
+        stop_timeout: timedelta = timedelta(minutes=2),
+        application: str = "",
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(submit_timeout, int):
+            submit_timeout = timedelta(seconds=submit_timeout)
+        super().__init__(application=application or spark_app.__file__, name=name or "stateful-streams", **kwargs)
+        self.topology = topology
+        self.streams_config = streams_config
+        self.instances = instances
+        self.stateful_streams_conn_id = stateful_streams_conn_id
+        self.submit_timeout = submit_timeout
+        self.log_path = log_path
+        self.restart_args = ["--max-failures", str(max_failures),
+                             "--failure-window", str(failure_window.total_seconds()),
+                             "--initial-backoff", str(initial_backoff.total_seconds()),
+                             "--max-backoff", str(max_backoff.total_seconds()),
+                             "--stop-timeout", str(stop_timeout.total_seconds())]
+        self._application_id: str | None = None
+
+    # ------------------------------------------------------------------ building the submission
+
+    def _config_values(self, hook: StatefulStreamsHook) -> dict[str, Any]:
+        """The streams config with the connection's brokers and security settings filled in
+        (the password left out: it goes through the environment)."""
+        config = self.streams_config
+        if isinstance(config, str):
+            try:
+                config = json.loads(config)
+            except json.JSONDecodeError as exc:
+                raise AirflowException(f"streams_config is not valid JSON: {exc}") from exc
+        if not isinstance(config, Mapping):
+            raise AirflowException(f"streams_config must be a mapping or a JSON object, got {type(config).__name__}")
+        values = dict(config)
+        if not values.get("application_id"):
+            raise AirflowException(f"streams_config needs an 'application_id', got keys {sorted(values)}")
+        connection = hook.get_client_configs()
+        values.setdefault("bootstrap_servers", connection.pop("bootstrap_servers"))
+        connection.pop("bootstrap_servers", None)
+        connection.pop("sasl_plain_password", None)
+        if connection:
+            values["client_configs"] = {**connection, **dict(values.get("client_configs") or {})}
+        return values
+
+    def _password(self, hook: StatefulStreamsHook) -> str | None:
+        return hook.get_client_configs().get("sasl_plain_password")
+
+    def _instance_count(self) -> int:
+        """``instances`` after templating (a rendered template may be a string)."""
+        try:
+            count = int(self.instances)
+        except (TypeError, ValueError):
+            count = 0
+        if isinstance(self.instances, bool) or count < 1 or str(count) != str(self.instances).strip():
+            raise AirflowException(f"instances must be an integer >= 1, got {self.instances!r}")
+        return count
+
+    def _prepare(self, hook: StatefulStreamsHook) -> dict[str, Any]:
+        self.instances = self._instance_count()
+        values = self._config_values(hook)
+        self._application_id = values["application_id"]
+        self.application_args = ["--topology", self.topology, "--config-json", json.dumps(values, sort_keys=True),
+                                 "--instances", str(self.instances), *self.restart_args]
+        password = self._password(hook)
+        if password:
+            self.env_vars = {**(self.env_vars or {}), PASSWORD_ENV: str(password)}
+        return values
+
+    # ------------------------------------------------------------------ execute
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        streams_hook = StatefulStreamsHook(self.stateful_streams_conn_id)
+        values = self._prepare(streams_hook)
+        application_id = values["application_id"]
+        self.conf = dict(self.conf or {})
+        self.conf.setdefault("spark.speculation", "false")
+        spark_hook = self._get_hook()
+        self._hook = spark_hook
+        cluster = spark_hook._connection["deploy_mode"] == "cluster"
+        submitted_at_ms = time.time_ns() // 1_000_000
+        process: subprocess.Popen | None = None
+        log_path: Path | None = None
+        if cluster:
+            self.log.info("submitting %s in cluster mode (spark-submit returns after the submission)", application_id)
+            spark_hook._conf.setdefault(_YARN_WAIT, "false")
+            spark_hook._conf.setdefault(_K8S_WAIT, "false")
+            spark_hook.submit(self.application)
+        else:
+            log_path = Path(self.log_path or Path(tempfile.gettempdir()) / "stateful-streams" /
+                            f"{application_id}-{submitted_at_ms}.log")
+            process = self._launch_detached(spark_hook, log_path)
+        try:
+            status = self._wait_for_instances(streams_hook, application_id, submitted_at_ms, process, log_path,
+                                              spark_hook)
+        except Exception:
+            if process is not None and process.poll() is None:
+                self.log.warning("stopping %s: its instances did not all report in", application_id)
+                self._request_stop(streams_hook, application_id)
+            raise
+        details = {
+            "application_id": application_id,
+            "instances": [f"{application_id}-{i}" for i in range(self.instances)],
+            "topology": self.topology,
+            "master": spark_hook._connection["master"],
+            "deploy_mode": spark_hook._connection["deploy_mode"] or "client",
+            "driver_pid": process.pid if process is not None else None,
+            "log_path": str(log_path) if log_path else None,
+            "submitted_at_ms": submitted_at_ms,
+            "instance_hosts": {i.instance_id: i.host for i in status.instances},
+        }
+        context["ti"].xcom_push(key="application_id", value=application_id)
+        return details
+
+    def _launch_detached(self, spark_hook: Any, log_path: Path) -> subprocess.Popen:
+        command = spark_hook._build_spark_submit_command(self.application)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **{k: str(v) for k, v in (spark_hook._env or {}).items()}}
+        self.log.info("launching spark-submit detached; driver output in %s", log_path)
+        with open(log_path, "ab") as out:
+            return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=env, start_new_session=True)
+
+    def _wait_for_instances(self, hook: StatefulStreamsHook, application_id: str, submitted_at_ms: int,
+                            process: subprocess.Popen | None, log_path: Path | None, spark_hook: Any) -> Any:
+        """Poll the status topic until every instance published a document after the
+        submission; fail early if the driver exits."""
+        from airflow_stateful_provider.streams.errors import StreamsError
+
+        expected = {f"{application_id}-{i}" for i in range(self.instances)}
+        deadline = time.monotonic() + self.submit_timeout.total_seconds()
+        last_problem = "no status read yet"
+        while True:
+            if process is not None and process.poll() is not None:
+                raise AirflowException(f"the Spark driver of {application_id!r} exited with {process.returncode} "
+                                       f"before all instances reported in.\n{self._log_tail(log_path, spark_hook)}")
+            try:
+                status = hook.get_status(application_id, timeout=timedelta(seconds=10))
+                fresh = {i.instance_id for i in status.instances if i.published_at >= submitted_at_ms and not i.stale}
+                if expected <= fresh:
+                    self.log.info("all %d instance(s) of %s reported in", len(expected), application_id)
+                    return status
+                last_problem = f"reported so far: {sorted(fresh & expected) or 'none'} of {sorted(expected)}"
+            except StreamsError as exc:
+                last_problem = str(exc)
+            if time.monotonic() >= deadline:
+                raise AirflowException(f"instances of {application_id!r} did not all report in within "
+                                       f"{self.submit_timeout} ({last_problem}).\n{self._log_tail(log_path, spark_hook)}")
+            self.log.info("waiting for the instances of %s: %s", application_id, last_problem)
+            time.sleep(2)
+
+    @staticmethod
+    def _log_tail(log_path: Path | None, spark_hook: Any, lines: int = 40) -> str:
+        if log_path is None:
+            return getattr(spark_hook, "_submit_log_tail", "") or "(no spark-submit output captured)"
+        try:
+            text = log_path.read_text(errors="replace").splitlines()
+        except OSError as exc:
+            return f"(driver log {log_path} unreadable: {exc})"
+        return f"Last {min(lines, len(text))} lines of the driver log {log_path}:\n" + "\n".join(text[-lines:])
+
+    # ------------------------------------------------------------------ stop
+
+    def _request_stop(self, hook: StatefulStreamsHook, application_id: str) -> None:
+        try:
+            command = hook.send_command(application_id, "stop")
+            self.log.info("sent stop command %s to %s", command.command_id, application_id)
+        except Exception:  # noqa: BLE001 - on_kill and clean-up paths must not raise
+            self.log.exception("could not send a stop command to %s", application_id)
+
+    def on_kill(self) -> None:
+        """Graceful stop through the control topic: instances leave the group and
+        checkpoint; killing spark-submit would kill Python workers without cleanup."""
+        application_id = self._application_id
+        if application_id is None:
+            try:
+                application_id = self._config_values(StatefulStreamsHook(self.stateful_streams_conn_id)).get(
+                    "application_id")
+            except Exception:  # noqa: BLE001
+                application_id = None
+        if application_id:
+            self._request_stop(StatefulStreamsHook(self.stateful_streams_conn_id), application_id)

@@ -1,0 +1,68 @@
+"""dags/stateful_pipeline.py end to end through ``dag.test()``: real broker, Spark ``local[3,2]``
+(spark-submit launched detached by SubmitTopologyOperator), the deferrable restoration sensor
+run by dag.test()'s inline triggerer; then ``stateful-streams stop`` ends the application."""
+
+from __future__ import annotations
+
+import io
+import json
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from airflow_stateful_provider import cli
+from airflow_stateful_provider.streams.runtime.status_publisher import read_status_documents
+from tools.instances import wait_until
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def pipeline_dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=REPO_ROOT / "dags" / "stateful_pipeline.py")
+    assert not bag.import_errors, bag.import_errors
+    dag = bag.get_dag("stateful_pipeline")
+    for task_id in ("wait_for_restoration", "check_standby_lag"):
+        sensor = dag.get_task(task_id)
+        sensor.poke_interval, sensor.timeout = 1, 180
+    return dag
+
+
+def test_stateful_pipeline_dag_runs_the_example_on_spark(airflow_db, bootstrap_servers, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT",
+                       json.dumps({"conn_type": "stateful_streams", "host": bootstrap_servers}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[3,2]"}))
+    app_id = f"pipeline-{uuid.uuid4().hex[:6]}"
+    run = pipeline_dag().test(run_conf={"application_id": app_id, "topic_prefix": f"{app_id}-", "clicks": 1500,
+                                        "payments": 300, "users": 50})
+    driver_logs = sorted(Path(tempfile.gettempdir(), "stateful-streams").glob(f"{app_id}-*.log"))
+    try:
+        states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+        assert run.state == "success", (states, driver_logs and driver_logs[-1].read_text()[-3000:])
+        assert states == {t: "success" for t in ("generate_data", "submit_topology", "wait_for_restoration",
+                                                  "check_standby_lag", "report")}
+        documents = read_status_documents(bootstrap_servers, app_id)
+        assert sorted(documents) == [f"{app_id}-0", f"{app_id}-1"]
+        assert all(d.state == "RUNNING" for d in documents.values())
+    finally:
+        out = io.StringIO()
+        code = cli.main(["stop", app_id, "--bootstrap-servers", bootstrap_servers, "--timeout", "120"], out=out)
+    assert code == 0, out.getvalue()
+    assert len(driver_logs) == 1
+    finished = []
+
+    def driver_finished() -> bool:
+        finished[:] = [json.loads(line.split(" ", 1)[1]) for line in driver_logs[0].read_text().splitlines()
+                       if line.startswith("STATEFUL-STREAMS ") and '"supervisor_finished"' in line]
+        return bool(finished)
+
+    wait_until(driver_finished, 120, "the detached driver to finish", lambda: driver_logs[0].read_text()[-3000:])
+    assert finished[0]["exit_code"] == 0
+    time.sleep(0.5)
+    assert read_status_documents(bootstrap_servers, app_id, allow_empty=True) == {}
