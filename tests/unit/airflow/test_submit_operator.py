@@ -1,0 +1,121 @@
+"""SubmitTopologyOperator without Spark or a broker: what it submits (arguments, secrets kept
+off the command line), how it waits for the instances, and how it stops the application."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
+from airflow_stateful_provider.operators.submit import SubmitTopologyOperator
+from airflow_stateful_provider.spark.app import PASSWORD_ENV
+from airflow_stateful_provider.streams.errors import UnknownApplicationError
+from tests.unit.airflow.status_documents import NOW_MS, document, snapshot
+
+TOPOLOGY = "airflow_stateful_provider.examples.clicks_and_payments:build_topology"
+
+
+@pytest.fixture
+def sasl_connection(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT", json.dumps({
+        "conn_type": "stateful_streams", "host": "b1:9092,b2:9092", "login": "streams", "password": "s3cret",
+        "extra": {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN"}}))
+
+
+def operator(**kwargs) -> SubmitTopologyOperator:
+    return SubmitTopologyOperator(task_id="submit", topology=TOPOLOGY,
+                                  **{"streams_config": {"application_id": "clicks"}, "instances": 2, **kwargs})
+
+
+def test_arguments_carry_the_connection_but_never_the_password(sasl_connection):
+    op = operator(streams_config={"application_id": "clicks", "num_standby_replicas": 1,
+                                  "client_configs": {"request_timeout_ms": 5000}})
+    values = op._prepare(StatefulStreamsHook())
+    args = op.application_args
+    assert args[:2] == ["--topology", TOPOLOGY] and args[args.index("--instances") + 1] == "2"
+    sent = json.loads(args[args.index("--config-json") + 1])
+    assert sent == values
+    assert sent["bootstrap_servers"] == ["b1:9092", "b2:9092"]
+    assert sent["client_configs"] == {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+                                      "sasl_plain_username": "streams", "request_timeout_ms": 5000}
+    assert "s3cret" not in " ".join(args)
+    assert op.env_vars == {PASSWORD_ENV: "s3cret"}
+
+
+def test_the_streams_config_may_name_its_own_brokers(sasl_connection):
+    op = operator(streams_config='{"application_id": "clicks", "bootstrap_servers": "other:9092"}')
+    assert op._prepare(StatefulStreamsHook())["bootstrap_servers"] == "other:9092"
+
+
+@pytest.mark.parametrize("config, instances, message", [
+    ({"num_standby_replicas": 1}, 1, "streams_config needs an 'application_id'"),
+    ("{not json", 1, "streams_config is not valid JSON"),
+    ({"application_id": "a"}, "two", "instances must be an integer >= 1, got 'two'"),
+    ({"application_id": "a"}, 0, "instances must be an integer >= 1, got 0"),
+])
+def test_bad_arguments_are_named(sasl_connection, config, instances, message):
+    with pytest.raises(AirflowException, match=message):
+        operator(streams_config=config, instances=instances)._prepare(StatefulStreamsHook())
+
+
+def test_templated_fields_include_the_topology_config_and_instances():
+    assert {"topology", "streams_config", "instances", "application_args", "conf"} <= set(
+        SubmitTopologyOperator.template_fields)
+
+
+class FakeStatusHook:
+    def __init__(self, *answers) -> None:
+        self.answers = list(answers)
+
+    def get_status(self, application_id, **kwargs):
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def fresh(*ids: str, published_at: int = NOW_MS - 1_000):
+    return snapshot(*(document(i, published_at=published_at) for i in ids))
+
+
+def test_waits_until_every_instance_published_since_the_submission(monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    op = operator(submit_timeout=60)
+    hook = FakeStatusHook(UnknownApplicationError("no status topic"), fresh("clicks-0"),
+                          fresh("clicks-0", "clicks-1", published_at=NOW_MS - 100_000),  # an older run's documents
+                          fresh("clicks-0", "clicks-1"))
+    status = op._wait_for_instances(hook, "clicks", NOW_MS - 5_000, None, None, None)
+    assert {i.instance_id for i in status.instances} == {"clicks-0", "clicks-1"}
+    assert hook.answers == [fresh("clicks-0", "clicks-1")]
+
+
+def test_a_driver_that_exits_fails_the_task_with_its_log_tail(tmp_path):
+    log = tmp_path / "driver.log"
+    log.write_text("line 1\nerror: master 'local[1]' offers 1 task slot(s) but --instances is 2\n")
+    process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(2)"])
+    process.wait()
+    with pytest.raises(AirflowException, match=r"(?s)exited with 2 before all instances reported in.*offers 1 task"):
+        operator()._wait_for_instances(FakeStatusHook(fresh("clicks-0")), "clicks", NOW_MS - 5_000, process, log, None)
+
+
+def test_instances_that_never_report_time_out_with_what_was_seen(tmp_path, monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    op = operator(submit_timeout=timedelta(seconds=0))
+    log = tmp_path / "driver.log"
+    log.write_text("still starting\n")
+    with pytest.raises(AirflowException, match=r"(?s)reported so far: \['clicks-0'\] of \['clicks-0', 'clicks-1'\].*"
+                                               r"still starting"):
+        op._wait_for_instances(FakeStatusHook(fresh("clicks-0")), "clicks", NOW_MS - 5_000, None, log, None)
+
+
+def test_on_kill_sends_a_stop_command_not_a_kill(sasl_connection):
+    op = operator()
+    with mock.patch.object(StatefulStreamsHook, "send_command") as send:
+        op.on_kill()
+    send.assert_called_once_with("clicks", "stop")
