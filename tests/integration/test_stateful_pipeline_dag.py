@@ -22,19 +22,23 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def pipeline_dag():
+def example_dag(file: str, dag_id: str):
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=REPO_ROOT / "dags" / "stateful_pipeline.py")
+    bag = DagBag(dag_folder=REPO_ROOT / "dags" / file)
     assert not bag.import_errors, bag.import_errors
-    dag = bag.get_dag("stateful_pipeline")
+    return bag.get_dag(dag_id)
+
+
+def pipeline_dag():
+    dag = example_dag("stateful_pipeline.py", "stateful_pipeline")
     for task_id in ("wait_for_restoration", "check_standby_lag"):
         sensor = dag.get_task(task_id)
         sensor.poke_interval, sensor.timeout = 1, 180
     return dag
 
 
-def test_stateful_pipeline_dag_runs_the_example_on_spark(airflow_db, bootstrap_servers, monkeypatch):
+def test_stateful_pipeline_dag_runs_the_example_on_spark(airflow_db, bootstrap_servers, monkeypatch, capfd):
     monkeypatch.setenv("AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT",
                        json.dumps({"conn_type": "stateful_streams", "host": bootstrap_servers}))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[3,2]"}))
@@ -50,6 +54,18 @@ def test_stateful_pipeline_dag_runs_the_example_on_spark(airflow_db, bootstrap_s
         documents = read_status_documents(bootstrap_servers, app_id)
         assert sorted(documents) == [f"{app_id}-0", f"{app_id}-1"]
         assert all(d.state == "RUNNING" for d in documents.values())
+
+        # On-call asks for the table of the running application.
+        capfd.readouterr()
+        oncall = example_dag("oncall_restoration_status.py", "oncall_restoration_status").test(
+            run_conf={"application_id": app_id})
+        assert oncall.state == "success"
+        printed = capfd.readouterr().out
+        assert f"application {app_id}: 2 instance(s), 12 task(s) (0 restoring, 0 unassigned)" in printed, printed[-3000:]
+        assert f"{app_id}-0" in printed and f"{app_id}-1" in printed
+        unknown = example_dag("oncall_restoration_status.py", "oncall_restoration_status").test(
+            run_conf={"application_id": f"{app_id}-typo"})
+        assert unknown.state == "failed"
     finally:
         out = io.StringIO()
         code = cli.main(["stop", app_id, "--bootstrap-servers", bootstrap_servers, "--timeout", "120"], out=out)
