@@ -18,7 +18,9 @@ Invariants:
   corrupted: its checkpoint entry is dropped, the store wiped and replayed from the
   beginning, once per detection; it never crashes and never loops;
 - while active tasks restore, standby partitions are fetched only every
-  ``STANDBY_TURN``-th poll: restoration comes first, standbys still move.
+  ``STANDBY_TURN``-th poll: restoration comes first, standbys still move. A standby
+  partition is not paused while the consumer holds the rest of a batch of it that a poll
+  returned only in part (kafka-python would never fetch that partition again).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ log = logging.getLogger(__name__)
 
 #: While actives restore, standby partitions are fetched on one poll out of this many.
 STANDBY_TURN = 4
+#: Most records one poll of the restore consumer returns.
+MAX_POLL_RECORDS = 10_000
 
 
 class TaskRole(enum.Enum):
@@ -121,6 +125,9 @@ class ChangelogReader:
         self._roles: dict[TaskId, TaskRole] = {}
         self._polls = 0
         self._standbys_paused = False
+        #: The partition whose fetched batch the last poll returned only in part (see
+        #: _give_standbys_their_turn), or None.
+        self._cut_partition: KafkaTopicPartition | None = None
 
     # ------------------------------------------------------------------ registration
 
@@ -252,11 +259,16 @@ class ChangelogReader:
             return []
         self._give_standbys_their_turn()
         timeout = self._poll_timeout_ms if poll_timeout_ms is None else poll_timeout_ms
+        self._cut_partition = None
         try:
-            fetched = self._consumer.poll(timeout_ms=timeout, max_records=10_000)
+            fetched = self._consumer.poll(timeout_ms=timeout, max_records=MAX_POLL_RECORDS)
         except OffsetOutOfRangeError as exc:
             self._handle_out_of_range(exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {})
             return []
+        if sum(len(records) for records in fetched.values()) >= MAX_POLL_RECORDS:
+            # The consumer returns fetched batches one after the other; a full poll stopped in
+            # the middle of the last one, whose rest stays buffered for the next poll.
+            self._cut_partition = next(reversed(fetched))
         for kafka_tp, records in fetched.items():
             state = self._changelogs.get(TopicPartition(kafka_tp.topic, kafka_tp.partition))
             if state is None or state.completed or not records:
@@ -283,12 +295,24 @@ class ChangelogReader:
     def _give_standbys_their_turn(self) -> None:
         self._polls += 1
         pause = bool(self.restoring_tasks) and self._polls % STANDBY_TURN != 0
+        if pause and not self._standbys_paused and self._standby_batch_cut():
+            # Never pause a partition with the rest of a batch buffered in the consumer:
+            # kafka-python (3.0.12) parks that rest when the partition is paused and, once it
+            # is resumed, hands it back only if its in-line slot is None, but a used-up batch
+            # stays in that slot; the parked partition is then never fetched again and the
+            # standby stalls for good. Keep standbys fetching until the batch is used up.
+            pause = False
         if pause == self._standbys_paused:
             return
         standby = _kafka(tp for tp, s in self._changelogs.items() if s.role is TaskRole.STANDBY)
         if standby:
             (self._consumer.pause if pause else self._consumer.resume)(*standby)
         self._standbys_paused = pause
+
+    def _standby_batch_cut(self) -> bool:
+        tp = self._cut_partition
+        state = None if tp is None else self._changelogs.get(TopicPartition(tp.topic, tp.partition))
+        return state is not None and state.role is TaskRole.STANDBY
 
     def _apply_active(self, state: ChangelogState, records: list[Any]) -> None:
         end = state.end_offset
