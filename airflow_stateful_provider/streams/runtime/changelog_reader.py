@@ -182,6 +182,9 @@ class ChangelogReader:
         if not pending:
             self._finish_task(task_id)
             return True
+        # Standby partitions may be paused (active restoration has priority); this one now
+        # restores an active and must be fetched at once.
+        self._consumer.resume(*_kafka(partitions))
         return False
 
     def unregister(self, task_id: TaskId) -> None:

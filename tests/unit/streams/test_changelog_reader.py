@@ -154,3 +154,27 @@ def test_a_standby_paused_in_the_middle_of_a_batch_still_catches_up():
     assert [s.position for s in reader.progress()] == [ends[1]] and not consumer.parked
     # ... and the standby still yielded to the restoring active on some polls.
     assert any(1 in paused for paused, _ in consumer.polls[:-1])
+
+
+def test_a_standby_promoted_while_standbys_are_paused_restores_at_once():
+    """Promotion happens between polls, possibly while standby partitions are paused for a
+    restoring active; the promoted partition must be fetched from the next poll on."""
+    ends = {0: 200_000, 1: 30_000}
+    consumer = BufferingConsumer(ends, batch=2_000)
+    reader = ChangelogReader(consumer)
+    active, standby = FakeStores(0), FakeStores(1)
+    reader.register(TaskId(0, 0), active)
+    reader.register_standby(TaskId(0, 1), standby)
+    reader.restore()
+    reader.restore()  # the second poll of the turn: standbys paused
+    assert KafkaTopicPartition(TOPIC, 1) in consumer.paused()
+
+    assert reader.promote(TaskId(0, 1)) is False
+    assert KafkaTopicPartition(TOPIC, 1) not in consumer.paused()
+    restored: list[TaskId] = []
+    for _ in range(40):
+        restored += reader.restore()
+        if TaskId(0, 1) in restored:
+            break
+    assert TaskId(0, 1) in restored and TaskId(0, 0) not in restored  # the promoted one did not wait for 0_0
+    assert standby.applied == ends[1]
