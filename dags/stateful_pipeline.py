@@ -2,7 +2,8 @@
 until its state is restored and its standbys are warm, report.
 
 1. ``generate_data``: clicks, payments and currency rates (airflow_stateful_provider.examples.generator)
-   into the input topics.
+   into the input topics (``generate=false``: only make sure the topics exist, e.g. to
+   resubmit the application over the data it already processed).
 2. ``submit_topology``: the example topology (user click sessions + payments joined as-of with
    the rates) as ``instances`` supervised instances on Spark; returns once they report in.
    The application keeps running after this DAG: stop it with
@@ -49,6 +50,7 @@ with DAG(
         "instances": Param(2, type="integer", minimum=1),
         "num_standby_replicas": Param(1, type="integer", minimum=0),
         "partitions": Param(4, type="integer", minimum=1),
+        "generate": Param(True, type="boolean", description="false: reuse the data already in the topics"),
         "seed": Param(1, type="integer"),
         "users": Param(100, type="integer", minimum=1),
         "clicks": Param(3000, type="integer", minimum=1),
@@ -67,6 +69,8 @@ with DAG(
         servers = configs.pop("bootstrap_servers")
         topics = topic_names(params["topic_prefix"])
         ensure_topics(",".join(servers), topics.values(), params["partitions"], client_configs=configs)
+        if not params["generate"]:
+            return {"sent": {}, "topics": topics}
         records = generate(seed=params["seed"], users=params["users"], clicks=params["clicks"],
                            payments=params["payments"])
         sent = produce(",".join(servers), records, clicks_topic=topics["clicks_topic"],
