@@ -16,9 +16,15 @@ application id and the submission details. ``on_kill`` asks the application to s
 gracefully through the control topic (never by killing spark-submit).
 
 Kafka settings come from the ``stateful_streams`` connection unless the streams config sets
-them. The SASL password never goes on the spark-submit command line: it travels in the
+them. The SASL password is kept out of the application arguments: it travels in the
 driver's environment (``STATEFUL_STREAMS_KAFKA_PASSWORD``, see spark/app.py) and reaches the
-executors inside the instance jobs.
+executors inside the instance jobs. In local and client mode that is the spark-submit
+process environment; on YARN and Kubernetes the Spark provider turns ``env_vars`` into
+``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*`` (masked in the task
+log, redacted in Spark's UI); Spark standalone cluster mode cannot pass it at all.
+
+Submitting an application whose instances still report in (a live, non-stale status
+document) is refused: two Spark applications would run the same instance ids.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["SubmitTopologyOperator"]
 
 _YARN_WAIT = "spark.yarn.submit.waitAppCompletion"
+_FINAL_STATES = ("NOT_RUNNING", "ERROR")
 _K8S_WAIT = "spark.kubernetes.submission.waitAppCompletion"
 
 
@@ -83,16 +90,22 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         submit_timeout: timedelta | int = timedelta(minutes=5),
         log_path: str | None = None,
         max_failures: int = 5,
-        failure_window: timedelta = timedelta(minutes=10),
-        initial_backoff: timedelta = timedelta(seconds=1),
-        max_backoff: timedelta = timedelta(seconds=30),
-        stop_timeout: timedelta = timedelta(minutes=2),
+        failure_window: timedelta | int = timedelta(minutes=10),
+        initial_backoff: timedelta | int = timedelta(seconds=1),
+        max_backoff: timedelta | int = timedelta(seconds=30),
+        stop_timeout: timedelta | int = timedelta(minutes=2),
         application: str = "",
         name: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if isinstance(submit_timeout, int):
-            submit_timeout = timedelta(seconds=submit_timeout)
+        if kwargs.get("application_args"):
+            raise ValueError(f"SubmitTopologyOperator builds the application arguments itself; got application_args="
+                             f"{kwargs['application_args']!r} (use topology, streams_config and instances)")
+        submit_timeout = _duration(submit_timeout, "submit_timeout")
+        failure_window, initial_backoff, max_backoff, stop_timeout = (
+            _duration(value, name) for value, name in ((failure_window, "failure_window"),
+                                                       (initial_backoff, "initial_backoff"),
+                                                       (max_backoff, "max_backoff"), (stop_timeout, "stop_timeout")))
         super().__init__(application=application or spark_app.__file__, name=name or "stateful-streams", **kwargs)
         self.topology = topology
         self.streams_config = streams_config
@@ -157,10 +170,23 @@ class SubmitTopologyOperator(SparkSubmitOperator):
 
     # ------------------------------------------------------------------ execute
 
+    def _refuse_if_running(self, hook: StatefulStreamsHook, application_id: str) -> None:
+        from airflow_stateful_provider.streams.errors import UnknownApplicationError
+
+        try:
+            status = hook.get_status(application_id)
+        except UnknownApplicationError:
+            return
+        live = sorted(i.instance_id for i in status.instances if not i.stale and i.state not in _FINAL_STATES)
+        if live:
+            raise AirflowException(f"application {application_id!r} is already running (instances {live} report in); "
+                                   f"stop it first: stateful-streams stop {application_id}")
+
     def execute(self, context: Context) -> dict[str, Any]:
         streams_hook = StatefulStreamsHook(self.stateful_streams_conn_id)
         values = self._prepare(streams_hook)
         application_id = values["application_id"]
+        self._refuse_if_running(streams_hook, application_id)
         self.conf = dict(self.conf or {})
         self.conf.setdefault("spark.speculation", "false")
         spark_hook = self._get_hook()
@@ -192,7 +218,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
             "topology": self.topology,
             "master": spark_hook._connection["master"],
             "deploy_mode": spark_hook._connection["deploy_mode"] or "client",
-            "driver_pid": process.pid if process is not None else None,
+            "spark_submit_pid": process.pid if process is not None else None,
             "log_path": str(log_path) if log_path else None,
             "submitted_at_ms": submitted_at_ms,
             "instance_hosts": {i.instance_id: i.host for i in status.instances},
@@ -268,3 +294,12 @@ class SubmitTopologyOperator(SparkSubmitOperator):
                 application_id = None
         if application_id:
             self._request_stop(StatefulStreamsHook(self.stateful_streams_conn_id), application_id)
+
+
+def _duration(value: timedelta | int, name: str) -> timedelta:
+    """The project's convention: int milliseconds or a timedelta."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be an int of milliseconds >= 0 or a timedelta, got {value!r}")
+    return timedelta(milliseconds=value)

@@ -17,7 +17,7 @@ final event) or when instances had to be cancelled at the stop timeout.
 
 Progress goes to stdout as one JSON event per line, prefixed ``STATEFUL-STREAMS ``
 (instance_started / instance_failed / instance_restarting / instance_stopped /
-stop_requested / supervisor_finished ...), which the Airflow operator and the tests read.
+stop_requested / supervisor_finished ...), for operators of the job and the tests (docs/spark.md).
 """
 
 from __future__ import annotations
@@ -280,17 +280,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: master {sc.master!r} offers {slots} task slot(s) but --instances is {args.instances}; "
                   f"each instance holds one slot while it runs (use local[{args.instances + 1},2])", file=sys.stderr)
             return 2
+        from kafka.errors import KafkaError
+
         try:
             _prepare_topics(config)
             initial = {instance_id: epoch + 1 for instance_id, epoch in _latest_epochs(config).items()}
-        except StreamsError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+        except (StreamsError, KafkaError) as exc:
+            print(f"error: preparing the status and control topics on {','.join(config.bootstrap_servers)} failed: "
+                  f"{exc!r}", file=sys.stderr)
             return 2
         supervisor = Supervisor(
             application_id=config.application_id, topology=args.topology, config_values=values,
             instances=args.instances, runner=SparkJobRunner(sc), send_stop=lambda ids: _send_stop(config, ids),
             policy=policy, initial_epochs=initial, latest_epochs=lambda: _latest_epochs(config),
             epoch_stride=task_attempts(sc.master, conf), spark_local_dir=conf.get("spark.local.dir"),
+            log_level=args.log_level,
             stop_timeout_s=args.stop_timeout, emit=_emit, thread_factory=InheritableThread)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda num, _frame: supervisor.request_stop(signal.Signals(num).name))

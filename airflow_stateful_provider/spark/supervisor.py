@@ -79,6 +79,7 @@ class Supervisor:
         latest_epochs: Callable[[], Mapping[str, int]] = dict,
         epoch_stride: int = 1,
         spark_local_dir: str | None = None,
+        log_level: str = "INFO",
         stop_timeout_s: float = 120.0,
         resend_stop_s: float = 20.0,
         emit: Callable[[SupervisorEvent], None] = lambda event: None,
@@ -96,6 +97,7 @@ class Supervisor:
         self.policy = policy
         self.epoch_stride = epoch_stride
         self.spark_local_dir = spark_local_dir
+        self.log_level = log_level
         self.stop_timeout_s = stop_timeout_s
         self.resend_stop_s = resend_stop_s
         self._send_stop = send_stop
@@ -200,7 +202,7 @@ class Supervisor:
             slot.group = f"{slot.instance_id}-epoch-{slot.epoch}"
             description = f"stateful-streams {self.application_id}: instance {slot.instance_id}, epoch {slot.epoch}"
             spec = InstanceSpec(self.topology, self.config_values, slot.instance_id, slot.epoch,
-                                spark_local_dir=self.spark_local_dir)
+                                spark_local_dir=self.spark_local_dir, log_level=self.log_level)
             self._event("instance_started", instance_id=slot.instance_id, epoch=slot.epoch, job_group=slot.group)
             slot.running = True
             try:

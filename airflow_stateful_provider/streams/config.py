@@ -142,10 +142,11 @@ class StreamsConfig:
     #: ``host:port`` this instance can be reached at (shared with the group), or "".
     application_server: str = ""
     #: Identity of this instance in the status topic; default ``<hostname>-<pid>``. The
-    #: Spark supervisor sets it to ``instance-<i>`` so a restarted instance keeps it.
+    #: Spark supervisor sets it to ``<application_id>-<i>`` so a restarted instance keeps it.
     instance_id: str | None = None
-    #: Incremented by the supervisor on every restart of the instance (status documents
-    #: carry it, so readers can tell a restarted instance from a zombie).
+    #: Raised by the supervisor on every restart of the instance (status documents carry
+    #: it, so readers can tell a restarted instance from a zombie; an instance refuses to
+    #: start when the status topic shows a newer epoch for its id). See docs/spark.md.
     instance_epoch: int = 0
     #: How often the instance publishes its status document (also on every state change).
     status_interval_ms: int | timedelta = 10_000

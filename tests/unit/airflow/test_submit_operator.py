@@ -86,7 +86,7 @@ def fresh(*ids: str, published_at: int = NOW_MS - 1_000):
 
 def test_waits_until_every_instance_published_since_the_submission(monkeypatch):
     monkeypatch.setattr("time.sleep", lambda s: None)
-    op = operator(submit_timeout=60)
+    op = operator(submit_timeout=60_000)
     hook = FakeStatusHook(UnknownApplicationError("no status topic"), fresh("clicks-0"),
                           fresh("clicks-0", "clicks-1", published_at=NOW_MS - 100_000),  # an older run's documents
                           fresh("clicks-0", "clicks-1"))
@@ -119,3 +119,23 @@ def test_on_kill_sends_a_stop_command_not_a_kill(sasl_connection):
     with mock.patch.object(StatefulStreamsHook, "send_command") as send:
         op.on_kill()
     send.assert_called_once_with("clicks", "stop")
+
+
+def test_durations_are_int_milliseconds_or_timedeltas_and_application_args_are_refused():
+    op = operator(submit_timeout=90_000, initial_backoff=500, stop_timeout=timedelta(seconds=30))
+    assert op.submit_timeout == timedelta(seconds=90)
+    assert op.restart_args[op.restart_args.index("--initial-backoff") + 1] == "0.5"
+    assert op.restart_args[op.restart_args.index("--stop-timeout") + 1] == "30.0"
+    with pytest.raises(ValueError, match="max_backoff must be an int of milliseconds >= 0 or a timedelta, got 1.5"):
+        operator(max_backoff=1.5)
+    with pytest.raises(ValueError, match="builds the application arguments itself"):
+        operator(application_args=["--instances", "3"])
+
+
+def test_an_application_still_reporting_in_is_not_submitted_twice(sasl_connection):
+    op = operator()
+    with mock.patch.object(StatefulStreamsHook, "get_status", return_value=fresh("clicks-0")):
+        with pytest.raises(AirflowException, match=r"'clicks' is already running \(instances \['clicks-0'\]"):
+            op._refuse_if_running(StatefulStreamsHook(), "clicks")
+    with mock.patch.object(StatefulStreamsHook, "get_status", side_effect=UnknownApplicationError("none")):
+        op._refuse_if_running(StatefulStreamsHook(), "clicks")
