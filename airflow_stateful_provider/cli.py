@@ -1,8 +1,8 @@
 """``stateful-streams``: the on-call command line.
 
-    stateful-streams status <application_id> [--bootstrap-servers H:P] [--json] [--watch SECONDS]
+    stateful-streams status <application_id> [--bootstrap-servers H:P] [--client-config FILE] [--json] [--watch SECONDS]
     stateful-streams stores <state_dir> [--json]
-    stateful-streams stop <application_id> [--bootstrap-servers H:P] [--instance ID ...] [--timeout SECONDS] [--json]
+    stateful-streams stop <application_id> [--bootstrap-servers H:P] [--client-config FILE] [--instance ID ...] [--timeout SECONDS] [--json]
 
 ``status`` answers "which tasks are restoring, how far along, when done, which standbys
 lag?" from the application's status topic and live end offsets; instances whose last
@@ -30,6 +30,31 @@ from typing import Any, TextIO
 from airflow_stateful_provider import __version__
 
 BOOTSTRAP_ENV = "STATEFUL_STREAMS_BOOTSTRAP_SERVERS"
+CLIENT_CONFIG_ENV = "STATEFUL_STREAMS_CLIENT_CONFIG"
+
+
+def _add_broker_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-servers", default=os.environ.get(BOOTSTRAP_ENV),
+                        help=f"host:port[,host:port] (default ${BOOTSTRAP_ENV})")
+    parser.add_argument("--client-config", default=os.environ.get(CLIENT_CONFIG_ENV), metavar="FILE",
+                        help="JSON object of kafka-python settings for secured clusters, e.g. security_protocol, "
+                             f"sasl_mechanism, sasl_plain_username, sasl_plain_password, ssl_cafile "
+                             f"(default ${CLIENT_CONFIG_ENV})")
+
+
+def _client_configs(path: str | None) -> dict[str, Any]:
+    """The --client-config file; raises ValueError naming the file and the problem."""
+    if not path:
+        return {}
+    try:
+        values = json.loads(open(path, encoding="utf-8").read())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--client-config {path!r}: {exc}") from None
+    if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
+        raise ValueError(f"--client-config {path!r} must hold a JSON object of kafka-python settings, "
+                         f"got {type(values).__name__}")
+    values.pop("bootstrap_servers", None)
+    return values
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,8 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", help="restoration progress, owners and standby lag per task")
     status.add_argument("application_id")
-    status.add_argument("--bootstrap-servers", default=os.environ.get(BOOTSTRAP_ENV),
-                        help=f"host:port[,host:port] (default ${BOOTSTRAP_ENV})")
+    _add_broker_arguments(status)
     status.add_argument("--stale-after", type=float, default=30.0, metavar="SECONDS",
                         help="flag instances whose last status document is older (default 30)")
     status.add_argument("--json", action="store_true", help="machine-readable output")
@@ -51,8 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     stop = commands.add_parser("stop", help="stop instances cleanly through the control topic")
     stop.add_argument("application_id")
-    stop.add_argument("--bootstrap-servers", default=os.environ.get(BOOTSTRAP_ENV),
-                      help=f"host:port[,host:port] (default ${BOOTSTRAP_ENV})")
+    _add_broker_arguments(stop)
     stop.add_argument("--instance", action="append", metavar="ID", dest="instances",
                       help="stop only this instance (repeatable; default every live instance)")
     stop.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
@@ -72,6 +95,11 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     if args.command is None:
         parser.print_help(out)
         return 0
+    if args.command in ("status", "stop"):
+        try:
+            args.client_configs = _client_configs(args.client_config)
+        except ValueError as exc:
+            parser.error(str(exc))
     if args.command == "status":
         if not args.bootstrap_servers:
             parser.error(f"status needs --bootstrap-servers (or ${BOOTSTRAP_ENV})")
@@ -95,7 +123,8 @@ def _status(args: argparse.Namespace, out: TextIO) -> int:
     while True:
         try:
             status = fetch_application_status(args.bootstrap_servers, args.application_id,
-                                              stale_after_ms=int(args.stale_after * 1000))
+                                              stale_after_ms=int(args.stale_after * 1000),
+                                              client_configs=args.client_configs)
         except UnknownApplicationError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
@@ -130,7 +159,8 @@ def _stop(args: argparse.Namespace, out: TextIO) -> int:
     servers = args.bootstrap_servers
     try:
         read_ms = min(10_000, int(args.timeout * 1000))
-        status = fetch_application_status(servers, args.application_id, timeout_ms=read_ms)
+        status = fetch_application_status(servers, args.application_id, timeout_ms=read_ms,
+                                          client_configs=args.client_configs)
         command = new_command(args.application_id, "stop", instances=args.instances)
         expected = live_instances(status, command)
         unknown = sorted(set(args.instances or ()) - set(expected))
@@ -138,8 +168,9 @@ def _stop(args: argparse.Namespace, out: TextIO) -> int:
             print(f"error: no live instance {unknown} in application {args.application_id!r} (live: "
                   f"{list(live_instances(status, new_command(args.application_id, 'stop')))})", file=sys.stderr)
             return 1
-        send_command(servers, command, timeout_ms=read_ms)
-        outcome = wait_for_command(servers, command, instances=expected, timeout_ms=int(args.timeout * 1000))
+        send_command(servers, command, timeout_ms=read_ms, client_configs=args.client_configs)
+        outcome = wait_for_command(servers, command, instances=expected, timeout_ms=int(args.timeout * 1000),
+                                   client_configs=args.client_configs)
     except (UnknownApplicationError, StatusReadTimeoutError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -68,3 +68,30 @@ def test_missing_state_dir_is_an_error(tmp_path, capsys):
     code, _ = run("stores", str(tmp_path / "nope"))
     assert code == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_client_config_file_reaches_the_status_reader(tmp_path, monkeypatch, capsys):
+    import pytest
+
+    from airflow_stateful_provider.streams.errors import UnknownApplicationError
+
+    seen = {}
+
+    def fake_fetch(servers, application_id, **kwargs):
+        seen.update(kwargs)
+        raise UnknownApplicationError("nothing here")
+
+    monkeypatch.setattr("airflow_stateful_provider.streams.runtime.status_publisher.fetch_application_status",
+                        fake_fetch)
+    config = tmp_path / "client.json"
+    config.write_text(json.dumps({"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+                                  "bootstrap_servers": "ignored:1"}))
+    assert main(["status", "app", "--bootstrap-servers", "b:9092", "--client-config", str(config)]) == 1
+    assert seen["client_configs"] == {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN"}
+
+    config.write_text("[1, 2]")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["stop", "app", "--bootstrap-servers", "b:9092", "--client-config", str(config)])
+    assert exit_info.value.code == 2
+    assert f"--client-config '{config}' must hold a JSON object of kafka-python settings, got list" in \
+        capsys.readouterr().err
