@@ -170,18 +170,16 @@ class AssignorContext:
             raise ConfigError(f"owned_partitions must be callable or None, got {self.owned_partitions!r}")
 
 
-#: Poll timeout while a consumer is rejoining its group (see :func:`group_rejoining`).
-REBALANCE_POLL_MS = 2_000
+#: Poll timeout of an idle thread while its consumer rejoins the group (see :func:`group_rejoining`).
+REBALANCE_POLL_MS = 500
 
 
 def group_rejoining(consumer: Any) -> bool:
-    """Whether ``consumer`` must (re)join its group: poll it with REBALANCE_POLL_MS then.
+    """Whether ``consumer`` must (re)join its group (a rebalance is under way for it).
 
-    kafka-python 3.0.12 drops the result of a JoinGroup/SyncGroup round trip that completes
-    after a short ``poll()`` returned: the next poll finds the finished join task and sends
-    a new JoinGroup. When the leader's assignment takes longer than the members' poll
-    timeout (it fetches changelog end offsets), a group of busy members rebalances forever.
-    A poll long enough for the round trip avoids it.
+    The stream thread defers commits and control actions meanwhile; an idle thread polls
+    with REBALANCE_POLL_MS, a busy one keeps polling without waiting (the join result is
+    kept across polls: runtime/group_join.py).
     """
     coordinator = getattr(consumer, "_coordinator", None)
     need_rejoin = getattr(coordinator, "need_rejoin", None)

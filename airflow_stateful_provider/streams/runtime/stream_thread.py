@@ -52,6 +52,7 @@ from airflow_stateful_provider.streams.runtime.changelog_reader import (
     StandbyUpdateListener,
     StateRestoreListener,
 )
+from airflow_stateful_provider.streams.runtime.group_join import keep_completed_join_results
 from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
 from airflow_stateful_provider.streams.runtime.records import OffsetAndMetadata, TopicPartition
 from airflow_stateful_provider.streams.runtime.standby_task import StandbyTask
@@ -289,7 +290,10 @@ class StreamThread(threading.Thread):
         busy = bool(reader.restoring_tasks) or self._has_processable()
         # An idle thread with standbys splits its wait between the two consumers.
         idle_wait = IDLE_POLL_MS // 2 if reader.standby_tasks else IDLE_POLL_MS
-        timeout = REBALANCE_POLL_MS if group_rejoining(self.consumer) else (0 if busy else idle_wait)
+        # Busy: poll without waiting, also while the group rebalances (tasks that stay keep
+        # processing; the join runs on the consumer's IO thread and its result is kept, see
+        # group_join.py). Idle: wait for records, or for the rebalance to finish.
+        timeout = 0 if busy else (REBALANCE_POLL_MS if group_rejoining(self.consumer) else idle_wait)
         fetched = self.consumer.poll(timeout_ms=timeout, max_records=self.config.buffered_records_per_partition)
         if self._pending_assignment is not None:
             info, self._pending_assignment = self._pending_assignment, None

@@ -1,0 +1,56 @@
+"""Keep a group join that finished between two ``poll()`` calls (kafka-python 3.0.x).
+
+kafka-python 3.0.12 runs JoinGroup + SyncGroup as a task on its IO thread. A ``poll()``
+whose timeout ends first returns and leaves the task running (by design: the next poll
+awaits the same task). But when the task *completes* before the next poll, that poll sees a
+finished task and starts a new JoinGroup instead of using its result
+(``BaseCoordinator.join_group_async``: "``_join_task is None or _join_task.is_done``"). The
+broker answers the new JoinGroup with another rebalance, so members that poll briefly (a
+busy stream thread polls with timeout 0) rebalance forever, or finish a round the group
+has already moved past and process outside it until the session timeout.
+
+:func:`keep_completed_join_results` makes the consumer use a join that completed
+successfully: just before the coordinator checks its join task, a finished, successful
+task is replaced by a pending one that yields the same assignment, so the coordinator takes
+its normal success path (state STABLE, heartbeats resumed, ``on_join_complete`` with the
+assignment). Failed tasks are left alone (the coordinator retries them as before). Consumers
+without this coordinator layout (other kafka-python versions) are left untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+__all__ = ["keep_completed_join_results"]
+
+log = logging.getLogger(__name__)
+
+
+def keep_completed_join_results(consumer: Any) -> bool:
+    """Install the fix on ``consumer``'s group coordinator; returns whether it applies."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    original = getattr(coordinator, "join_group_async", None)
+    if original is None or not hasattr(coordinator, "_join_task") or not hasattr(coordinator, "_manager"):
+        return False
+    if getattr(original, "_keeps_completed_joins", False):
+        return True
+
+    @functools.wraps(original)
+    async def join_group_async(timeout_ms: Any = None) -> Any:
+        task = coordinator._join_task
+        if task is not None and task.is_done and task.exception is None:
+            assignment = task.value
+            log.debug("group %s: using the join that completed after the last poll returned",
+                      getattr(coordinator, "group_id", "?"))
+
+            async def completed() -> Any:
+                return assignment
+
+            coordinator._join_task = coordinator._manager.call_soon(completed)
+        return await original(timeout_ms=timeout_ms)
+
+    join_group_async._keeps_completed_joins = True  # type: ignore[attr-defined]
+    coordinator.join_group_async = join_group_async
+    return True
