@@ -35,6 +35,7 @@ from airflow_stateful_provider.streams.runtime.store_builders import (
     Stores,
     VersionedKeyValueStoreBuilder,
 )
+from airflow_stateful_provider.streams.state.segments import session_segment_interval
 from airflow_stateful_provider.streams.state.versioned import NOT_PUT, VALID_TO_UNDEFINED
 from airflow_stateful_provider.streams.topology import Topology
 from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindow, SessionWindows, Windowed
@@ -649,7 +650,9 @@ class SessionWindowedKStream:
         emit = self._emit
         builder.topology.add_processor(
             name,
-            lambda: _SessionWindowAggregateProcessor(store_name, windows, emit, initializer, aggregator, merger),
+            lambda: _SessionWindowAggregateProcessor(
+                store_name, windows, emit, initializer, aggregator, merger, retention_ms=retention
+            ),
             source._node,
         )
         builder.topology.add_state_store(store_builder, name)
@@ -870,8 +873,11 @@ class _SessionWindowAggregateProcessor(Processor):
         initializer: Callable[[], Any],
         aggregator: Callable[[Any, Any, Any], Any],
         merger: Callable[[Any, Any, Any], Any],
+        *,
+        retention_ms: int | None = None,
     ) -> None:
         self._store_name = store_name
+        self._retention_ms = windows.default_retention_ms() if retention_ms is None else retention_ms
         self._gap = windows.inactivity_gap_ms
         self._grace = windows.grace_period_ms
         self._on_close = emit.type is EmitStrategy.StrategyType.ON_WINDOW_CLOSE
@@ -896,6 +902,13 @@ class _SessionWindowAggregateProcessor(Processor):
                 self._node = getattr(context, "current_node", None)
                 self._cached = set_flush_listener(self._forward_flushed)
         if self._on_close:
+            # how the store expires sessions (its own figures when it exposes them: a reopened
+            # store keeps the retention it was created with)
+            retention = getattr(self._store, "retention_ms", None)
+            interval = getattr(self._store, "segment_interval_ms", None)
+            if type(retention) is not int or type(interval) is not int:
+                retention, interval = self._retention_ms, session_segment_interval(self._retention_ms)
+            self._retention_ms, self._segment_interval_ms = retention, interval
             # restore how far closed windows were already emitted (committed with the offsets)
             lookup = getattr(context, "processor_metadata_for_key", None)
             last = lookup(self._store_name) if lookup is not None else None
@@ -910,6 +923,8 @@ class _SessionWindowAggregateProcessor(Processor):
         ts = record.timestamp
         if ts > self._observed_stream_time:
             self._observed_stream_time = ts
+            if self._on_close:
+                self._forward_before_expiry(record)
         close_time = self._observed_stream_time - self._grace - self._gap
         store = self._store
         merged = store.find_sessions(key, ts - self._gap, ts + self._gap)
@@ -957,6 +972,36 @@ class _SessionWindowAggregateProcessor(Processor):
         # a new record (no input headers), stamped with the window end, as Kafka does
         self.context.forward(Record(windowed, Change(new, old), windowed.window.end))
 
+    def _forward_before_expiry(self, record: Record) -> None:
+        """Forward the sessions the store is about to drop, before this record's put drops them.
+
+        The put of a record that advances stream time to ``t`` moves the store's observed
+        stream time to ``t`` and drops every segment below ``(t - retention) // interval``.
+        Those sessions end before ``bound = that id * interval <= t - retention <= close
+        time``, so they are closed, and the throttled scan after the put (or a later one)
+        would no longer find them. Forward them now, bypassing the wall-clock throttle; at
+        most once per segment interval of stream time. No session this record merges lies
+        below ``bound`` (merged sessions end at ``>= ts - gap >= t - retention``), so the
+        output is what an unthrottled scan after the put would forward, in the same order.
+        """
+        interval = self._segment_interval_ms
+        bound = (self._observed_stream_time - self._retention_ms) // interval * interval
+        if bound <= 0 or bound <= self._last_emit_window_close_time:
+            return
+        self._forward_closed(record, max(0, self._last_emit_window_close_time), bound - 1)
+        self._set_last_emitted(bound)
+
+    def _forward_closed(self, record: Record, lower: int, upper: int) -> None:
+        """Forward every session with end in [lower, upper] (closed), in (end, key, start) order."""
+        for session, value in self._store.find_sessions_by_end(lower, upper):
+            self.context.forward(Record(session, Change(value, None), session.window.end, record.headers))
+
+    def _set_last_emitted(self, close_time: int) -> None:
+        self._last_emit_window_close_time = close_time
+        record_metadata = getattr(self.context, "add_processor_metadata_key_value", None)
+        if record_metadata is not None:
+            record_metadata(self._store_name, close_time)
+
     def _maybe_forward_final(self, record: Record, close_time: int) -> None:
         now = self.context.current_system_time_ms
         if now < self._next_time_to_emit:  # throttled (windowed_aggregation_emit_interval_ms)
@@ -970,9 +1015,5 @@ class _SessionWindowAggregateProcessor(Processor):
         lower = max(0, self._last_emit_window_close_time)
         if upper < lower:
             return
-        for session, value in self._store.find_sessions_by_end(lower, upper):
-            self.context.forward(Record(session, Change(value, None), session.window.end, record.headers))
-        self._last_emit_window_close_time = close_time
-        record_metadata = getattr(self.context, "add_processor_metadata_key_value", None)
-        if record_metadata is not None:
-            record_metadata(self._store_name, close_time)
+        self._forward_closed(record, lower, upper)
+        self._set_last_emitted(close_time)

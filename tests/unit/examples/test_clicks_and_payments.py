@@ -208,11 +208,9 @@ def test_partition_for_matches_the_default_partitioner():
     assert len({partition_for(k, 4) for k in keys}) == 4
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine: with the DSL's default session retention (gap + grace), emit-on-window-close loses sessions "
-    "that end just before a segment boundary: the put that advances stream time drops their segment before "
-    "the closed-session scan runs. The example keeps sessions for a day (DEFAULT_SESSIONS_RETENTION_MS)."))
 def test_default_session_retention_emits_every_closed_session():
+    """With the DSL's default session retention (gap + grace) the put that advances stream
+    time drops store segments holding just-closed sessions; they are forwarded before it."""
     retention = DEFAULT_SESSION_GAP_MS + DEFAULT_SESSION_GRACE_MS
     session_records, _, _ = _run(RECORDS, _config(sessions_retention_ms=retention))
     assert _sessions(session_records) == expected_sessions(RECORDS)

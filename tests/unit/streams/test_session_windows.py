@@ -206,17 +206,64 @@ def test_on_window_close_with_default_retention(run, store_type):
     default retention (gap + grace) a session closes exactly when it falls behind the
     store's read horizon (observed - retention + 1), so a store that applies that horizon
     to find_sessions_by_end never returns it. (Kafka's in-memory session store has that
-    same gap; we follow the RocksDB behaviour, which is what SEMANTICS describes.)"""
+    same gap; we follow the RocksDB behaviour, which is what SEMANTICS describes.) Segment
+    drops are the other way to lose them: see the segment-boundary tests below."""
     r = run(_topology(SessionWindows.of_inactivity_gap_with_no_grace(G), EmitStrategy.on_window_close()))
     for ts in (0, G + 1, G + 1, 2 * G + 2):
         r.pipe("a", ts)
-    out = r.out()
-    if out == []:
-        pytest.xfail(
-            "streams/state session store hides sessions older than observed - retention + 1 from "
-            "find_sessions_by_end; Kafka's time-ordered store returns them (reported to the stores owner)"
-        )
-    assert out == [(_w("a", 0, 0), 1, 0), (_w("a", G + 1, G + 1), 2, G + 1)]
+    assert r.out() == [(_w("a", 0, 0), 1, 0), (_w("a", G + 1, G + 1), 2, G + 1)]
+
+
+def test_on_window_close_default_retention_stream_time_jump_across_segment_boundary(run):
+    """Default retention (gap + grace = 10): segment interval 60000. The put of the record
+    that moves stream time past a segment boundary drops that segment; the sessions in it
+    (closed by that same record, some ending right before the boundary) are forwarded
+    before the put, each once, in (end, key, start) order."""
+    r = run(_topology(SessionWindows.of_inactivity_gap_with_no_grace(10), EmitStrategy.on_window_close()))
+    r.pipe("a", 59_990)
+    r.pipe("b", 59_999)  # ends 1 ms before segment 1
+    assert r.out() == []
+    r.pipe("c", 60_010)  # close = 60000: closes [59990] and [59999]; the put drops segment 0
+    assert r.out() == [(_w("a", 59_990, 59_990), 1, 59_990), (_w("b", 59_999, 59_999), 1, 59_999)]
+    for key, ts in (("a", 61_000), ("b", 100_000), ("b", 100_005), ("a", 119_999)):
+        r.pipe(key, ts)
+    assert r.out() == [
+        (_w("c", 60_010, 60_010), 1, 60_010),
+        (_w("a", 61_000, 61_000), 1, 61_000),
+        (_w("b", 100_000, 100_005), 2, 100_005),
+    ]
+    r.pipe("d", 500_000)  # a jump over several segments, [119999] among the dropped ones
+    assert r.out() == [(_w("a", 119_999, 119_999), 1, 119_999)]
+    r.pipe("d", 500_011)
+    assert r.out() == [(_w("d", 500_000, 500_000), 1, 500_000)]
+
+
+def test_on_window_close_throttle_never_lets_the_store_drop_unemitted_sessions(store_type):
+    """The wall-clock throttle (Kafka's emit interval) still holds back closed sessions that
+    stay in live segments, but not the ones the next put would drop."""
+    topology = _topology(SessionWindows.of_inactivity_gap_and_grace(10, 5), EmitStrategy.on_window_close())
+    with TopologyTestDriver(topology, store_type=store_type) as driver:
+        topic = driver.create_input_topic("clicks", Serdes.string(), Serdes.string())
+        out = driver.create_output_topic("counts", KEY_SERDE, Serdes.int64())
+
+        def emitted():
+            return [(r.key, r.value) for r in out.read_records_to_list()]
+
+        topic.pipe_input("a", "c", 0)  # checks (nothing closed), next check at wall clock +1000
+        topic.pipe_input("a", "c", 59_999)
+        topic.pipe_input("b", "c", 60_000)
+        assert emitted() == []  # [0,0] closed but throttled, as in Kafka
+        topic.pipe_input("x", "c", 60_020)  # drops segment 0: [0,0] and [59999,59999] go first
+        assert emitted() == [(_w("a", 0, 0), 1), (_w("a", 59_999, 59_999), 1)]
+        topic.pipe_input("x", "c", 60_030)  # [60000] closed, segment 1 live: throttled
+        assert emitted() == []
+        driver.advance_wall_clock_time(1000)
+        topic.pipe_input("x", "c", 60_031)
+        assert emitted() == [(_w("b", 60_000, 60_000), 1)]
+        topic.pipe_input("y", "c", 10_000_000)  # throttled again, but segments die: flushed
+        assert emitted() == [(_w("x", 60_020, 60_031), 3)]
+        topic.pipe_input("z", "c", 10_000_016)  # [10000000] closed, segment live: throttled
+        assert emitted() == []
 
 
 def test_on_window_close_never_emits_tombstones_or_updates(run):
