@@ -170,16 +170,18 @@ class AssignorContext:
             raise ConfigError(f"owned_partitions must be callable or None, got {self.owned_partitions!r}")
 
 
-#: Poll timeout of an idle thread while its consumer rejoins the group (see :func:`group_rejoining`).
-REBALANCE_POLL_MS = 500
+#: Poll timeout while a consumer is rejoining its group (see :func:`group_rejoining`).
+REBALANCE_POLL_MS = 2_000
 
 
 def group_rejoining(consumer: Any) -> bool:
-    """Whether ``consumer`` must (re)join its group (a rebalance is under way for it).
+    """Whether ``consumer`` must (re)join its group: poll it with REBALANCE_POLL_MS then.
 
-    The stream thread defers commits and control actions meanwhile; an idle thread polls
-    with REBALANCE_POLL_MS, a busy one keeps polling without waiting (the join result is
-    kept across polls: runtime/group_join.py).
+    The stream thread defers commits and control actions meanwhile. Busy members polling
+    with timeout 0 while rejoining were seen to drop out of the group (heartbeats stop
+    during a join; with timeout 0 the join made no progress before the session timeout),
+    so the thread gives the JoinGroup/SyncGroup round trip up to REBALANCE_POLL_MS per poll.
+    A join that completes after such a poll returned is kept (runtime/group_join.py).
     """
     coordinator = getattr(consumer, "_coordinator", None)
     need_rejoin = getattr(coordinator, "need_rejoin", None)

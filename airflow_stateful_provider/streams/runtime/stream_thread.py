@@ -290,10 +290,8 @@ class StreamThread(threading.Thread):
         busy = bool(reader.restoring_tasks) or self._has_processable()
         # An idle thread with standbys splits its wait between the two consumers.
         idle_wait = IDLE_POLL_MS // 2 if reader.standby_tasks else IDLE_POLL_MS
-        # Busy: poll without waiting, also while the group rebalances (tasks that stay keep
-        # processing; the join runs on the consumer's IO thread and its result is kept, see
-        # group_join.py). Idle: wait for records, or for the rebalance to finish.
-        timeout = 0 if busy else (REBALANCE_POLL_MS if group_rejoining(self.consumer) else idle_wait)
+        # While the group rebalances, give the join its round trip (see REBALANCE_POLL_MS).
+        timeout = REBALANCE_POLL_MS if group_rejoining(self.consumer) else (0 if busy else idle_wait)
         fetched = self.consumer.poll(timeout_ms=timeout, max_records=self.config.buffered_records_per_partition)
         if self._pending_assignment is not None:
             info, self._pending_assignment = self._pending_assignment, None
