@@ -1,6 +1,7 @@
 """dags/stateful_pipeline.py end to end through ``dag.test()``: real broker, Spark ``local[3,2]``
 (spark-submit launched detached by SubmitTopologyOperator), the deferrable restoration sensor
-run by dag.test()'s inline triggerer; then ``stateful-streams stop`` ends the application."""
+run by dag.test()'s inline triggerer; then, against the running application, the on-call DAG
+and the store maintenance DAG (online); then ``stateful-streams stop`` ends the application."""
 
 from __future__ import annotations
 
@@ -66,6 +67,11 @@ def test_stateful_pipeline_dag_runs_the_example_on_spark(airflow_db, bootstrap_s
         unknown = example_dag("oncall_restoration_status.py", "oncall_restoration_status").test(
             run_conf={"application_id": f"{app_id}-typo"})
         assert unknown.state == "failed"
+
+        # The daily maintenance, online against the instances running on Spark.
+        maintenance = example_dag("store_maintenance.py", "store_maintenance").test(
+            run_conf={"application_id": app_id, "mode": "online"})
+        assert maintenance.state == "success", {ti.task_id: ti.state for ti in maintenance.get_task_instances()}
     finally:
         out = io.StringIO()
         code = cli.main(["stop", app_id, "--bootstrap-servers", bootstrap_servers, "--timeout", "120"], out=out)

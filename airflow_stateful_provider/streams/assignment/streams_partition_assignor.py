@@ -171,7 +171,7 @@ class AssignorContext:
 
 
 #: Poll timeout while a consumer is rejoining its group (see :func:`group_rejoining`).
-REBALANCE_POLL_MS = 2_000
+REBALANCE_POLL_MS = 200
 
 
 def group_rejoining(consumer: Any) -> bool:
@@ -179,9 +179,10 @@ def group_rejoining(consumer: Any) -> bool:
 
     The stream thread defers commits and control actions meanwhile. Busy members polling
     with timeout 0 while rejoining were seen to drop out of the group (heartbeats stop
-    during a join; with timeout 0 the join made no progress before the session timeout),
-    so the thread gives the JoinGroup/SyncGroup round trip up to REBALANCE_POLL_MS per poll.
-    A join that completes after such a poll returned is kept (runtime/group_join.py).
+    during a join, and with timeout 0 the join made no progress before the session
+    timeout), so every poll gives the JoinGroup/SyncGroup round trip REBALANCE_POLL_MS; the
+    thread processes between polls, and a join that completes after a poll returned is
+    kept (runtime/group_join.py). 2 s polls worked too but paused every task ~2 s.
     """
     coordinator = getattr(consumer, "_coordinator", None)
     need_rejoin = getattr(coordinator, "need_rejoin", None)
