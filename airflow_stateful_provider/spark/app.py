@@ -31,7 +31,6 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from airflow_stateful_provider.spark.instance_job import InstanceSpec, run_instance
@@ -76,26 +75,9 @@ def parse_config_values(path: str | None, inline: str | None, overrides: list[st
     """StreamsConfig values from a file, an inline JSON object and ``key=value`` overrides
     (later wins), plus the password from ``$STATEFUL_STREAMS_KAFKA_PASSWORD``; validated by
     building a StreamsConfig."""
-    values: dict[str, Any] = {}
-    for source, text in ((f"config file {path!r}", _read(path) if path else None),
-                         ("--config-json", inline)):
-        if text is None:
-            continue
-        try:
-            loaded = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{source} is not valid JSON: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{source} must hold a JSON object, got {type(loaded).__name__}")
-        values.update(loaded)
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set takes key=value, got {item!r}")
-        try:
-            values[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            values[key] = raw
+    from airflow_stateful_provider.streams.runner import config_values
+
+    values = config_values(path, overrides, inline)
     password = os.environ.get(PASSWORD_ENV)
     if password:
         values["client_configs"] = {"sasl_plain_password": password, **dict(values.get("client_configs") or {})}
@@ -105,13 +87,6 @@ def parse_config_values(path: str | None, inline: str | None, overrides: list[st
                               f"(got {values[managed]!r})")
     StreamsConfig.from_mapping(values)
     return values
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read streams config file {path!r}: {exc}") from exc
 
 
 def task_attempts(master: str, conf: Mapping[str, str]) -> int:

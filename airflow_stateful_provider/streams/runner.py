@@ -30,7 +30,7 @@ from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, TopologyError
 from airflow_stateful_provider.streams.topology import Topology
 
-__all__ = ["EventFileListener", "load_topology", "load_config", "main"]
+__all__ = ["EventFileListener", "config_values", "load_topology", "load_config", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -60,15 +60,23 @@ def load_topology(reference: str, config: StreamsConfig | None = None) -> Topolo
     return built
 
 
-def load_config(path: str | None, overrides: list[str]) -> StreamsConfig:
+def config_values(path: str | None, overrides: list[str], inline: str | None = None) -> dict[str, Any]:
+    """StreamsConfig values from a JSON file, an inline JSON object and ``key=value``
+    overrides (later wins; a value is JSON-parsed when it parses). Not validated yet."""
     values: dict[str, Any] = {}
-    if path:
+    for source, read in ((f"streams config file {path!r}", path and (lambda: Path(path).read_text())),
+                         ("--config-json", inline is not None and (lambda: inline))):
+        if not read:
+            continue
         try:
-            values = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"cannot read streams config file {path!r}: {exc}") from exc
-        if not isinstance(values, dict):
-            raise ConfigError(f"streams config file {path!r} must hold a JSON object, got {type(values).__name__}")
+            loaded = json.loads(read())
+        except OSError as exc:
+            raise ConfigError(f"cannot read {source}: {exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{source} is not valid JSON: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{source} must hold a JSON object, got {type(loaded).__name__}")
+        values.update(loaded)
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep:
@@ -77,7 +85,11 @@ def load_config(path: str | None, overrides: list[str]) -> StreamsConfig:
             values[key] = json.loads(raw)
         except json.JSONDecodeError:
             values[key] = raw
-    return StreamsConfig.from_mapping(values)
+    return values
+
+
+def load_config(path: str | None, overrides: list[str]) -> StreamsConfig:
+    return StreamsConfig.from_mapping(config_values(path, overrides))
 
 
 class EventFileListener:
