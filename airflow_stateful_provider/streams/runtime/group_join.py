@@ -15,6 +15,19 @@ task is replaced by a pending one that yields the same assignment, so the coordi
 its normal success path (state STABLE, heartbeats resumed, ``on_join_complete`` with the
 assignment). Failed tasks are left alone (the coordinator retries them as before). Consumers
 without this coordinator layout (other kafka-python versions) are left untouched.
+
+It also keeps ``need_rejoin()`` true until a started join has been completed by a poll.
+``poll()`` only enters the join code while ``need_rejoin()`` holds, and for a group leader
+whose rejoin was caused by a metadata change (``_assignment_snapshot != _metadata_snapshot``,
+with ``rejoin_needed`` false) that condition ends *inside* the join task, when the leader
+performs the assignment (``_perform_assignment`` copies the metadata snapshot). If the poll
+that started the join returned first (the JoinGroup waits for the other members, about a
+heartbeat interval), no later poll ever completes it: the member stays REBALANCING with
+heartbeats off and never applies its assignment, refuses every commit locally
+(RebalanceInProgressError: "commit deferred"), and the broker evicts it after the session
+timeout while it keeps processing its old tasks (bench/group_dropout.py: 2 starts in 8;
+tests/integration/test_group_join.py). ``coordinator.rejoining`` is set once the join is
+prepared and cleared only when the join succeeds, so "``need_rejoin()`` or ``rejoining``" makes the next poll finish it.
 """
 
 from __future__ import annotations
@@ -53,4 +66,13 @@ def keep_completed_join_results(consumer: Any) -> bool:
 
     join_group_async._keeps_completed_joins = True  # type: ignore[attr-defined]
     coordinator.join_group_async = join_group_async
+
+    need_rejoin = getattr(coordinator, "need_rejoin", None)
+    if callable(need_rejoin) and hasattr(coordinator, "rejoining"):
+        @functools.wraps(need_rejoin)
+        def need_rejoin_until_joined() -> bool:
+            # A join in progress must be finished by poll(), whatever started it (module docstring).
+            return bool(need_rejoin()) or bool(coordinator.rejoining)
+
+        coordinator.need_rejoin = need_rejoin_until_joined
     return True
