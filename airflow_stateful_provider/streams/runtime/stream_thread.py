@@ -272,8 +272,7 @@ class StreamThread(threading.Thread):
             enable_auto_commit=False, partition_assignment_strategy=[StreamsPartitionAssignor(self._assignor_context())],
             **static)
         # kafka-python 3.0.12 loses joins that finish after the poll that started them
-        # returned (runtime/group_join.py); imported since c126947 but never installed, which
-        # left the leader of a metadata-triggered rejoin stuck outside its group.
+        # returned, and can leave a leader's join unfinished (runtime/group_join.py).
         keep_completed_join_results(self.consumer)
         self.changelog_reader = ChangelogReader(self.restore_consumer, self._restore_listener, self._standby_listener)
         topics = sorted(self._topic_to_subtopology)
