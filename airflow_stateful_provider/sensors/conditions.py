@@ -79,6 +79,14 @@ class ConditionResult:
         return "\n".join(lines)
 
 
+def checked_bound(name: str, value: Any, minimum: int) -> int:
+    """A condition's integer bound (``max_lag_records`` ...), shared by the sensors and their
+    triggers; anything else is a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
 def normalize_task_ids(task_ids: str | Iterable[str | TaskId] | None) -> tuple[str, ...] | None:
     """None (all tasks), a comma-separated string (a rendered template) or task ids ->
     a tuple of ``"<subtopology>_<partition>"`` strings; a malformed id is a ValueError naming it."""

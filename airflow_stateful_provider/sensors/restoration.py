@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_stateful_provider.sensors.base import StatusConditionSensor
-from airflow_stateful_provider.sensors.conditions import ConditionResult, restoration_condition
+from airflow_stateful_provider.sensors.conditions import ConditionResult, checked_bound, restoration_condition
 from airflow_stateful_provider.streams.status import ApplicationStatus
 from airflow_stateful_provider.triggers.status import RestorationTrigger
 
@@ -33,10 +33,7 @@ class RestorationSensor(StatusConditionSensor):
 
     def __init__(self, *, application_id: str, max_remaining_records: int = 0, **kwargs: Any) -> None:
         super().__init__(application_id=application_id, **kwargs)
-        if isinstance(max_remaining_records, bool) or not isinstance(max_remaining_records, int) \
-                or max_remaining_records < 0:
-            raise ValueError(f"max_remaining_records must be an int >= 0, got {max_remaining_records!r}")
-        self.max_remaining_records = max_remaining_records
+        self.max_remaining_records = checked_bound("max_remaining_records", max_remaining_records, 0)
 
     def evaluate(self, status: ApplicationStatus) -> ConditionResult:
         return restoration_condition(status, task_ids=self._selected_task_ids(),

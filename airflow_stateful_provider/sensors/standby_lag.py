@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_stateful_provider.sensors.base import StatusConditionSensor
-from airflow_stateful_provider.sensors.conditions import ConditionResult, standby_lag_condition
+from airflow_stateful_provider.sensors.conditions import ConditionResult, checked_bound, standby_lag_condition
 from airflow_stateful_provider.streams.status import ApplicationStatus
 from airflow_stateful_provider.triggers.status import StandbyLagTrigger
 
@@ -34,12 +34,8 @@ class StandbyLagSensor(StatusConditionSensor):
     def __init__(self, *, application_id: str, max_lag_records: int, min_standbys_per_task: int = 1,
                  **kwargs: Any) -> None:
         super().__init__(application_id=application_id, **kwargs)
-        for name, value, minimum in (("max_lag_records", max_lag_records, 0),
-                                     ("min_standbys_per_task", min_standbys_per_task, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-        self.max_lag_records = max_lag_records
-        self.min_standbys_per_task = min_standbys_per_task
+        self.max_lag_records = checked_bound("max_lag_records", max_lag_records, 0)
+        self.min_standbys_per_task = checked_bound("min_standbys_per_task", min_standbys_per_task, 1)
 
     def evaluate(self, status: ApplicationStatus) -> ConditionResult:
         return standby_lag_condition(status, max_lag_records=self.max_lag_records,

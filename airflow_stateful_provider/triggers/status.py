@@ -28,6 +28,7 @@ from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
 from airflow_stateful_provider.sensors.conditions import (
     TRANSIENT_STATUS_ERRORS,
     ConditionResult,
+    checked_bound,
     normalize_task_ids,
     restoration_condition,
     standby_lag_condition,
@@ -172,10 +173,7 @@ class RestorationTrigger(_StatusConditionTrigger):
 
     def __init__(self, *, max_remaining_records: int = 0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if isinstance(max_remaining_records, bool) or not isinstance(max_remaining_records, int) \
-                or max_remaining_records < 0:
-            raise ValueError(f"max_remaining_records must be an int >= 0, got {max_remaining_records!r}")
-        self.max_remaining_records = max_remaining_records
+        self.max_remaining_records = checked_bound("max_remaining_records", max_remaining_records, 0)
 
     def _condition_kwargs(self) -> dict[str, Any]:
         return {"max_remaining_records": self.max_remaining_records}
@@ -193,12 +191,8 @@ class StandbyLagTrigger(_StatusConditionTrigger):
 
     def __init__(self, *, max_lag_records: int, min_standbys_per_task: int = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        for name, value, minimum in (("max_lag_records", max_lag_records, 0),
-                                     ("min_standbys_per_task", min_standbys_per_task, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-        self.max_lag_records = max_lag_records
-        self.min_standbys_per_task = min_standbys_per_task
+        self.max_lag_records = checked_bound("max_lag_records", max_lag_records, 0)
+        self.min_standbys_per_task = checked_bound("min_standbys_per_task", min_standbys_per_task, 1)
 
     def _condition_kwargs(self) -> dict[str, Any]:
         return {"max_lag_records": self.max_lag_records, "min_standbys_per_task": self.min_standbys_per_task}
