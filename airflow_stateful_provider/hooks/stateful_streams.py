@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from airflow_stateful_provider.streams.status import DEFAULT_STALE_AFTER_MS
+from airflow_stateful_provider.streams.status import DEFAULT_STALE_AFTER_MS, duration_arg_ms
 
 if TYPE_CHECKING:
     from airflow_stateful_provider.streams.control import CommandOutcome, ControlCommand
@@ -60,15 +60,6 @@ class _Secret(str):
 
     def __repr__(self) -> str:
         return repr(_REDACTED)
-
-
-def _duration_ms(value: int | float | timedelta, name: str, *, minimum: int = 0) -> int:
-    """Int milliseconds or a timedelta (the project's convention) -> int milliseconds."""
-    if isinstance(value, timedelta):
-        value = int(value.total_seconds() * 1000)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int of milliseconds >= {minimum} or a timedelta, got {value!r}")
-    return value
 
 
 def _extra_value(extra: Mapping[str, Any], key: str) -> Any:
@@ -241,7 +232,7 @@ class StatefulStreamsHook(BaseHook):
 
     def test_connection(self, timeout: int | timedelta = DEFAULT_READ_TIMEOUT) -> tuple[bool, str]:
         """A metadata request against the brokers, bounded by ``timeout``: (ok, message)."""
-        timeout_ms = _duration_ms(timeout, "timeout", minimum=1)
+        timeout_ms = duration_arg_ms(timeout, "timeout", minimum=1)
         try:
             servers = ",".join(self.bootstrap_servers)
         except Exception as exc:  # noqa: BLE001 - a bad connection is the answer, not a crash
@@ -284,8 +275,8 @@ class StatefulStreamsHook(BaseHook):
         configs = self.get_client_configs()
         return fetch_application_status(
             configs.pop("bootstrap_servers"), application_id,
-            stale_after_ms=_duration_ms(stale_after, "stale_after"), client_configs=configs,
-            timeout_ms=_duration_ms(timeout, "timeout", minimum=1), expected_tasks=list(expected_tasks))
+            stale_after_ms=duration_arg_ms(stale_after, "stale_after"), client_configs=configs,
+            timeout_ms=duration_arg_ms(timeout, "timeout", minimum=1), expected_tasks=list(expected_tasks))
 
     async def aget_status(
         self,
@@ -335,4 +326,4 @@ class StatefulStreamsHook(BaseHook):
 
         configs = self.get_client_configs()
         return wait_for_command(configs.pop("bootstrap_servers"), command, instances=list(instances),
-                                client_configs=configs, timeout_ms=_duration_ms(timeout, "timeout", minimum=1))
+                                client_configs=configs, timeout_ms=duration_arg_ms(timeout, "timeout", minimum=1))

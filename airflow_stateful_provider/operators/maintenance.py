@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook, _duration_ms
+from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
+from airflow_stateful_provider.streams.status import duration_arg_ms
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -201,7 +202,7 @@ class _StoreMaintenanceOperator(BaseOperator):
         self.mode = mode
         self.state_dir = None if state_dir is None else os.fspath(state_dir)
         self.stateful_streams_conn_id = stateful_streams_conn_id
-        self.timeout_ms = _duration_ms(timeout, "timeout", minimum=1)
+        self.timeout_ms = duration_arg_ms(timeout, "timeout", minimum=1)
         # Check what is already known; templated values are checked again once rendered.
         if not _is_template(mode):
             self._check_arguments()

@@ -44,6 +44,7 @@ from airflow.sdk.exceptions import AirflowException
 
 import airflow_stateful_provider.spark.app as spark_app
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
+from airflow_stateful_provider.streams.status import duration_arg_ms
 from airflow_stateful_provider.spark.app import PASSWORD_ENV
 
 if TYPE_CHECKING:
@@ -101,11 +102,10 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         if kwargs.get("application_args"):
             raise ValueError(f"SubmitTopologyOperator builds the application arguments itself; got application_args="
                              f"{kwargs['application_args']!r} (use topology, streams_config and instances)")
-        submit_timeout = _duration(submit_timeout, "submit_timeout")
-        failure_window, initial_backoff, max_backoff, stop_timeout = (
-            _duration(value, name) for value, name in ((failure_window, "failure_window"),
-                                                       (initial_backoff, "initial_backoff"),
-                                                       (max_backoff, "max_backoff"), (stop_timeout, "stop_timeout")))
+        submit_timeout, failure_window, initial_backoff, max_backoff, stop_timeout = (
+            timedelta(milliseconds=duration_arg_ms(value, name)) for value, name in (
+                (submit_timeout, "submit_timeout"), (failure_window, "failure_window"),
+                (initial_backoff, "initial_backoff"), (max_backoff, "max_backoff"), (stop_timeout, "stop_timeout")))
         super().__init__(application=application or spark_app.__file__, name=name or "stateful-streams", **kwargs)
         self.topology = topology
         self.streams_config = streams_config
@@ -295,11 +295,3 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         if application_id:
             self._request_stop(StatefulStreamsHook(self.stateful_streams_conn_id), application_id)
 
-
-def _duration(value: timedelta | int, name: str) -> timedelta:
-    """The project's convention: int milliseconds or a timedelta."""
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be an int of milliseconds >= 0 or a timedelta, got {value!r}")
-    return timedelta(milliseconds=value)

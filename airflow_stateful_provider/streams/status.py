@@ -44,6 +44,7 @@ __all__ = [
     "InstanceSummary",
     "ApplicationStatus",
     "build_application_status",
+    "duration_arg_ms",
     "render_status_table",
 ]
 
@@ -499,7 +500,7 @@ def build_application_status(
     - ``expected_tasks`` (e.g. from the topology) are listed even when nobody claims them.
     """
     docs = list(documents.values()) if isinstance(documents, Mapping) else list(documents)
-    stale_after = _duration_ms(stale_after_ms, "stale_after_ms")
+    stale_after = duration_arg_ms(stale_after_ms, "stale_after_ms")
     if isinstance(now_ms, bool) or not isinstance(now_ms, int):
         raise ValueError(f"now_ms must be an int (epoch ms), got {now_ms!r}")
     app_ids = sorted({d.application_id for d in docs})
@@ -537,11 +538,13 @@ def build_application_status(
     return ApplicationStatus(application_id, now_ms, stale_after, instances, tuple(tasks))
 
 
-def _duration_ms(value: int | timedelta, name: str) -> int:
+def duration_arg_ms(value: int | timedelta, name: str, *, minimum: int = 0) -> int:
+    """A reader-side duration argument (timeouts, staleness bounds): int milliseconds or a
+    timedelta -> int milliseconds; anything else, or below ``minimum``, is a ValueError naming it."""
     if isinstance(value, timedelta):
         value = int(value.total_seconds() * 1000)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be an int of milliseconds >= 0 or a timedelta, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int of milliseconds >= {minimum} or a timedelta, got {value!r}")
     return value
 
 

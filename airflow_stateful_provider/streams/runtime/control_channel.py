@@ -26,12 +26,16 @@ from airflow_stateful_provider.streams.runtime.status_publisher import (
     DEFAULT_READ_TIMEOUT_MS,
     _connection_errors,
     _construct,
-    _duration_ms,
     _open_consumer,
     _servers_text,
     read_status_documents,
 )
-from airflow_stateful_provider.streams.status import ApplicationStatus, InstanceStatus, control_topic_name
+from airflow_stateful_provider.streams.status import (
+    ApplicationStatus,
+    InstanceStatus,
+    control_topic_name,
+    duration_arg_ms,
+)
 
 __all__ = ["send_command", "wait_for_command", "live_instances"]
 
@@ -54,7 +58,7 @@ def send_command(
     """
     from kafka import KafkaProducer
 
-    timeout = _duration_ms(timeout_ms, "timeout_ms", minimum=1)
+    timeout = duration_arg_ms(timeout_ms, "timeout_ms", minimum=1)
     topic = control_topic_name(command.application_id)
     servers = _servers_text(bootstrap_servers)
     consumer, _ = _open_consumer(bootstrap_servers, command.application_id, timeout, client_configs)
@@ -112,8 +116,8 @@ def wait_for_command(
     outcome from no documents would count every instance as stopped).
     """
     expected = tuple(dict.fromkeys(instances))
-    timeout = _duration_ms(timeout_ms, "timeout_ms", minimum=0)
-    interval = _duration_ms(poll_interval_ms, "poll_interval_ms", minimum=1)
+    timeout = duration_arg_ms(timeout_ms, "timeout_ms", minimum=0)
+    interval = duration_arg_ms(poll_interval_ms, "poll_interval_ms", minimum=1)
     deadline = time.monotonic() + timeout / 1000
     documents: Mapping[str, InstanceStatus] | None = None
     last_error: StatusReadTimeoutError | None = None

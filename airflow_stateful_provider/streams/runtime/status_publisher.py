@@ -41,6 +41,7 @@ from airflow_stateful_provider.streams.status import (
     ApplicationStatus,
     InstanceStatus,
     build_application_status,
+    duration_arg_ms,
     control_topic_name,
     status_topic_name,
 )
@@ -80,14 +81,6 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _duration_ms(value: int | timedelta, name: str, *, minimum: int = 0) -> int:
-    if isinstance(value, timedelta):
-        value = int(value.total_seconds() * 1000)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int of milliseconds >= {minimum} or a timedelta, got {value!r}")
-    return value
-
-
 # ---------------------------------------------------------------------------- topics
 
 
@@ -116,7 +109,7 @@ class RestoreRateTracker:
     """
 
     def __init__(self, window_ms: int | timedelta = 30_000) -> None:
-        self.window_ms = _duration_ms(window_ms, "window_ms", minimum=1)
+        self.window_ms = duration_arg_ms(window_ms, "window_ms", minimum=1)
         self._samples: dict[Any, collections.deque[tuple[int, int]]] = {}
 
     def observe(self, key: Any, position: int, now_ms: int) -> float:
@@ -310,7 +303,7 @@ class StatusPublisher:
         self.application_id = application_id
         self.instance_id = instance_id
         self.topic = status_topic_name(application_id)
-        self.status_interval_ms = _duration_ms(status_interval_ms, "status_interval_ms", minimum=1)
+        self.status_interval_ms = duration_arg_ms(status_interval_ms, "status_interval_ms", minimum=1)
         self._collect = collect
         self._clock = clock
         self._owns_producer = producer is None
@@ -544,7 +537,7 @@ def read_status_documents(
     ``allow_empty``), BrokerUnreachableError / StatusReadTimeoutError past ``timeout_ms``,
     StatusFormatError for a malformed document.
     """
-    timeout = _duration_ms(timeout_ms, "timeout_ms", minimum=1)
+    timeout = duration_arg_ms(timeout_ms, "timeout_ms", minimum=1)
     consumer, servers = _open_consumer(source, application_id, timeout, client_configs)
     try:
         return _read_documents(consumer, servers, application_id, timeout, allow_empty)
@@ -647,7 +640,7 @@ def fetch_application_status(
     """Read every instance's document and the live end offsets of the changelog
     partitions they mention, and build the snapshot (see ``build_application_status``).
     Raises UnknownApplicationError when there is no live document."""
-    timeout = _duration_ms(timeout_ms, "timeout_ms", minimum=1)
+    timeout = duration_arg_ms(timeout_ms, "timeout_ms", minimum=1)
     consumer, servers = _open_consumer(bootstrap_servers, application_id, timeout, client_configs)
     try:
         documents = _read_documents(consumer, servers, application_id, timeout, allow_empty=False)
