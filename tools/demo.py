@@ -110,21 +110,23 @@ def stop_application(bootstrap_servers: str, application_id: str) -> None:
         raise SystemExit(f"error: stateful-streams stop exited {code}")
 
 
+def driver_logs(application_id: str) -> set[Path]:
+    return set(Path(tempfile.gettempdir(), "stateful-streams").glob(f"{application_id}-*.log"))
+
+
 def driver_finished(application_id: str, after: set[Path]) -> dict:
     """The supervisor's final event from the driver log of the latest submission."""
-    logs = set(Path(tempfile.gettempdir(), "stateful-streams").glob(f"{application_id}-*.log")) - after
+    from tools.spark_app import read_events
+
+    logs = driver_logs(application_id) - after
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         for log in logs:
-            for line in log.read_text(errors="replace").splitlines():
-                if line.startswith("STATEFUL-STREAMS ") and '"supervisor_finished"' in line:
-                    return json.loads(line.split(" ", 1)[1])
+            finished = read_events(log, "supervisor_finished")
+            if finished:
+                return finished[0]
         time.sleep(0.5)
     raise SystemExit(f"error: the driver of {application_id} did not finish; logs: {sorted(logs)}")
-
-
-def driver_logs(application_id: str) -> set[Path]:
-    return set(Path(tempfile.gettempdir(), "stateful-streams").glob(f"{application_id}-*.log"))
 
 
 def main() -> int:

@@ -16,11 +16,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from airflow_stateful_provider.spark.app import EVENT_PREFIX
 from tools.instances import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 APP = REPO_ROOT / "airflow_stateful_provider" / "spark" / "app.py"
-EVENT_PREFIX = "STATEFUL-STREAMS "
+
+
+def read_events(log_path: Path, kind: str | None = None) -> list[dict]:
+    """The supervisor's ``STATEFUL-STREAMS {json}`` events in a driver log, oldest first."""
+    if not log_path.exists():
+        return []
+    events = [json.loads(line[len(EVENT_PREFIX):]) for line in log_path.read_text(errors="replace").splitlines()
+              if line.startswith(EVENT_PREFIX)]
+    return [e for e in events if kind is None or e["event"] == kind]
 
 
 class SparkApplication:
@@ -55,15 +64,7 @@ class SparkApplication:
         return self
 
     def events(self, kind: str | None = None) -> list[dict]:
-        if not self.log_path.exists():
-            return []
-        found = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            if line.startswith(EVENT_PREFIX):
-                event = json.loads(line[len(EVENT_PREFIX):])
-                if kind is None or event["event"] == kind:
-                    found.append(event)
-        return found
+        return read_events(self.log_path, kind)
 
     def wait_for_event(self, kind: str, timeout: float, predicate=lambda event: True) -> dict:
         found: list[dict] = []

@@ -17,6 +17,7 @@ import pytest
 from airflow_stateful_provider import cli
 from airflow_stateful_provider.streams.runtime.status_publisher import read_status_documents
 from tools.instances import wait_until
+from tools.spark_app import read_events
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow]
 
@@ -77,14 +78,8 @@ def test_stateful_pipeline_dag_runs_the_example_on_spark(airflow_db, bootstrap_s
         code = cli.main(["stop", app_id, "--bootstrap-servers", bootstrap_servers, "--timeout", "120"], out=out)
     assert code == 0, out.getvalue()
     assert len(driver_logs) == 1
-    finished = []
-
-    def driver_finished() -> bool:
-        finished[:] = [json.loads(line.split(" ", 1)[1]) for line in driver_logs[0].read_text().splitlines()
-                       if line.startswith("STATEFUL-STREAMS ") and '"supervisor_finished"' in line]
-        return bool(finished)
-
-    wait_until(driver_finished, 120, "the detached driver to finish", lambda: driver_logs[0].read_text()[-3000:])
-    assert finished[0]["exit_code"] == 0
+    wait_until(lambda: read_events(driver_logs[0], "supervisor_finished"), 120, "the detached driver to finish",
+               lambda: driver_logs[0].read_text()[-3000:])
+    assert read_events(driver_logs[0], "supervisor_finished")[0]["exit_code"] == 0
     time.sleep(0.5)
     assert read_status_documents(bootstrap_servers, app_id, allow_empty=True) == {}
