@@ -136,7 +136,8 @@ def _status(args: argparse.Namespace, out: TextIO) -> int:
         else:
             if args.watch is not None:
                 out.write("\033[2J\033[H")  # clear the terminal between refreshes
-            out.write(render_status_table(status) + "\n")
+            # A terminal gets progress bars; a pipe or a file the plain columns.
+            out.write(render_status_table(status, bars=_is_terminal(out)) + "\n")
         out.flush()
         if args.watch is None:
             return 0
@@ -144,6 +145,11 @@ def _status(args: argparse.Namespace, out: TextIO) -> int:
             time.sleep(args.watch)
         except KeyboardInterrupt:
             return 0
+
+
+def _is_terminal(out: TextIO) -> bool:
+    isatty = getattr(out, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def _stop(args: argparse.Namespace, out: TextIO) -> int:

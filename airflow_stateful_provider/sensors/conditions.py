@@ -27,7 +27,7 @@ from airflow_stateful_provider.streams.status import (
     _age_text,
     _columns,
     _duration_text,
-    _rate_text,
+    restoration_cells,
 )
 from airflow_stateful_provider.streams.topology import TaskId
 
@@ -175,12 +175,7 @@ def restoration_condition(
     selected = _selected(status, normalize_task_ids(task_ids))
     checks = []
     for task_id, task in selected:
-        progress = rate = eta = "-"
-        if task is not None and task.restoration is not None:
-            r = task.restoration
-            progress = f"{r.restored:,}/{r.total:,} ({int(r.fraction * 100)}%)"
-            rate = _rate_text(r.rate)
-            eta = "?" if r.eta_seconds is None else _duration_text(r.eta_seconds)
+        progress, rate, eta = restoration_cells(None if task is None else task.restoration)
         cells = (task_id, "unassigned" if task is None else task.state, _owner_text(task), progress, rate, eta)
         waiting = _restoration_waiting_for(status, task, max_remaining_records)
         checks.append(TaskCheck(task_id, not waiting, waiting, cells))
@@ -205,8 +200,8 @@ def _restoration_waiting_for(status: ApplicationStatus, task: TaskStatus | None,
         return ""
     if task.state == "restoring":
         r = task.restoration
-        if r is None:
-            return "restoring; the owner reports no changelog progress"
+        if r.pending:
+            return "restoring; waiting for the owner to report its changelog end offsets"
         if r.remaining <= max_remaining:
             return ""
         eta = "unknown (no progress)" if r.eta_seconds is None else _duration_text(r.eta_seconds)

@@ -45,6 +45,8 @@ __all__ = [
     "ApplicationStatus",
     "build_application_status",
     "duration_arg_ms",
+    "progress_bar",
+    "restoration_cells",
     "render_status_table",
 ]
 
@@ -332,19 +334,30 @@ class _DocumentParser:
 class RestorationProgress:
     """An active task's restoration, in changelog offsets, summed over its partitions.
 
-    ``restored`` = current - start, ``total`` = captured end - start, ``remaining`` =
-    total - restored; ``rate`` in offsets/s; ``eta_seconds`` = remaining / rate as of the
-    owner's document (0 when nothing remains, None while the rate is unknown or zero).
+    Every task whose owner reports it ``restoring`` has one. ``restored`` = current -
+    start, ``total`` = captured end - start, ``remaining`` = total - restored; ``rate`` in
+    offsets/s; ``eta_seconds`` = remaining / rate as of the owner's document (0 when nothing
+    remains, None while the rate is unknown or zero). ``changelogs`` are the owner's
+    per-partition start, current and end offsets.
+
+    ``pending`` is True when the owner did not report the end offset of every changelog
+    partition (a document without changelog progress: an earlier build of this provider, a custom writer):
+    the restoration's size is unknown, so ``total``, ``remaining``, ``eta_seconds`` and
+    :attr:`fraction` are None and ``restored`` counts only the partitions reported.
     """
 
+    pending: bool
     restored: int
-    total: int
-    remaining: int
+    total: int | None
+    remaining: int | None
     rate: float
     eta_seconds: float | None
+    changelogs: tuple[ChangelogProgress, ...] = ()
 
     @property
-    def fraction(self) -> float:
+    def fraction(self) -> float | None:
+        if self.total is None:
+            return None
         return 1.0 if self.total == 0 else self.restored / self.total
 
 
@@ -580,8 +593,8 @@ def _task_status(task_id: str, claims: list[tuple[InstanceStatus, InstanceTask]]
                          f"(stale; reported {task.state})")
         else:
             state = task.state
-        if task.state == "restoring" and task.changelogs:
-            restoration = _restoration(task.changelogs, ends, notes)
+        if task.state == "restoring":
+            restoration = _restoration(task.changelogs, notes)
         for other_doc, other in ranked[1:]:
             flag = " (stale)" if stale[other_doc.instance_id] else ""
             notes.append(f"also claimed active by {other_doc.instance_id}{flag} ({other.state})")
@@ -593,20 +606,20 @@ def _task_status(task_id: str, claims: list[tuple[InstanceStatus, InstanceTask]]
     return TaskStatus(task_id, state, active, restoration, standbys, tuple(notes))
 
 
-def _restoration(changelogs: Sequence[ChangelogProgress], ends: Mapping[tuple[str, int], int],
-                 notes: list[str]) -> RestorationProgress:
+def _restoration(changelogs: Sequence[ChangelogProgress], notes: list[str]) -> RestorationProgress:
     restored = total = 0
     rate = 0.0
+    unknown_ends = [c for c in changelogs if c.end_offset is None]
     for c in changelogs:
-        end = c.end_offset
-        if end is None:
-            # An active always captures its end; fall back to the live end if a writer did not.
-            end = ends.get(c.topic_partition, c.current_offset)
-            notes.append(f"restoration end of {c.topic}-{c.partition} not reported; using the live end {end}")
-        span = max(0, end - c.start_offset)
-        total += span
-        restored += min(span, max(0, c.current_offset - c.start_offset))
+        span = None if c.end_offset is None else max(0, c.end_offset - c.start_offset)
+        advanced = max(0, c.current_offset - c.start_offset)
+        restored += advanced if span is None else min(span, advanced)
+        total += span or 0
         rate += c.restore_rate
+    if not changelogs or unknown_ends:
+        missing = ", ".join(f"{c.topic}-{c.partition}" for c in unknown_ends) or "any changelog partition"
+        notes.append(f"restoration pending: the owner reports no end offset for {missing}")
+        return RestorationProgress(True, restored, None, None, rate, None, tuple(changelogs))
     remaining = total - restored
     if remaining == 0:
         eta: float | None = 0.0
@@ -614,7 +627,7 @@ def _restoration(changelogs: Sequence[ChangelogProgress], ends: Mapping[tuple[st
         eta = remaining / rate
     else:
         eta = None
-    return RestorationProgress(restored, total, remaining, rate, eta)
+    return RestorationProgress(False, restored, total, remaining, rate, eta, tuple(changelogs))
 
 
 def _standby(doc: InstanceStatus, task: InstanceTask, partitions: Sequence[tuple[str, int]],
@@ -669,24 +682,49 @@ def _rate_text(rate: float) -> str:
     return f"{rate:,.0f}/s" if rate >= 10 else f"{rate:.1f}/s"
 
 
+#: Width of the restoration progress bar between its brackets.
+BAR_WIDTH = 20
+
+
+def progress_bar(fraction: float | None, width: int = BAR_WIDTH) -> str:
+    """``[#########...........]``; a pending restoration (fraction None) shows ``[  pending  ]``."""
+    if fraction is None:
+        return "[" + "pending".center(width) + "]"
+    filled = min(width, max(0, int(fraction * width)))
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+def restoration_cells(restoration: RestorationProgress | None, *, bar: bool = False) -> tuple[str, str, str]:
+    """(RESTORED/TOTAL, RATE, ETA) cells of a task's restoration; "-" when there is none.
+    With ``bar`` the first cell leads with a progress bar (terminals)."""
+    if restoration is None:
+        return "-", "-", "-"
+    r = restoration
+    if r.pending:
+        progress = f"{r.restored:,}/? (pending)"
+        eta = "?"
+    else:
+        progress = f"{r.restored:,}/{r.total:,} ({int(r.fraction * 100)}%)"
+        eta = "?" if r.eta_seconds is None else _duration_text(r.eta_seconds)
+    if bar:
+        progress = f"{progress_bar(r.fraction)} {progress}"
+    return progress, _rate_text(r.rate), eta
+
+
 def _standby_text(replica: StandbyReplica) -> str:
     lag = "?" if replica.lag is None else f"{replica.lag:,}"
     flags = ("warmup " if replica.warmup else "") + ("STALE " if replica.stale else "")
     return f"{flags}{replica.instance_id}@{replica.host} ({lag})"
 
 
-def render_status_table(status: ApplicationStatus) -> str:
-    """A fixed-width table for on-call, one row per task, then the instances."""
+def render_status_table(status: ApplicationStatus, *, bars: bool = False) -> str:
+    """A fixed-width table for on-call, one row per task, then the instances. ``bars`` draws
+    each restoration as a progress bar (for a terminal)."""
     header = ("TASK", "ACTIVE", "STATE", "RESTORED/TOTAL", "RATE", "ETA", "STANDBYS (LAG)", "NOTES")
     rows = []
     for task in status.tasks:
         active = "-" if task.active is None else f"{task.active.instance_id}@{task.active.host}"
-        progress = rate = eta = "-"
-        if task.restoration is not None:
-            r = task.restoration
-            progress = f"{r.restored:,}/{r.total:,} ({int(r.fraction * 100)}%)"
-            rate = _rate_text(r.rate)
-            eta = "?" if r.eta_seconds is None else _duration_text(r.eta_seconds)
+        progress, rate, eta = restoration_cells(task.restoration, bar=bars)
         standbys = ", ".join(_standby_text(s) for s in task.standbys) or "-"
         rows.append((task.task_id, active, task.state, progress, rate, eta, standbys, "; ".join(task.notes)))
     stale = status.stale_instances

@@ -62,10 +62,16 @@ def test_status_follows_restoration_on_spark_then_stop_drains(bootstrap_servers,
         # While restoring: active owners are the two instances, progress within the changelog.
         restoring = [(s, t) for s in snapshots for t in s["tasks"] if t["state"] == "restoring"]
         assert restoring, "no snapshot caught a task restoring"
+        # Every restoring task carries its progress from the first document that shows it
+        # restoring (never pending from this writer): its changelog partition with the end
+        # offset captured at restore start, which is the prepared changelog's end.
         for snapshot, task in restoring:
             progress = task["restoration"]
             partition = int(task["task_id"].split("_")[1])
             assert task["active"]["instance_id"] in {f"{app_id}-0", f"{app_id}-1"}
+            assert progress is not None and progress["pending"] is False, task
+            assert [(c["topic"], c["partition"], c["end_offset"]) for c in progress["changelogs"]] == \
+                [(changelog, partition, ends[partition])], task
             assert progress["total"] == ends[partition], (task, ends)
             assert 0 <= progress["restored"] <= progress["total"]
         assert any(0 < t["restoration"]["restored"] < t["restoration"]["total"] for _, t in restoring)

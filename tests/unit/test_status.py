@@ -27,6 +27,7 @@ from airflow_stateful_provider.streams.status import (
     InstanceStatus,
     InstanceTask,
     build_application_status,
+    progress_bar,
     render_status_table,
 )
 from airflow_stateful_provider.streams.topology import TaskId
@@ -132,6 +133,40 @@ def test_eta_is_unknown_without_rate_and_zero_when_done():
     assert unknown.task("0_0").restoration.eta_seconds is None
     done = snapshot(instance("i-1", InstanceTask("0_0", "active", "restoring", (changelog(0, 0, 20, 20),))))
     assert done.task("0_0").restoration.eta_seconds == 0.0 and done.task("0_0").restoration.remaining == 0
+
+
+def test_a_restoring_task_without_reported_ends_is_pending_never_none():
+    # No changelog progress at all (an earlier writer), and a partition without its end.
+    bare = snapshot(instance("i-1", InstanceTask("0_0", "active", "restoring"))).task("0_0")
+    half = snapshot(instance("i-1", InstanceTask("0_0", "active", "restoring", (
+        changelog(0, 0, 40, 100, 10.0), changelog(1, 5, 25, None, 5.0))))).task("0_0")
+    for task in (bare, half):
+        r = task.restoration
+        assert task.state == "restoring" and r is not None and r.pending
+        assert (r.total, r.remaining, r.eta_seconds, r.fraction) == (None, None, None, None)
+    assert bare.restoration.restored == 0 and bare.restoration.changelogs == ()
+    assert "no end offset for any changelog partition" in bare.notes[0]
+    assert half.restoration.restored == 60 and half.restoration.rate == 15.0
+    assert f"no end offset for {CL}-1" in half.notes[0]
+
+
+def test_pending_restoration_renders_and_serializes():
+    status = snapshot(instance("i-1", InstanceTask("0_0", "active", "restoring")))
+    row = next(line for line in render_status_table(status).splitlines() if line.startswith("0_0"))
+    assert "0/? (pending)" in row and "restoration pending" in row
+    with_bars = render_status_table(status, bars=True)
+    assert "[      pending       ] 0/? (pending)" in with_bars
+    data = json.loads(json.dumps(status.to_json_dict()))["tasks"][0]["restoration"]
+    assert data | {"changelogs": None} == {"pending": True, "restored": 0, "total": None, "remaining": None,
+                                          "rate": 0.0, "eta_seconds": None, "changelogs": None}
+
+
+def test_progress_bars_on_request():
+    status = snapshot(instance("i-1", InstanceTask("0_0", "active", "restoring", (changelog(0, 0, 450, 1_000, 50.0),))))
+    assert "[#########...........] 450/1,000 (45%)" in render_status_table(status, bars=True)
+    assert "[" not in render_status_table(status)
+    assert progress_bar(0.0) == "[....................]" and progress_bar(1.0) == "[####################]"
+    assert progress_bar(1.7, width=4) == "[####]"
 
 
 def test_running_active_has_no_restoration():
@@ -251,8 +286,10 @@ def test_json_dict_is_plain_json():
     data = json.loads(json.dumps(cluster().to_json_dict()))
     assert data["stale_instances"] == ["i-3"] and data["unassigned_tasks"] == ["0_3"]
     task = next(t for t in data["tasks"] if t["task_id"] == "0_0")
-    assert task["restoration"] == {"restored": 4_000, "total": 10_000, "remaining": 6_000, "rate": 1_200.0,
-                                   "eta_seconds": 5.0}
+    assert task["restoration"] == {"pending": False, "restored": 4_000, "total": 10_000, "remaining": 6_000,
+                                   "rate": 1_200.0, "eta_seconds": 5.0, "changelogs": [
+                                       {"topic": CL, "partition": 0, "store": "counts", "start_offset": 0,
+                                        "current_offset": 4_000, "end_offset": 10_000, "restore_rate": 1_200.0}]}
     assert task["standbys"][0] | {} == {"instance_id": "i-2", "host": "worker-2", "warmup": True, "state": "running",
                                        "lag": 1_000, "lag_basis": "live", "stale": False}
 
@@ -296,6 +333,24 @@ def test_document_from_an_instance_reads_its_tasks_and_restoration():
                                                                    ("0_1", "active", "running")]
     assert parsed.tasks[0].changelogs == (ChangelogProgress(CL, 0, "counts", 5, 55, 105, 0.0),)
     assert parsed.tasks[1].changelogs == ()
+
+
+def test_document_is_copied_under_each_threads_tasks_lock():
+    # The stream thread changes its tasks under tasks_lock; a document built meanwhile waits
+    # for it and then shows the finished change, never the half-done one.
+    streams, _ = fake_instance()
+    thread = streams.threads[0]
+    thread.tasks_lock = threading.RLock()
+    documents = []
+    with thread.tasks_lock:
+        builder = threading.Thread(target=lambda: documents.append(
+            status_document_from_instance(streams, "i-1", 1, now_ms=NOW, host="h", pid=1)))
+        builder.start()
+        builder.join(0.2)
+        assert builder.is_alive() and not documents  # waiting for the lock
+        thread.tasks[TaskId(0, 0)].state = State.RUNNING  # the change the lock guards
+    builder.join(5)
+    assert [(t["task_id"], t["state"]) for t in documents[0]["tasks"]] == [("0_0", "running"), ("0_1", "running")]
 
 
 def test_document_from_an_instance_includes_standbys_and_warmups_when_present():

@@ -255,11 +255,17 @@ class ChangelogReader:
     # ------------------------------------------------------------------ restoring
 
     def restore(self, poll_timeout_ms: int | None = None) -> list[TaskId]:
-        """Poll once and apply what arrived; returns the active tasks whose restoration completed."""
+        """Poll once and apply what arrived (:meth:`poll` then :meth:`apply`); returns the
+        active tasks whose restoration completed."""
+        return self.apply(self.poll(poll_timeout_ms))
+
+    def poll(self, poll_timeout_ms: int | None = None) -> dict:
+        """Fetch the next changelog records (the network half of :meth:`restore`: no store is
+        written and no task completes here)."""
         from kafka.errors import OffsetOutOfRangeError
 
         if not self._tasks:
-            return []
+            return {}
         self._give_standbys_their_turn()
         timeout = self._poll_timeout_ms if poll_timeout_ms is None else poll_timeout_ms
         self._cut_partition = None
@@ -267,11 +273,16 @@ class ChangelogReader:
             fetched = self._consumer.poll(timeout_ms=timeout, max_records=MAX_POLL_RECORDS)
         except OffsetOutOfRangeError as exc:
             self._handle_out_of_range(exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {})
-            return []
+            return {}
         if sum(len(records) for records in fetched.values()) >= MAX_POLL_RECORDS:
             # The consumer returns fetched batches one after the other; a full poll stopped in
             # the middle of the last one, whose rest stays buffered for the next poll.
             self._cut_partition = next(reversed(fetched))
+        return fetched
+
+    def apply(self, fetched: dict) -> list[TaskId]:
+        """Apply records :meth:`poll` fetched (local work only); returns the active tasks whose
+        restoration completed, their checkpoints written."""
         for kafka_tp, records in fetched.items():
             state = self._changelogs.get(TopicPartition(kafka_tp.topic, kafka_tp.partition))
             if state is None or state.completed or not records:

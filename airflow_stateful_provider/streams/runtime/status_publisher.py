@@ -16,6 +16,7 @@ bounded: an unreachable broker fails within ``timeout_ms`` naming the servers tr
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import socket
@@ -131,18 +132,6 @@ class RestoreRateTracker:
                 del self._samples[key]
 
 
-def _copied(read: Callable[[], Any], what: str, attempts: int = 5) -> Any:
-    """Read a collection another thread mutates: retry the copy when it changed mid-iteration."""
-    for attempt in range(attempts):
-        try:
-            return read()
-        except RuntimeError:  # "dictionary changed size during iteration"
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.001)
-    raise AssertionError(what)
-
-
 def _task_state(obj: Any) -> str | None:
     state = getattr(obj, "state", None)
     if state is None:
@@ -184,6 +173,37 @@ def _generation(thread: Any) -> int | None:
     return generation if isinstance(generation, int) and generation >= 0 else None
 
 
+def _thread_tasks(thread: Any, now_ms: int, tracker: RestoreRateTracker | None, observed: set) -> list[dict[str, Any]]:
+    """The task entries of one stream thread (call with its ``tasks_lock`` held)."""
+    reader = getattr(thread, "changelog_reader", None)
+    by_task: dict[str, list[Any]] = {}
+    for entry in (reader.progress() if reader is not None else []):
+        by_task.setdefault(str(entry.task_id), []).append(entry)
+    tasks: list[dict[str, Any]] = []
+    for task_id, task in sorted(thread.tasks.items(), key=lambda item: _sort_key(item[0])):
+        state = _task_state(task)
+        if state is None:
+            continue
+        key = str(task_id)
+        tasks.append({"task_id": key, "role": "active", "state": state,
+                      "changelogs": [_changelog_entry(e, key, now_ms, tracker, observed)
+                                     for e in by_task.get(key, [])]})
+    warmup_ids = {str(t) for t in (getattr(thread, "warmup_tasks", None) or ())}
+    standby_map = getattr(thread, "standby_tasks", None) or {}
+    for task_id, standby in sorted(standby_map.items(), key=lambda item: _sort_key(item[0])):
+        state = _task_state(standby)
+        if state is None:
+            continue
+        key = str(getattr(standby, "id", task_id))
+        warmup = bool(getattr(standby, "warmup", False) or getattr(standby, "is_warmup", False)
+                      or key in warmup_ids)
+        own_progress = getattr(standby, "changelog_progress", None)
+        entries = list(own_progress()) if callable(own_progress) else by_task.get(key, [])
+        tasks.append({"task_id": key, "role": "warmup" if warmup else "standby", "state": state,
+                      "changelogs": [_changelog_entry(e, key, now_ms, tracker, observed) for e in entries]})
+    return tasks
+
+
 def status_document_from_instance(
     streams: Any,
     instance_id: str,
@@ -195,7 +215,8 @@ def status_document_from_instance(
     pid: int | None = None,
 ) -> dict[str, Any]:
     """The status document of a running ``KafkaStreams`` instance, read from its public
-    attributes only (safe from another thread: collections are copied before use).
+    attributes only (safe from another thread: each thread's tasks are copied under its
+    ``tasks_lock``).
 
     Reads ``streams.state``, ``.config.application_id``, ``.process_id``, ``.threads``;
     per thread ``.tasks`` (StreamTask: ``.id``, ``.state``), ``.changelog_reader.progress()``,
@@ -219,35 +240,10 @@ def status_document_from_instance(
         probe = getattr(thread, "next_probing_rebalance_ms", None)
         if isinstance(probe, int):
             probes.append(probe)
-        reader = getattr(thread, "changelog_reader", None)
-        progress = _copied(lambda: list(reader.progress()), "changelog progress") if reader is not None else []
-        by_task: dict[str, list[Any]] = {}
-        for entry in progress:
-            by_task.setdefault(str(entry.task_id), []).append(entry)
-        actives = _copied(lambda: list(thread.tasks.items()), "tasks")
-        for task_id, task in sorted(actives, key=lambda item: _sort_key(item[0])):
-            state = _task_state(task)
-            if state is None:
-                continue
-            key = str(task_id)
-            tasks.append({"task_id": key, "role": "active", "state": state,
-                          "changelogs": [_changelog_entry(e, key, now, rate_tracker, observed)
-                                         for e in by_task.get(key, [])]})
-        standby_map = getattr(thread, "standby_tasks", None) or {}
-        standbys = _copied(lambda: list(standby_map.items()), "standby tasks")
-        warmup_ids = {str(t) for t in (getattr(thread, "warmup_tasks", None) or ())}
-        for task_id, standby in sorted(standbys, key=lambda item: _sort_key(item[0])):
-            state = _task_state(standby)
-            if state is None:
-                continue
-            key = str(getattr(standby, "id", task_id))
-            warmup = bool(getattr(standby, "warmup", False) or getattr(standby, "is_warmup", False)
-                          or key in warmup_ids)
-            own_progress = getattr(standby, "changelog_progress", None)
-            entries = (_copied(lambda: list(own_progress()), "standby progress") if callable(own_progress)
-                       else by_task.get(key, []))
-            tasks.append({"task_id": key, "role": "warmup" if warmup else "standby", "state": state,
-                          "changelogs": [_changelog_entry(e, key, now, rate_tracker, observed) for e in entries]})
+        # The thread changes its tasks and the reader's registrations under tasks_lock: copied
+        # under it, a restoring task always comes with its changelog progress.
+        with getattr(thread, "tasks_lock", None) or contextlib.nullcontext():
+            tasks += _thread_tasks(thread, now, rate_tracker, observed)
     if rate_tracker is not None:
         rate_tracker.retain(observed)
     state = getattr(streams.state, "value", streams.state)

@@ -18,6 +18,13 @@ warmup tasks and the time of the next probing rebalance; the assignor only recor
 and this thread applies them once ``poll()`` returns: it closes what left, promotes
 standbys that became active (keeping their stores), creates the rest, and requests the
 probing rebalance when it is due.
+
+The status publisher reads this thread's tasks from another thread. Every change to which
+tasks the thread holds, to a task's state, or to the changelog reader's registrations
+happens under ``tasks_lock``, and the publisher copies them under it, so a status document
+never shows a task half-way: a task is visible as restoring only once its changelog
+offsets are known, and only until it runs. The lock covers local work only; offset
+look-ups and polls happen outside it, so a slow broker never holds up status publication.
 """
 
 from __future__ import annotations
@@ -149,6 +156,9 @@ class StreamThread(threading.Thread):
         self._shutdown_requested = threading.Event()
         self.tasks: dict[TaskId, StreamTask] = {}
         self.standby_tasks: dict[TaskId, StandbyTask] = {}
+        #: Guards tasks, standby_tasks, their states and the reader's registrations as one
+        #: view for the status publisher (see module docstring). Reentrant: close paths nest.
+        self.tasks_lock = threading.RLock()
         #: Wall-clock ms at which to trigger the next rebalance (probing or follow-up), or None.
         self.next_probing_rebalance_ms: int | None = None
         self._topic_to_subtopology: dict[str, int] = {}
@@ -305,8 +315,10 @@ class StreamThread(threading.Thread):
             self._add_records(TopicPartition(kafka_tp.topic, kafka_tp.partition), records)
         if reader.restoring_tasks or reader.standby_tasks:
             wait = 0 if self._has_processable() else (50 if reader.restoring_tasks else idle_wait)
-            for task_id in reader.restore(poll_timeout_ms=wait):
-                self._restoration_completed(task_id)
+            fetched = reader.poll(poll_timeout_ms=wait)
+            with self.tasks_lock:
+                for task_id in reader.apply(fetched):
+                    self._restoration_completed(task_id)
         self._process()
         now = self.wall_clock_ms()
         for task in self._running_tasks():
@@ -386,11 +398,12 @@ class StreamThread(threading.Thread):
             return
         log.error("%s: commits refused for %.0f s without a new assignment: this member is outside its group; "
                   "dropping its active tasks without committing and rejoining", self.name, time.monotonic() - since)
-        for task_id in sorted(self.tasks):
-            task = self.tasks.pop(task_id)
-            if task_id in self.changelog_reader.restoring_tasks:
-                self.changelog_reader.unregister(task_id)
-            task.close(clean=False)
+        with self.tasks_lock:
+            for task_id in sorted(self.tasks):
+                task = self.tasks.pop(task_id)
+                if task_id in self.changelog_reader.restoring_tasks:
+                    self.changelog_reader.unregister(task_id)
+                task.close(clean=False)
         # Rewind to the last commits and fetch nothing until the new assignment: if these
         # partitions come back, their records since the commit are processed again, not skipped.
         assigned = list(self.consumer.assignment())
@@ -490,12 +503,13 @@ class StreamThread(threading.Thread):
     def _complete_revocation(self, revoked: Iterable[Any]) -> None:
         """After the commit: checkpoint and suspend the revoked tasks (stores stay open in
         case the same tasks come back in the new assignment)."""
-        for task in self._revocation_tasks:
-            if task.id in self.changelog_reader.restoring_tasks:
-                self.changelog_reader.unregister(task.id)
-            elif task.state is TaskState.RUNNING:
-                task.post_commit(enforce_checkpoint=True)
-            task.suspend()
+        with self.tasks_lock:
+            for task in self._revocation_tasks:
+                if task.id in self.changelog_reader.restoring_tasks:
+                    self.changelog_reader.unregister(task.id)
+                elif task.state is TaskState.RUNNING:
+                    task.post_commit(enforce_checkpoint=True)
+                task.suspend()
         self._revocation_tasks = []
         for tp in revoked:
             self._paused.discard(TopicPartition(tp.topic, tp.partition))
@@ -505,12 +519,13 @@ class StreamThread(threading.Thread):
         is committed; the tasks are closed without a checkpoint (their next owner restores)."""
         lost_ids = {self._task_id_for(TopicPartition(tp.topic, tp.partition)) for tp in lost}
         for task_id in sorted(lost_ids):
-            task = self.tasks.pop(task_id, None)
-            if task is None:
-                continue
-            if task_id in self.changelog_reader.restoring_tasks:
-                self.changelog_reader.unregister(task_id)
-            task.close(clean=False)
+            with self.tasks_lock:
+                task = self.tasks.pop(task_id, None)
+                if task is None:
+                    continue
+                if task_id in self.changelog_reader.restoring_tasks:
+                    self.changelog_reader.unregister(task_id)
+                task.close(clean=False)
             log.warning("%s: lost task %s (evicted from the group); closed without committing", self.name, task_id)
         self._paused.difference_update(TopicPartition(tp.topic, tp.partition) for tp in lost)
 
@@ -587,51 +602,34 @@ class StreamThread(threading.Thread):
         self._set_state(StreamThreadState.PARTITIONS_ASSIGNED)
 
         for task_id in sorted(set(self.tasks) - set(active)):
-            task = self.tasks.pop(task_id)
-            if task_id in reader.restoring_tasks:
-                reader.unregister(task_id)
-            if task_id in standby and task.state is not TaskState.CLOSED:
-                # Moved away, but a copy stays here: keep the stores warm as a standby.
-                if task.state is TaskState.RUNNING:
-                    self.commit([task], enforce_checkpoint=True)
-                task.suspend()
-                self.standby_tasks[task_id] = StandbyTask(task_id, task.stores, task.record_collector,
-                                                          warmup=task_id in warmups)
-                reader.register_standby(task_id, task.stores)
+            task = self.tasks[task_id]
+            # Moved away, but a copy stays here: keep the stores warm as a standby.
+            keep_standby = task_id in standby and task.state is not TaskState.CLOSED
+            if keep_standby and task.state is TaskState.RUNNING:
+                self.commit([task], enforce_checkpoint=True)
+            with self.tasks_lock:
+                del self.tasks[task_id]
+                if task_id in reader.restoring_tasks:
+                    reader.unregister(task_id)
+                if keep_standby:
+                    task.suspend()
+                else:
+                    task.close(clean=True)
+            if keep_standby:
+                self._add_standby(task_id, task.stores, task.record_collector, warmup=task_id in warmups)
             else:
-                task.close(clean=True)
                 log.info("%s: closed task %s (no longer assigned)", self.name, task_id)
         for task_id in sorted(set(self.standby_tasks) - set(standby) - set(active)):
-            reader.unregister(task_id)
-            self.standby_tasks.pop(task_id).close(clean=True)
+            with self.tasks_lock:
+                reader.unregister(task_id)
+                self.standby_tasks.pop(task_id).close(clean=True)
             log.info("%s: closed standby %s (no longer assigned)", self.name, task_id)
 
         for task_id, partitions in sorted(active.items()):
-            partitions = sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions)
             task = self.tasks.get(task_id)
             if task is not None and task.state is not TaskState.SUSPENDED:
                 continue  # unchanged: never revoked under the cooperative protocol
-            if task is not None:
-                task.resume()
-                restored = reader.register(task_id, task.stores)
-            elif task_id in self.standby_tasks:
-                promoted = self.standby_tasks.pop(task_id)
-                task = self._create_task(task_id, partitions, promoted.release_stores(), promoted.collector)
-                self.tasks[task_id] = task
-                task.initialize()
-                restored = reader.promote(task_id)
-                log.info("%s: standby %s promoted to active", self.name, task_id)
-            else:
-                task = self._create_task(task_id, partitions)
-                self.tasks[task_id] = task
-                task.initialize()
-                restored = reader.register(task_id, task.stores)
-            committed = {tp: self.consumer.committed(KafkaTopicPartition(*tp), metadata=True) for tp in partitions}
-            task.initialize_task_time(committed)
-            if restored:
-                self._restoration_completed(task_id)
-            else:
-                self._pause(partitions)
+            self._start_active(task_id, sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions))
 
         for task_id in sorted(standby):
             if task_id in active:
@@ -642,13 +640,60 @@ class StreamThread(threading.Thread):
                 continue
             collector, stores = self._new_stores(task_id)
             stores.initialize()
-            self.standby_tasks[task_id] = StandbyTask(task_id, stores, collector, warmup=task_id in warmups)
-            reader.register_standby(task_id, stores)
+            self._add_standby(task_id, stores, collector, warmup=task_id in warmups)
 
         self.next_probing_rebalance_ms = info.next_rebalance_ms if info.next_rebalance_ms >= 0 else None
         log.info("%s: active %s, standby %s (warmup %s), next rebalance %s", self.name,
                  [str(t) for t in sorted(active)], [str(t) for t in sorted(set(standby) - set(active))],
                  [str(t) for t in sorted(warmups)], self.next_probing_rebalance_ms)
+
+    def _start_active(self, task_id: TaskId, partitions: list[TopicPartition]) -> None:
+        """Run ``task_id`` here: resume it (it was suspended), promote its standby, or create
+        it. Its changelog offsets are looked up before the task enters ``tasks``, so the
+        status publisher never sees it restoring without its restoration progress."""
+        reader = self.changelog_reader
+        suspended = self.tasks.get(task_id)
+        standby = self.standby_tasks.get(task_id)
+        if suspended is not None:
+            task = suspended
+            restored = reader.register(task_id, task.stores)
+        elif standby is not None:
+            task = self._create_task(task_id, partitions, standby.stores, standby.collector)
+            task.initialize()
+            restored = reader.promote(task_id)
+        else:
+            task = self._create_task(task_id, partitions)
+            try:
+                task.initialize()
+                restored = reader.register(task_id, task.stores)
+            except BaseException:
+                task.close(clean=False)  # not in tasks yet: nobody else would close its stores
+                raise
+        committed = {tp: self.consumer.committed(KafkaTopicPartition(*tp), metadata=True) for tp in partitions}
+        task.initialize_task_time(committed)
+        with self.tasks_lock:
+            if suspended is not None:
+                task.resume()
+            elif standby is not None:
+                self.standby_tasks.pop(task_id).release_stores()
+                log.info("%s: standby %s promoted to active", self.name, task_id)
+            self.tasks[task_id] = task
+            if restored:
+                self._restoration_completed(task_id)
+        if not restored:
+            self._pause(partitions)
+
+    def _add_standby(self, task_id: TaskId, stores: TaskStateManager, collector: RecordCollector, *,
+                     warmup: bool) -> None:
+        """Keep ``stores`` updated from their changelogs; visible to the status publisher once
+        their changelog positions are known."""
+        try:
+            self.changelog_reader.register_standby(task_id, stores)
+        except BaseException:
+            stores.close()
+            raise
+        with self.tasks_lock:
+            self.standby_tasks[task_id] = StandbyTask(task_id, stores, collector, warmup=warmup)
 
     def _maybe_request_rebalance(self, now: int) -> None:
         """Probing (are the warmups caught up?) and follow-up rebalances at their time."""
@@ -700,16 +745,16 @@ class StreamThread(threading.Thread):
                 log.exception("%s: final commit failed; closing tasks without committing", self.name)
                 self.error = self.error or exc
                 clean = False
-        if self.changelog_reader is not None:
-            if clean:
+        with self.tasks_lock:
+            if self.changelog_reader is not None and clean:
                 self.changelog_reader.close()
-        for task in [*self.tasks.values(), *self.standby_tasks.values()]:
-            try:
-                task.close(clean=clean)
-            except Exception:  # noqa: BLE001 - close the other tasks too
-                log.exception("%s: error closing task %s", self.name, task.id)
-        self.tasks.clear()
-        self.standby_tasks.clear()
+            for task in [*self.tasks.values(), *self.standby_tasks.values()]:
+                try:
+                    task.close(clean=clean)
+                except Exception:  # noqa: BLE001 - close the other tasks too
+                    log.exception("%s: error closing task %s", self.name, task.id)
+            self.tasks.clear()
+            self.standby_tasks.clear()
         for client, close in ((self._admin, lambda c: c.close()),
                               (self.consumer, lambda c: c.close(autocommit=False)),
                               (self.restore_consumer, lambda c: c.close(autocommit=False)),

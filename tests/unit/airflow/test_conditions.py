@@ -75,9 +75,14 @@ def test_created_or_suspended_owner_is_not_done():
     assert result.stuck[0].waiting_for == "owner reports the task created"
 
 
-def test_restoring_without_progress_report_is_not_done():
-    result = restoration_condition(snapshot(document("i-1", task("0_0", "active", "restoring"))))
-    assert "reports no changelog progress" in result.stuck[0].waiting_for
+def test_pending_restoration_is_not_done_whatever_the_bound():
+    # restoring without reported end offsets: its size is unknown, so no bound can be met
+    status = snapshot(document("i-1", task("0_0", "active", "restoring")))
+    for bound in (0, 10**12):
+        result = restoration_condition(status, max_remaining_records=bound)
+        assert not result.done
+        assert result.stuck[0].waiting_for == "restoring; waiting for the owner to report its changelog end offsets"
+    assert result.stuck[0].cells[3:] == ("0/? (pending)", "0.0/s", "?")
 
 
 def test_subset_ignores_other_tasks_and_names_missing_ones():
