@@ -37,7 +37,7 @@ with DAG(
     def status_table(params: dict | None = None) -> dict:
         """Log the status table of ``params.application_id``; return the snapshot as JSON."""
         from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
-        from airflow_stateful_provider.streams.status import render_status_table
+        from airflow_stateful_provider.streams import render_status_table
 
         status = StatefulStreamsHook().get_status(
             params["application_id"], stale_after=timedelta(seconds=params["stale_after_seconds"]))

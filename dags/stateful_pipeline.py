@@ -115,7 +115,7 @@ with DAG(
         """The status table and a few sessions and priced payments, for the log."""
         from airflow_stateful_provider.examples.expected import read_outputs
         from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
-        from airflow_stateful_provider.streams.status import render_status_table
+        from airflow_stateful_provider.streams import render_status_table
 
         hook = StatefulStreamsHook()
         print(render_status_table(hook.get_status(params["application_id"])))

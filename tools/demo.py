@@ -81,8 +81,7 @@ class StatusPrinter(threading.Thread):
         self.restoring_seen = 0
 
     def run(self) -> None:
-        from airflow_stateful_provider.streams.runtime.status_publisher import fetch_application_status
-        from airflow_stateful_provider.streams.status import render_status_table
+        from airflow_stateful_provider.streams import fetch_application_status, render_status_table
 
         last = None
         while not self.finished.wait(0.3):

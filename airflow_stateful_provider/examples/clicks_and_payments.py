@@ -32,12 +32,23 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_stateful_provider.streams.config import StreamsConfig, duration_ms
-from airflow_stateful_provider.streams.dsl import Consumed, Grouped, Joined, Materialized, Produced, StreamsBuilder
-from airflow_stateful_provider.streams.errors import ConfigError
-from airflow_stateful_provider.streams.serdes import Serdes
-from airflow_stateful_provider.streams.topology import Topology
-from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindowedSerde, SessionWindows, Windowed
+from airflow_stateful_provider.streams import (
+    ConfigError,
+    Consumed,
+    EmitStrategy,
+    Grouped,
+    Joined,
+    Materialized,
+    Produced,
+    Serdes,
+    SessionWindowedSerde,
+    SessionWindows,
+    StreamsBuilder,
+    StreamsConfig,
+    Topology,
+    Windowed,
+    duration_ms,
+)
 
 __all__ = [
     "CLICKS_TOPIC",

@@ -163,8 +163,7 @@ def read_outputs(bootstrap_servers: str, *, sessions_topic: str = SESSIONS_TOPIC
                  payments_usd_topic: str = PAYMENTS_USD_TOPIC, client_configs: Mapping[str, Any] | None = None,
                  timeout_s: float = 60) -> ExampleOutputs:
     """Read both output topics from the beginning to their current end offsets."""
-    from airflow_stateful_provider.streams.serdes import Serdes
-    from airflow_stateful_provider.streams.windows import SessionWindowedSerde
+    from airflow_stateful_provider.streams import Serdes, SessionWindowedSerde
 
     windowed, json = SessionWindowedSerde(Serdes.string()), Serdes.json()
 

@@ -97,6 +97,9 @@ class KafkaStreams:
     ``consumer_configs``, ``producer_configs`` and ``admin_configs``.
     """
 
+    #: The instance states, as ``KafkaStreams.State`` in Kafka Streams (same as KafkaStreamsState).
+    State = KafkaStreamsState
+
     def __init__(self, topology: Topology, config: StreamsConfig | Mapping[str, Any]) -> None:
         self.config = StreamsConfig.from_mapping(config) if not isinstance(config, StreamsConfig) else config
         if self.config.exactly_once:

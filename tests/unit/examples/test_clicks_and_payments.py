@@ -214,13 +214,3 @@ def test_default_session_retention_emits_every_closed_session():
     retention = DEFAULT_SESSION_GAP_MS + DEFAULT_SESSION_GRACE_MS
     session_records, _, _ = _run(RECORDS, _config(sessions_retention_ms=retention))
     assert _sessions(session_records) == expected_sessions(RECORDS)
-
-
-def test_the_driver_example_in_the_docs_runs_as_written():
-    import pathlib
-    import re
-
-    text = (pathlib.Path(__file__).resolve().parents[3] / "docs" / "example-pipeline.md").read_text()
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "TopologyTestDriver" in b]
-    assert len(blocks) == 1
-    exec(compile(blocks[0], "example-pipeline.md", "exec"), {"__name__": "docs_example"})
