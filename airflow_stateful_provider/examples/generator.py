@@ -177,7 +177,9 @@ def ensure_topics(bootstrap_servers: str, topics: Iterable[str], partitions: int
                 pass
     finally:
         admin.close()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, **dict(client_configs or {}))
+    # metadata only: no group, nothing to commit
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
+                             **dict(client_configs or {}))
     try:
         deadline = time.monotonic() + 30
         for name in names:

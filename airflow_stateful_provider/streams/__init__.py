@@ -102,6 +102,7 @@ from airflow_stateful_provider.streams.status import (
     StandbyReplica,
     TaskStatus,
     build_application_status,
+    progress_bar,
     render_status_table,
 )
 from airflow_stateful_provider.streams.testing import TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver
@@ -133,6 +134,7 @@ __all__ = [
     "TopologyTestDriver", "TestInputTopic", "TestOutputTopic", "TestRecord",
     # watching and steering it
     "fetch_application_status", "read_status_documents", "build_application_status", "render_status_table",
+    "progress_bar",
     "ApplicationStatus", "TaskStatus", "RestorationProgress", "ActiveOwner", "StandbyReplica", "InstanceSummary",
     "InstanceStatus", "StatusPublisher",
     "new_command", "ControlCommand", "CommandOutcome", "send_command", "wait_for_command", "live_instances",
