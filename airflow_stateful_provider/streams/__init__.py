@@ -6,143 +6,70 @@ Import from this package only. The modules underneath (``streams.dsl``, ``stream
 ``streams.state``, ...) are internal and may move between releases; every name a user needs
 is here, and ``__all__`` lists them. The Airflow surface lives in the provider's
 ``hooks``, ``operators``, ``sensors`` and ``triggers`` subpackages.
+
+Names load on first use (PEP 562): importing an engine module, or this package from a DAG
+file, does not pull in the Kafka client, RocksDB and the DSL until a name is touched.
 """
 
 from __future__ import annotations
 
-from airflow_stateful_provider.streams.config import (
-    AT_LEAST_ONCE,
-    EXACTLY_ONCE_V2,
-    ProcessingGuarantee,
-    StreamsConfig,
-    duration_ms,
-)
-from airflow_stateful_provider.streams.control import CommandOutcome, ControlCommand, new_command
-from airflow_stateful_provider.streams.dsl import (
-    Change,
-    Consumed,
-    Grouped,
-    Joined,
-    KGroupedStream,
-    KStream,
-    KTable,
-    Materialized,
-    Produced,
-    SessionWindowedKStream,
-    StreamsBuilder,
-)
-from airflow_stateful_provider.streams.errors import (
-    BrokerUnreachableError,
-    ConfigError,
-    ControlFormatError,
-    CorruptCheckpointError,
-    DeserializationError,
-    FencedInstanceError,
-    GroupProtocolError,
-    IllegalStateError,
-    InvalidRecordError,
-    InvalidStoreError,
-    ProcessingError,
-    ReadOnlyStoreError,
-    SerializationError,
-    StatusFormatError,
-    StatusReadTimeoutError,
-    StreamsError,
-    TopologyError,
-    UnknownApplicationError,
-    UnsupportedGroupProtocolVersionError,
-    UnsupportedStatusVersionError,
-)
-from airflow_stateful_provider.streams.processor import (
-    Cancellable,
-    Headers,
-    KeyValue,
-    Processor,
-    ProcessorContext,
-    ProcessorSupplier,
-    PunctuationType,
-    Punctuator,
-    Record,
-    RecordMetadata,
-)
-from airflow_stateful_provider.streams.runtime.changelog_reader import (
-    StandbyUpdateListener,
-    StateRestoreListener,
-    SuspendReason,
-)
-from airflow_stateful_provider.streams.runtime.control_channel import live_instances, send_command, wait_for_command
-from airflow_stateful_provider.streams.runtime.deserialization import (
-    DeadLetterQueueExceptionHandler,
-    DeserializationExceptionHandler,
-    DeserializationHandlerResponse,
-    LogAndContinueExceptionHandler,
-    LogAndFailExceptionHandler,
-)
-from airflow_stateful_provider.streams.runtime.kafka_streams import KafkaStreams, KafkaStreamsState
-from airflow_stateful_provider.streams.runtime.status_publisher import (
-    StatusPublisher,
-    fetch_application_status,
-    read_status_documents,
-)
-from airflow_stateful_provider.streams.runtime.store_builders import Stores
-from airflow_stateful_provider.streams.runtime.typed_stores import (
-    TypedKeyValueStore,
-    TypedSessionStore,
-    TypedVersionedKeyValueStore,
-    VersionedRecord,
-)
-from airflow_stateful_provider.streams.serdes import Serde, Serdes
-from airflow_stateful_provider.streams.state import open_store
-from airflow_stateful_provider.streams.status import (
-    ActiveOwner,
-    ApplicationStatus,
-    InstanceStatus,
-    InstanceSummary,
-    RestorationProgress,
-    StandbyReplica,
-    TaskStatus,
-    build_application_status,
-    progress_bar,
-    render_status_table,
-)
-from airflow_stateful_provider.streams.testing import TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver
-from airflow_stateful_provider.streams.topology import TaskId, Topology, TopologyDescription, TopicNameExtractor
-from airflow_stateful_provider.streams.windows import (
-    EmitStrategy,
-    SessionWindow,
-    SessionWindowedSerde,
-    SessionWindows,
-    Windowed,
-)
+import importlib
+from typing import Any
 
-__all__ = [
-    # building a topology
-    "StreamsBuilder", "KStream", "KTable", "KGroupedStream", "SessionWindowedKStream", "Change",
-    "Consumed", "Produced", "Grouped", "Joined", "Materialized", "Stores",
-    "SessionWindows", "SessionWindow", "Windowed", "SessionWindowedSerde", "EmitStrategy",
-    "Topology", "TopologyDescription", "TopicNameExtractor", "TaskId",
-    "Processor", "ProcessorSupplier", "ProcessorContext", "Record", "RecordMetadata", "Headers", "KeyValue",
-    "PunctuationType", "Punctuator", "Cancellable",
-    "TypedKeyValueStore", "TypedSessionStore", "TypedVersionedKeyValueStore", "VersionedRecord",
-    "Serde", "Serdes",
-    # running it
-    "StreamsConfig", "ProcessingGuarantee", "AT_LEAST_ONCE", "EXACTLY_ONCE_V2", "duration_ms",
-    "KafkaStreams", "KafkaStreamsState", "StateRestoreListener", "StandbyUpdateListener", "SuspendReason",
-    "DeserializationExceptionHandler", "DeserializationHandlerResponse", "LogAndFailExceptionHandler",
-    "LogAndContinueExceptionHandler", "DeadLetterQueueExceptionHandler",
-    # testing it
-    "TopologyTestDriver", "TestInputTopic", "TestOutputTopic", "TestRecord",
-    # watching and steering it
-    "fetch_application_status", "read_status_documents", "build_application_status", "render_status_table",
-    "progress_bar",
-    "ApplicationStatus", "TaskStatus", "RestorationProgress", "ActiveOwner", "StandbyReplica", "InstanceSummary",
-    "InstanceStatus", "StatusPublisher",
-    "new_command", "ControlCommand", "CommandOutcome", "send_command", "wait_for_command", "live_instances",
-    "open_store",
-    # errors
-    "StreamsError", "ConfigError", "TopologyError", "IllegalStateError", "ProcessingError", "DeserializationError",
-    "SerializationError", "InvalidRecordError", "InvalidStoreError", "ReadOnlyStoreError", "CorruptCheckpointError",
-    "StatusFormatError", "UnsupportedStatusVersionError", "UnknownApplicationError", "BrokerUnreachableError",
-    "StatusReadTimeoutError", "GroupProtocolError", "UnsupportedGroupProtocolVersionError", "ControlFormatError",
-    "FencedInstanceError",
-]
+#: Where each public name lives (module relative to this package). The one list to extend.
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    ".config": ("AT_LEAST_ONCE", "EXACTLY_ONCE_V2", "ProcessingGuarantee", "StreamsConfig", "duration_ms"),
+    ".control": ("CommandOutcome", "ControlCommand", "new_command"),
+    ".dsl": (
+        "Change", "Consumed", "Grouped", "Joined", "KGroupedStream", "KStream", "KTable", "Materialized",
+        "Produced", "SessionWindowedKStream", "StreamsBuilder",
+    ),
+    ".errors": (
+        "BrokerUnreachableError", "ConfigError", "ControlFormatError", "CorruptCheckpointError",
+        "DeserializationError", "FencedInstanceError", "GroupProtocolError", "IllegalStateError",
+        "InvalidRecordError", "InvalidStoreError", "ProcessingError", "ReadOnlyStoreError", "SerializationError",
+        "StatusFormatError", "StatusReadTimeoutError", "StreamsError", "TopologyError", "UnknownApplicationError",
+        "UnsupportedGroupProtocolVersionError", "UnsupportedStatusVersionError",
+    ),
+    ".processor": (
+        "Cancellable", "Headers", "KeyValue", "Processor", "ProcessorContext", "ProcessorSupplier",
+        "PunctuationType", "Punctuator", "Record", "RecordMetadata",
+    ),
+    ".runtime.changelog_reader": ("StandbyUpdateListener", "StateRestoreListener", "SuspendReason"),
+    ".runtime.control_channel": ("live_instances", "send_command", "wait_for_command"),
+    ".runtime.deserialization": (
+        "DeadLetterQueueExceptionHandler", "DeserializationExceptionHandler", "DeserializationHandlerResponse",
+        "LogAndContinueExceptionHandler", "LogAndFailExceptionHandler",
+    ),
+    ".runtime.kafka_streams": ("KafkaStreams", "KafkaStreamsState"),
+    ".runtime.status_publisher": ("StatusPublisher", "fetch_application_status", "read_status_documents"),
+    ".runtime.store_builders": ("Stores",),
+    ".runtime.typed_stores": (
+        "TypedKeyValueStore", "TypedSessionStore", "TypedVersionedKeyValueStore", "VersionedRecord",
+    ),
+    ".serdes": ("Serde", "Serdes"),
+    ".state": ("open_store",),
+    ".status": (
+        "ActiveOwner", "ApplicationStatus", "InstanceStatus", "InstanceSummary", "RestorationProgress",
+        "StandbyReplica", "TaskStatus", "build_application_status", "progress_bar", "render_status_table",
+    ),
+    ".testing": ("TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"),
+    ".topology": ("TaskId", "Topology", "TopologyDescription", "TopicNameExtractor"),
+    ".windows": ("EmitStrategy", "SessionWindow", "SessionWindowedSerde", "SessionWindows", "Windowed"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -652,6 +652,7 @@ class StreamThread(threading.Thread):
         it. Its changelog offsets are looked up before the task enters ``tasks``, so the
         status publisher never sees it restoring without its restoration progress."""
         reader = self.changelog_reader
+        committed = {tp: self.consumer.committed(KafkaTopicPartition(*tp), metadata=True) for tp in partitions}
         suspended = self.tasks.get(task_id)
         standby = self.standby_tasks.get(task_id)
         if suspended is not None:
@@ -669,7 +670,6 @@ class StreamThread(threading.Thread):
             except BaseException:
                 task.close(clean=False)  # not in tasks yet: nobody else would close its stores
                 raise
-        committed = {tp: self.consumer.committed(KafkaTopicPartition(*tp), metadata=True) for tp in partitions}
         task.initialize_task_time(committed)
         with self.tasks_lock:
             if suspended is not None:
