@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
 
 def _status(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_stateful_provider.streams.errors import BrokerUnreachableError, UnknownApplicationError
-    from airflow_stateful_provider.streams.runtime.status_publisher import fetch_application_status
-    from airflow_stateful_provider.streams.status import render_status_table
+    from airflow_stateful_provider.streams.status.publisher import fetch_application_status
+    from airflow_stateful_provider.streams.status.document import render_status_table
 
     while True:
         try:
@@ -153,14 +153,18 @@ def _is_terminal(out: TextIO) -> bool:
 
 
 def _stop(args: argparse.Namespace, out: TextIO) -> int:
-    from airflow_stateful_provider.streams.control import new_command
+    from airflow_stateful_provider.streams.control.commands import new_command
     from airflow_stateful_provider.streams.errors import (
         BrokerUnreachableError,
         StatusReadTimeoutError,
         UnknownApplicationError,
     )
-    from airflow_stateful_provider.streams.runtime.control_channel import live_instances, send_command, wait_for_command
-    from airflow_stateful_provider.streams.runtime.status_publisher import fetch_application_status
+    from airflow_stateful_provider.streams.control.channel import (
+        live_instances,
+        send_command,
+        wait_for_command,
+    )
+    from airflow_stateful_provider.streams.status.publisher import fetch_application_status
 
     servers = args.bootstrap_servers
     try:

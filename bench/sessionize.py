@@ -34,7 +34,7 @@ from kafka.admin import NewTopic  # noqa: E402
 
 from airflow_stateful_provider.streams.config import StreamsConfig  # noqa: E402
 from airflow_stateful_provider.streams.dsl import Consumed, Materialized, Produced, StreamsBuilder  # noqa: E402
-from airflow_stateful_provider.streams.runtime.kafka_streams import KafkaStreams, KafkaStreamsState  # noqa: E402
+from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState  # noqa: E402
 from airflow_stateful_provider.streams.windows import SessionWindows  # noqa: E402
 from tools.instances import committed_offsets  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402

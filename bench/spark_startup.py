@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from airflow_stateful_provider.streams.control import new_command  # noqa: E402
-from airflow_stateful_provider.streams.runtime.control_channel import send_command  # noqa: E402
-from airflow_stateful_provider.streams.runtime.status_publisher import fetch_application_status  # noqa: E402
+from airflow_stateful_provider.streams.control.channel import send_command  # noqa: E402
+from airflow_stateful_provider.streams.control.commands import new_command  # noqa: E402
+from airflow_stateful_provider.streams.status.publisher import fetch_application_status  # noqa: E402
 from bench.topologies import machine  # noqa: E402
 from tests.integration.instances import create_topics  # noqa: E402
 from tools.changelog_state import fill_counts_changelog  # noqa: E402

@@ -12,8 +12,8 @@ import time
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.processor import Processor
-from airflow_stateful_provider.streams.runtime.store_builders import Stores
-from airflow_stateful_provider.streams.topology import Topology
+from airflow_stateful_provider.streams.topology.store_builders import Stores
+from airflow_stateful_provider.streams.topology.topology import Topology
 from tools.instances import committed_offsets
 
 #: Name of the key-value store (changelog ``<application_id>-counts-changelog``).

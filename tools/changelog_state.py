@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_stateful_provider.streams.runtime.store_builders import changelog_topic_name
+from airflow_stateful_provider.streams.topology.store_builders import changelog_topic_name
 
 COUNTS_STORE = "counts"
 

@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from airflow_stateful_provider.streams.status import DEFAULT_STALE_AFTER_MS, duration_arg_ms
+from airflow_stateful_provider.streams.durations import duration_arg_ms
+from airflow_stateful_provider.streams.status.document import DEFAULT_STALE_AFTER_MS
 
 if TYPE_CHECKING:
-    from airflow_stateful_provider.streams.control import CommandOutcome, ControlCommand
-    from airflow_stateful_provider.streams.status import ApplicationStatus
-    from airflow_stateful_provider.streams.topology import TaskId
+    from airflow_stateful_provider.streams.control.commands import CommandOutcome, ControlCommand
+    from airflow_stateful_provider.streams.status.document import ApplicationStatus
+    from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["StatefulStreamsHook", "client_configs_from_connection", "redact_client_configs",
            "SECURITY_PROTOCOLS", "SASL_MECHANISMS", "DEFAULT_READ_TIMEOUT"]
@@ -205,7 +206,7 @@ class StatefulStreamsHook(BaseHook):
     def _client(self, client_class: Any, overrides: Mapping[str, Any]) -> Any:
         # _construct closes the network client when bootstrapping fails: kafka-python 3 would
         # otherwise leak its IO thread on every failed attempt (a sensor poking a dead broker).
-        from airflow_stateful_provider.streams.runtime.status_publisher import _construct
+        from airflow_stateful_provider.streams.status.publisher import _construct
 
         return _construct(client_class, {**self.get_client_configs(), **overrides})
 
@@ -270,7 +271,7 @@ class StatefulStreamsHook(BaseHook):
         UnknownApplicationError, BrokerUnreachableError, StatusReadTimeoutError,
         StatusFormatError.
         """
-        from airflow_stateful_provider.streams.runtime.status_publisher import fetch_application_status
+        from airflow_stateful_provider.streams.status.publisher import fetch_application_status
 
         configs = self.get_client_configs()
         return fetch_application_status(
@@ -305,8 +306,8 @@ class StatefulStreamsHook(BaseHook):
     ) -> ControlCommand:
         """Publish a new command to ``<application_id>-control``; returns it (its id is what
         the instances acknowledge). ``instances``/``stores`` restrict it (None: all)."""
-        from airflow_stateful_provider.streams.control import new_command
-        from airflow_stateful_provider.streams.runtime.control_channel import send_command
+        from airflow_stateful_provider.streams.control.commands import new_command
+        from airflow_stateful_provider.streams.control.channel import send_command
 
         command = new_command(application_id, command_type, instances=instances, stores=stores, now_ms=now_ms)
         configs = self.get_client_configs()
@@ -322,7 +323,7 @@ class StatefulStreamsHook(BaseHook):
     ) -> CommandOutcome:
         """Wait until every instance in ``instances`` acknowledged ``command`` as finished,
         or ``timeout`` passed; the outcome says which answered, which failed, which are missing."""
-        from airflow_stateful_provider.streams.runtime.control_channel import wait_for_command
+        from airflow_stateful_provider.streams.control.channel import wait_for_command
 
         configs = self.get_client_configs()
         return wait_for_command(configs.pop("bootstrap_servers"), command, instances=list(instances),

@@ -28,14 +28,14 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
-from airflow_stateful_provider.streams.status import duration_arg_ms
+from airflow_stateful_provider.streams.durations import duration_arg_ms
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_stateful_provider.streams.control import CommandOutcome
-    from airflow_stateful_provider.streams.runtime.internal_topics import InternalTopic
-    from airflow_stateful_provider.streams.runtime.topic_config_drift import Drift
+    from airflow_stateful_provider.streams.control.commands import CommandOutcome
+    from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
+    from airflow_stateful_provider.streams.topics.config_drift import Drift
 
 __all__ = [
     "ChangelogConfigOperator",
@@ -240,8 +240,8 @@ class _StoreMaintenanceOperator(BaseOperator):
     # ------------------------------------------------------------------ online
 
     def _execute_online(self, stores: tuple[str, ...] | None) -> list[dict[str, Any]]:
-        from airflow_stateful_provider.streams.control import new_command
-        from airflow_stateful_provider.streams.runtime.control_channel import live_instances
+        from airflow_stateful_provider.streams.control.commands import new_command
+        from airflow_stateful_provider.streams.control.channel import live_instances
 
         app = self.application_id
         status = self.hook.get_status(app)
@@ -526,8 +526,8 @@ class ChangelogConfigOperator(BaseOperator):
     def _expected_from_topology(self, admin: Any) -> tuple[list[InternalTopic], list[str]]:
         from airflow_stateful_provider.streams.config import StreamsConfig
         from airflow_stateful_provider.streams.runner import load_topology
-        from airflow_stateful_provider.streams.runtime.internal_topics import internal_topics
-        from airflow_stateful_provider.streams.runtime.topic_manager import fetch_partition_counts
+        from airflow_stateful_provider.streams.topics.internal_topics import internal_topics
+        from airflow_stateful_provider.streams.topics.topic_manager import fetch_partition_counts
 
         given = dict(self.streams_config or {})
         if given.get("application_id", self.application_id) != self.application_id:
@@ -548,11 +548,11 @@ class ChangelogConfigOperator(BaseOperator):
 
     def _read(self, admin: Any, names: set[str]) -> tuple[list[InternalTopic], list[Drift], list[str],
                                                             dict[str, dict[str, str | None]], dict[str, int]]:
-        from airflow_stateful_provider.streams.runtime.topic_config_drift import (
+        from airflow_stateful_provider.streams.topics.config_drift import (
             application_internal_topic_names,
             infer_internal_topics,
         )
-        from airflow_stateful_provider.streams.runtime.topic_manager import fetch_partition_counts
+        from airflow_stateful_provider.streams.topics.topic_manager import fetch_partition_counts
 
         if self.topology:
             expected, notes = self._expected_from_topology(admin)
@@ -572,7 +572,11 @@ class ChangelogConfigOperator(BaseOperator):
     # ------------------------------------------------------------------ execute
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_stateful_provider.streams.runtime.topic_config_drift import config_drift, drift_table, repair_plan
+        from airflow_stateful_provider.streams.topics.config_drift import (
+            config_drift,
+            drift_table,
+            repair_plan,
+        )
 
         self._check_arguments(rendered=True)
         app = self.application_id

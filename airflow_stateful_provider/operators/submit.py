@@ -44,8 +44,8 @@ from airflow.sdk.exceptions import AirflowException
 
 import airflow_stateful_provider.spark.app as spark_app
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
-from airflow_stateful_provider.streams.status import duration_arg_ms
 from airflow_stateful_provider.spark.app import PASSWORD_ENV
+from airflow_stateful_provider.streams.durations import duration_arg_ms
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

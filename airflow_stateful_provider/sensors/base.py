@@ -14,14 +14,18 @@ from airflow.sdk import BaseSensorOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
 from airflow_stateful_provider.hooks.stateful_streams import DEFAULT_READ_TIMEOUT, StatefulStreamsHook
-from airflow_stateful_provider.sensors.conditions import TRANSIENT_STATUS_ERRORS, ConditionResult, normalize_task_ids
-from airflow_stateful_provider.streams.status import DEFAULT_STALE_AFTER_MS, ApplicationStatus
+from airflow_stateful_provider.sensors.conditions import (
+    TRANSIENT_STATUS_ERRORS,
+    ConditionResult,
+    normalize_task_ids,
+)
+from airflow_stateful_provider.streams.status.document import DEFAULT_STALE_AFTER_MS, ApplicationStatus
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.triggers.base import BaseTrigger
 
-    from airflow_stateful_provider.streams.topology import TaskId
+    from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["StatusConditionSensor", "DEFERRAL_TIMEOUT_GRACE"]
 

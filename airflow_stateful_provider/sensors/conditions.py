@@ -21,7 +21,7 @@ from airflow_stateful_provider.streams.errors import (
     StatusReadTimeoutError,
     UnknownApplicationError,
 )
-from airflow_stateful_provider.streams.status import (
+from airflow_stateful_provider.streams.status.document import (
     ApplicationStatus,
     TaskStatus,
     _age_text,
@@ -29,7 +29,7 @@ from airflow_stateful_provider.streams.status import (
     _duration_text,
     restoration_cells,
 )
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["TaskCheck", "ConditionResult", "normalize_task_ids", "restoration_condition", "standby_lag_condition",
            "stateful_task_ids", "TRANSIENT_STATUS_ERRORS", "UNTRUSTED_INSTANCE_STATES"]

@@ -134,7 +134,7 @@ class ControlWatcher(threading.Thread):
         self._consumer = _new_consumer(config, client_id=f"{config.application_id}-supervisor-control")
         from kafka import TopicPartition
 
-        from airflow_stateful_provider.streams.status import control_topic_name
+        from airflow_stateful_provider.streams.status.document import control_topic_name
 
         self._partition = TopicPartition(control_topic_name(config.application_id), 0)
         self._consumer.assign([self._partition])
@@ -142,7 +142,7 @@ class ControlWatcher(threading.Thread):
         self._consumer.position(self._partition)
 
     def run(self) -> None:
-        from airflow_stateful_provider.streams.control import ControlCommand
+        from airflow_stateful_provider.streams.control.commands import ControlCommand
 
         while not self._closed.is_set():
             try:
@@ -188,7 +188,7 @@ def _prepare_topics(config: StreamsConfig) -> None:
     """The status and control topics exist before any instance or watcher needs them."""
     from kafka import KafkaAdminClient
 
-    from airflow_stateful_provider.streams.runtime.status_publisher import ensure_control_topic, ensure_status_topic
+    from airflow_stateful_provider.streams.status.publisher import ensure_control_topic, ensure_status_topic
 
     admin = KafkaAdminClient(**{**_client_configs(config), "client_id": f"{config.application_id}-supervisor",
                                 **config.admin_configs})
@@ -201,7 +201,7 @@ def _prepare_topics(config: StreamsConfig) -> None:
 
 def _latest_epochs(config: StreamsConfig) -> dict[str, int]:
     """Epoch per instance id in the status topic (ids whose last document remains)."""
-    from airflow_stateful_provider.streams.runtime.status_publisher import read_status_documents
+    from airflow_stateful_provider.streams.status.publisher import read_status_documents
 
     documents = read_status_documents(list(config.bootstrap_servers), config.application_id,
                                       client_configs=config.client_configs, allow_empty=True)
@@ -209,8 +209,8 @@ def _latest_epochs(config: StreamsConfig) -> dict[str, int]:
 
 
 def _send_stop(config: StreamsConfig, instances: tuple[str, ...] | None) -> None:
-    from airflow_stateful_provider.streams.control import new_command
-    from airflow_stateful_provider.streams.runtime.control_channel import send_command
+    from airflow_stateful_provider.streams.control.commands import new_command
+    from airflow_stateful_provider.streams.control.channel import send_command
 
     send_command(list(config.bootstrap_servers),
                  new_command(config.application_id, "stop", instances=instances),

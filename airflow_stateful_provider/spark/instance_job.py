@@ -82,7 +82,7 @@ def run_instance(spec: InstanceSpec) -> dict[str, Any]:
     cannot start or ends in ERROR (the job then fails and the supervisor restarts it)."""
     from airflow_stateful_provider.streams.config import StreamsConfig
     from airflow_stateful_provider.streams.runner import load_topology
-    from airflow_stateful_provider.streams.runtime.kafka_streams import KafkaStreams, KafkaStreamsState
+    from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
 
     _configure_logging(spec.log_level)
     epoch = spec.epoch + _attempt_number()

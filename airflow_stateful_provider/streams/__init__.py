@@ -2,7 +2,7 @@
 
     from airflow_stateful_provider.streams import KafkaStreams, StreamsBuilder, StreamsConfig
 
-Import from this package only. The modules underneath (``streams.dsl``, ``streams.runtime``,
+Import from this package only. The modules underneath (``streams.dsl``, ``streams.processing``,
 ``streams.state``, ...) are internal and may move between releases; every name a user needs
 is here, and ``__all__`` lists them. The Airflow surface lives in the provider's
 ``hooks``, ``operators``, ``sensors`` and ``triggers`` subpackages.
@@ -18,12 +18,14 @@ from typing import Any
 
 #: Where each public name lives (module relative to this package). The one list to extend.
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    ".config": ("AT_LEAST_ONCE", "EXACTLY_ONCE_V2", "ProcessingGuarantee", "StreamsConfig", "duration_ms"),
-    ".control": ("CommandOutcome", "ControlCommand", "new_command"),
+    ".config": ("AT_LEAST_ONCE", "EXACTLY_ONCE_V2", "ProcessingGuarantee", "StreamsConfig"),
+    ".control.channel": ("live_instances", "send_command", "wait_for_command"),
+    ".control.commands": ("CommandOutcome", "ControlCommand", "new_command"),
     ".dsl": (
         "Change", "Consumed", "Grouped", "Joined", "KGroupedStream", "KStream", "KTable", "Materialized",
         "Produced", "SessionWindowedKStream", "StreamsBuilder",
     ),
+    ".durations": ("duration_ms",),
     ".errors": (
         "BrokerUnreachableError", "ConfigError", "ControlFormatError", "CorruptCheckpointError",
         "DeserializationError", "FencedInstanceError", "GroupProtocolError", "IllegalStateError",
@@ -31,30 +33,30 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "StatusFormatError", "StatusReadTimeoutError", "StreamsError", "TopologyError", "UnknownApplicationError",
         "UnsupportedGroupProtocolVersionError", "UnsupportedStatusVersionError",
     ),
+    ".instance.kafka_streams": ("KafkaStreams", "KafkaStreamsState"),
+    ".processing.deserialization": (
+        "DeadLetterQueueExceptionHandler", "DeserializationExceptionHandler", "DeserializationHandlerResponse",
+        "LogAndContinueExceptionHandler", "LogAndFailExceptionHandler",
+    ),
     ".processor": (
         "Cancellable", "Headers", "KeyValue", "Processor", "ProcessorContext", "ProcessorSupplier",
         "PunctuationType", "Punctuator", "Record", "RecordMetadata",
     ),
-    ".runtime.changelog_reader": ("StandbyUpdateListener", "StateRestoreListener", "SuspendReason"),
-    ".runtime.control_channel": ("live_instances", "send_command", "wait_for_command"),
-    ".runtime.deserialization": (
-        "DeadLetterQueueExceptionHandler", "DeserializationExceptionHandler", "DeserializationHandlerResponse",
-        "LogAndContinueExceptionHandler", "LogAndFailExceptionHandler",
-    ),
-    ".runtime.kafka_streams": ("KafkaStreams", "KafkaStreamsState"),
-    ".runtime.status_publisher": ("StatusPublisher", "fetch_application_status", "read_status_documents"),
-    ".runtime.store_builders": ("Stores",),
-    ".runtime.typed_stores": (
+    ".restoration.changelog_reader": ("StandbyUpdateListener", "StateRestoreListener", "SuspendReason"),
+    ".serdes": ("Serde", "Serdes"),
+    ".state.store_dir": ("open_store",),
+    ".state.typed_stores": (
         "TypedKeyValueStore", "TypedSessionStore", "TypedVersionedKeyValueStore", "VersionedRecord",
     ),
-    ".serdes": ("Serde", "Serdes"),
-    ".state": ("open_store",),
-    ".status": (
+    ".status.document": (
         "ActiveOwner", "ApplicationStatus", "InstanceStatus", "InstanceSummary", "RestorationProgress",
         "StandbyReplica", "TaskStatus", "build_application_status", "progress_bar", "render_status_table",
     ),
+    ".status.publisher": ("StatusPublisher", "fetch_application_status", "read_status_documents"),
+    ".task_id": ("TaskId",),
     ".testing": ("TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"),
-    ".topology": ("TaskId", "Topology", "TopologyDescription", "TopicNameExtractor"),
+    ".topology.store_builders": ("Stores",),
+    ".topology.topology": ("Topology", "TopologyDescription", "TopicNameExtractor"),
     ".windows": ("EmitStrategy", "SessionWindow", "SessionWindowedSerde", "SessionWindows", "Windowed"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -22,41 +22,19 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from airflow_stateful_provider.streams.errors import ConfigError
+from airflow_stateful_provider.streams.assignment.assignment_configs import AssignmentConfigs
+from airflow_stateful_provider.streams.assignment.subscription_info import check_endpoint
+from airflow_stateful_provider.streams.durations import duration_ms
+from airflow_stateful_provider.streams.errors import ConfigError, GroupProtocolError
 
 __all__ = [
     "AT_LEAST_ONCE",
     "EXACTLY_ONCE_V2",
     "ProcessingGuarantee",
     "StreamsConfig",
-    "duration_ms",
 ]
 
 _APPLICATION_ID_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
-
-
-def duration_ms(value: int | timedelta, name: str, *, minimum: int | None = None) -> int:
-    """Convert a duration given as int milliseconds or a timedelta to int milliseconds.
-
-    ``name`` is used in the error message so the user sees which argument was bad.
-    A timedelta with sub-millisecond precision is refused rather than silently truncated.
-    """
-    if isinstance(value, bool):
-        raise ConfigError(f"{name} must be int milliseconds or a timedelta, got bool {value!r}")
-    if isinstance(value, timedelta):
-        micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
-        if micros % 1000:
-            raise ConfigError(f"{name} must be a whole number of milliseconds, got {value!r}")
-        ms = micros // 1000
-    elif isinstance(value, int):
-        ms = value
-    else:
-        raise ConfigError(
-            f"{name} must be int milliseconds or a timedelta, got {type(value).__name__} {value!r}"
-        )
-    if minimum is not None and ms < minimum:
-        raise ConfigError(f"{name} must be >= {minimum} ms, got {ms} ms")
-    return ms
 
 
 class ProcessingGuarantee(str, enum.Enum):
@@ -236,9 +214,6 @@ class StreamsConfig:
                                                    or not self.group_instance_id):
             raise ConfigError(f"group_instance_id must be a non-empty string or None, got {self.group_instance_id!r}")
         if self.application_server:
-            from airflow_stateful_provider.streams.assignment.subscription_info import check_endpoint
-            from airflow_stateful_provider.streams.errors import GroupProtocolError
-
             try:
                 check_endpoint(self.application_server)
             except GroupProtocolError as exc:
@@ -297,10 +272,8 @@ class StreamsConfig:
     def exactly_once(self) -> bool:
         return self.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2
 
-    def assignment_configs(self) -> Any:
+    def assignment_configs(self) -> AssignmentConfigs:
         """The high-availability assignor's settings (validated)."""
-        from airflow_stateful_provider.streams.assignment.assignment_configs import AssignmentConfigs
-
         return AssignmentConfigs(
             acceptable_recovery_lag=self.acceptable_recovery_lag, max_warmup_replicas=self.max_warmup_replicas,
             num_standby_replicas=self.num_standby_replicas,

@@ -1,6 +1,6 @@
 """The DSL: StreamsBuilder, KStream, KGroupedStream, SessionWindowedKStream, KTable.
 
-A thin layer that writes a :class:`~airflow_stateful_provider.streams.topology.Topology`
+A thin layer that writes a :class:`~airflow_stateful_provider.streams.topology.topology.Topology`
 with generated node names (``KSTREAM-FILTER-0000000001``, as Kafka Streams names
 them, so ``describe()`` output reads the same). Operations:
 
@@ -25,19 +25,19 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow_stateful_provider.streams.config import duration_ms
+from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import TopologyError
 from airflow_stateful_provider.streams.processor import Processor, ProcessorSupplier, Record
-from airflow_stateful_provider.streams.runtime.store_builders import (
+from airflow_stateful_provider.streams.state.segments import session_segment_interval
+from airflow_stateful_provider.streams.state.versioned import NOT_PUT, VALID_TO_UNDEFINED
+from airflow_stateful_provider.streams.topology.store_builders import (
     KeyValueStoreBuilder,
     SessionStoreBuilder,
     StoreBuilder,
     Stores,
     VersionedKeyValueStoreBuilder,
 )
-from airflow_stateful_provider.streams.state.segments import session_segment_interval
-from airflow_stateful_provider.streams.state.versioned import NOT_PUT, VALID_TO_UNDEFINED
-from airflow_stateful_provider.streams.topology import Topology
+from airflow_stateful_provider.streams.topology.topology import Topology
 from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindow, SessionWindows, Windowed
 
 __all__ = [

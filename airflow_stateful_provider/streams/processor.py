@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from airflow_stateful_provider.streams.topology import TaskId
+    from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = [
     "Cancellable",

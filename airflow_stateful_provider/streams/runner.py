@@ -28,7 +28,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, TopologyError
-from airflow_stateful_provider.streams.topology import Topology
+from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["EventFileListener", "config_values", "load_topology", "load_config", "main"]
 
@@ -130,7 +130,7 @@ class EventFileListener:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from airflow_stateful_provider.streams.runtime.kafka_streams import KafkaStreams, KafkaStreamsState
+    from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
 
     parser = argparse.ArgumentParser(prog="python -m airflow_stateful_provider.streams.runner",
                                      description="Run one streams instance until SIGTERM.")

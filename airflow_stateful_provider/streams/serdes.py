@@ -6,6 +6,11 @@ directory without the topology (``open_store``) can still decode it with
 :func:`get_serde`. ``None`` maps to ``None`` both ways: it is the tombstone.
 
 Errors are :class:`SerializationError` naming the serde and the offending value.
+
+A serde given to a node or store may be an object, a built-in name or None; None means
+"the application's default" (``StreamsConfig.default_key_serde`` / ``default_value_serde``),
+resolved when a task is built (:func:`resolve_serde`), so a topology can be written before
+its config exists, as in Kafka Streams.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import json
 import struct
 from typing import Any, Protocol, runtime_checkable
 
-from airflow_stateful_provider.streams.errors import SerializationError
+from airflow_stateful_provider.streams.errors import ConfigError, SerializationError
 
 __all__ = [
     "BytesSerde",
@@ -24,6 +29,7 @@ __all__ = [
     "Serdes",
     "StringSerde",
     "get_serde",
+    "resolve_serde",
     "serde_name",
 ]
 
@@ -229,3 +235,17 @@ def serde_name(serde: Any) -> str:
         cls = type(serde)
         return f"{cls.__module__}.{cls.__qualname__}"
     raise SerializationError(f"{_show(serde)} is not a serde (needs serialize and deserialize)")
+
+
+def resolve_serde(serde: Any, default: Any, what: str) -> Any:
+    """The serde object for ``serde`` (falling back to ``default``); ``what`` names the
+    node or store in the error."""
+    value = default if serde is None else serde
+    if isinstance(value, str):
+        try:
+            return get_serde(value)
+        except SerializationError as exc:
+            raise ConfigError(f"{what}: {exc}") from None
+    if value is None or not (hasattr(value, "serialize") and hasattr(value, "deserialize")):
+        raise ConfigError(f"{what} must be a serde (serialize/deserialize) or a built-in name, got {value!r}")
+    return value

@@ -9,7 +9,7 @@ Use it to unit-test your own topologies::
     assert counts.read_key_value() == KeyValue(Windowed("alice", SessionWindow(0, 0)), 1)
     driver.close()
 
-It builds the same :class:`~airflow_stateful_provider.streams.runtime.task.StreamTask`
+It builds the same :class:`~airflow_stateful_provider.streams.processing.task.StreamTask`
 objects as the real runtime (one per subtopology, partition 0) and feeds them
 through an in-memory producer. Every piped record is processed to completion
 (including hops through repartition topics) before ``pipe_input`` returns; stream
@@ -28,15 +28,17 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
-from airflow_stateful_provider.streams.config import StreamsConfig, duration_ms
+from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import StreamsError
+from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
+from airflow_stateful_provider.streams.processing.records import ConsumedRecord, TopicPartition
+from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
+from airflow_stateful_provider.streams.processing.task import StreamTask
 from airflow_stateful_provider.streams.processor import Headers, KeyValue, _as_headers
-from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
-from airflow_stateful_provider.streams.runtime.records import ConsumedRecord, TopicPartition
-from airflow_stateful_provider.streams.runtime.serde_resolution import resolve_serde
-from airflow_stateful_provider.streams.runtime.state_manager import TaskStateManager
-from airflow_stateful_provider.streams.runtime.task import StreamTask
-from airflow_stateful_provider.streams.topology import TaskId, Topology
+from airflow_stateful_provider.streams.serdes import resolve_serde
+from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = [
     "EmptyTopicError",

@@ -13,7 +13,7 @@ import struct
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
-from airflow_stateful_provider.streams.config import duration_ms
+from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError
 
 __all__ = [

@@ -10,9 +10,9 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
-from airflow_stateful_provider.streams.control import ControlCommand
+from airflow_stateful_provider.streams.control.commands import ControlCommand
 from airflow_stateful_provider.streams.errors import UnknownApplicationError
-from airflow_stateful_provider.streams.runtime.status_publisher import (
+from airflow_stateful_provider.streams.status.publisher import (
     StatusPublisher,
     ensure_control_topic,
     ensure_status_topic,

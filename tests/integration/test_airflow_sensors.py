@@ -18,7 +18,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
 from airflow_stateful_provider.sensors.restoration import RestorationSensor
 from airflow_stateful_provider.sensors.standby_lag import StandbyLagSensor
-from airflow_stateful_provider.streams.runtime.status_publisher import StatusPublisher, ensure_status_topic
+from airflow_stateful_provider.streams.status.publisher import StatusPublisher, ensure_status_topic
 from airflow_stateful_provider.triggers.status import RestorationTrigger
 from tests.conftest import REPO_ROOT
 from tests.integration.instances import create_topics

@@ -21,17 +21,17 @@ import pytest
 from kafka import KafkaProducer
 
 from airflow_stateful_provider.cli import main as cli_main
-from airflow_stateful_provider.streams.control import new_command
+from airflow_stateful_provider.streams.control.channel import send_command, wait_for_command
+from airflow_stateful_provider.streams.control.commands import new_command
 from airflow_stateful_provider.streams.dsl import Consumed, Materialized, Produced, StreamsBuilder
 from airflow_stateful_provider.streams.errors import FencedInstanceError, UnknownApplicationError
-from airflow_stateful_provider.streams.runtime.control_channel import send_command, wait_for_command
-from airflow_stateful_provider.streams.runtime.kafka_streams import KafkaStreams, KafkaStreamsState
-from airflow_stateful_provider.streams.runtime.status_publisher import (
+from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
+from airflow_stateful_provider.streams.state.store_dir import open_store
+from airflow_stateful_provider.streams.status.publisher import (
     StatusPublisher,
     ensure_status_topic,
     read_status_documents,
 )
-from airflow_stateful_provider.streams.state.store_dir import open_store
 from airflow_stateful_provider.streams.windows import SessionWindows
 from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
 from tests.integration.test_crash_recovery import final_sessions as sessions_of, oracle_sessions as oracle

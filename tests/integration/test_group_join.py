@@ -13,7 +13,7 @@ import pytest
 from kafka import KafkaConsumer
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
-from airflow_stateful_provider.streams.runtime.group_join import keep_completed_join_results
+from airflow_stateful_provider.streams.instance.group_join import keep_completed_join_results
 from tests.integration.instances import create_topics
 
 pytestmark = pytest.mark.kafka

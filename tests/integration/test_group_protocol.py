@@ -32,9 +32,10 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
     group_rejoining,
     request_rebalance,
 )
+from airflow_stateful_provider.streams.instance.group_join import keep_completed_join_results
 from airflow_stateful_provider.streams.processor import Processor
-from airflow_stateful_provider.streams.runtime.group_join import keep_completed_join_results
-from airflow_stateful_provider.streams.topology import TaskId, Topology
+from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topology.topology import Topology
 from tests.integration.instances import create_topics
 from tools.instances import wait_until
 

@@ -15,12 +15,12 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 from airflow_stateful_provider.cli import main as cli_main
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.runtime.changelog_reader import ChangelogReader
-from airflow_stateful_provider.streams.runtime.kafka_streams import KafkaStreams, KafkaStreamsState
-from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
-from airflow_stateful_provider.streams.runtime.state_manager import TaskStateManager
+from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
+from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
+from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
+from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
 from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 from tests.integration.instances import committed_offsets, create_topics, read_all
 from tools.instances import wait_until
 from tests.integration.topologies import json_counts, regrouped_counts
@@ -314,8 +314,8 @@ def test_repartition_topic_is_purged_below_committed_offsets(bootstrap_servers, 
 
 def test_running_instance_is_visible_in_the_status_topic_until_it_stops(bootstrap_servers, names, tmp_path):
     from airflow_stateful_provider.streams.errors import UnknownApplicationError
-    from airflow_stateful_provider.streams.status import render_status_table
-    from airflow_stateful_provider.streams.runtime.status_publisher import fetch_application_status
+    from airflow_stateful_provider.streams.status.document import render_status_table
+    from airflow_stateful_provider.streams.status.publisher import fetch_application_status
 
     create_topics(bootstrap_servers, {names["input"]: 2, names["output"]: 2})
     produce(bootstrap_servers, names["input"], [(b"k%d" % i, b"{}") for i in range(20)])

@@ -18,9 +18,9 @@ import uuid
 import pytest
 
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.runtime.kafka_streams import KafkaStreams, KafkaStreamsState
-from airflow_stateful_provider.streams.runtime.status_publisher import status_document_from_instance
-from airflow_stateful_provider.streams.status import InstanceStatus, build_application_status
+from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
+from airflow_stateful_provider.streams.status.document import InstanceStatus, build_application_status
+from airflow_stateful_provider.streams.status.publisher import status_document_from_instance
 from tests.integration.instances import create_topics
 from tests.integration.topologies import configured_counts
 from tools.changelog_state import fill_counts_changelog

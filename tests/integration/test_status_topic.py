@@ -15,7 +15,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from airflow_stateful_provider.streams.errors import BrokerUnreachableError, UnknownApplicationError
-from airflow_stateful_provider.streams.runtime.status_publisher import (
+from airflow_stateful_provider.streams.status.publisher import (
     StatusPublisher,
     ensure_control_topic,
     ensure_status_topic,

@@ -28,8 +28,8 @@ def json_counts(input_topic: str, output_topic: str, store: str = "counts"):
     """JSON values counted per key into a persistent key-value store; each new count is
     sent to ``output_topic`` (string key, int64 count)."""
     from airflow_stateful_provider.streams.processor import Processor
-    from airflow_stateful_provider.streams.runtime.store_builders import Stores
-    from airflow_stateful_provider.streams.topology import Topology
+    from airflow_stateful_provider.streams.topology.store_builders import Stores
+    from airflow_stateful_provider.streams.topology.topology import Topology
 
     class Count(Processor):
         def init(self, context):

@@ -8,7 +8,8 @@ import json
 from airflow_stateful_provider.cli import main
 from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
 from airflow_stateful_provider.streams.state.metadata import METADATA_FILE_NAME
-from airflow_stateful_provider.streams.state.session import RocksDBSessionStore, SessionKey
+from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
+from airflow_stateful_provider.streams.state.session_key import SessionKey
 
 
 def run(*argv: str) -> tuple[int, str]:
@@ -81,7 +82,7 @@ def test_client_config_file_reaches_the_status_reader(tmp_path, monkeypatch, cap
         seen.update(kwargs)
         raise UnknownApplicationError("nothing here")
 
-    monkeypatch.setattr("airflow_stateful_provider.streams.runtime.status_publisher.fetch_application_status",
+    monkeypatch.setattr("airflow_stateful_provider.streams.status.publisher.fetch_application_status",
                         fake_fetch)
     config = tmp_path / "client.json"
     config.write_text(json.dumps({"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",

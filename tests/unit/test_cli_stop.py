@@ -7,9 +7,9 @@ import io
 import pytest
 
 from airflow_stateful_provider.cli import BOOTSTRAP_ENV, build_parser, main
-from airflow_stateful_provider.streams.control import new_command
-from airflow_stateful_provider.streams.runtime.control_channel import live_instances
-from airflow_stateful_provider.streams.status import InstanceStatus, build_application_status
+from airflow_stateful_provider.streams.control.channel import live_instances
+from airflow_stateful_provider.streams.control.commands import new_command
+from airflow_stateful_provider.streams.status.document import InstanceStatus, build_application_status
 
 
 def test_defaults():

@@ -13,13 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_stateful_provider.streams.errors import StatusFormatError, UnsupportedStatusVersionError
-from airflow_stateful_provider.streams.runtime.records import TopicPartition
-from airflow_stateful_provider.streams.runtime.status_publisher import (
-    RestoreRateTracker,
-    StatusPublisher,
-    status_document_from_instance,
-)
-from airflow_stateful_provider.streams.status import (
+from airflow_stateful_provider.streams.processing.records import TopicPartition
+from airflow_stateful_provider.streams.status.document import (
     STATUS_FORMAT_VERSION,
     ApplicationStatus,
     ChangelogProgress,
@@ -30,7 +25,12 @@ from airflow_stateful_provider.streams.status import (
     progress_bar,
     render_status_table,
 )
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.status.publisher import (
+    RestoreRateTracker,
+    StatusPublisher,
+    status_document_from_instance,
+)
+from airflow_stateful_provider.streams.task_id import TaskId
 
 NOW = 1_700_000_000_000
 CL = "app-counts-changelog"

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterable
 from datetime import timedelta
 
-from airflow_stateful_provider.streams.config import duration_ms
+from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError
 
 __all__ = [

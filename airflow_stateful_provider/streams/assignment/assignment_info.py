@@ -30,7 +30,7 @@ from airflow_stateful_provider.streams.assignment.group_protocol import (
     encode_message,
 )
 from airflow_stateful_provider.streams.errors import GroupProtocolError
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["NO_FOLLOWUP_REBALANCE", "REBALANCE_IMMEDIATELY", "AssignmentInfo", "AssignorError"]
 

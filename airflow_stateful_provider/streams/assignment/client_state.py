@@ -17,7 +17,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.assignment.lag import LATEST_OFFSET, NO_STATE_LAG
 from airflow_stateful_provider.streams.errors import StreamsError
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["AssignedClient", "ClientState", "InvalidAssignmentInputError", "ProcessId"]
 

@@ -26,7 +26,7 @@ from airflow_stateful_provider.streams.errors import (
     GroupProtocolError,
     UnsupportedGroupProtocolVersionError,
 )
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = [
     "EARLIEST_SUPPORTED_VERSION",

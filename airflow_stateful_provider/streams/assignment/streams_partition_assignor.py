@@ -58,7 +58,11 @@ from airflow_stateful_provider.streams.assignment.group_protocol import (
     LATEST_SUPPORTED_VERSION,
     peek_versions,
 )
-from airflow_stateful_provider.streams.assignment.lag import LATEST_OFFSET, UNKNOWN_OFFSET_SUM, compute_task_lags
+from airflow_stateful_provider.streams.assignment.lag import (
+    LATEST_OFFSET,
+    UNKNOWN_OFFSET_SUM,
+    compute_task_lags,
+)
 from airflow_stateful_provider.streams.assignment.subscription_info import SubscriptionInfo, check_endpoint
 from airflow_stateful_provider.streams.assignment.task_assignor import (
     AssignmentResult,
@@ -74,7 +78,8 @@ from airflow_stateful_provider.streams.errors import (
     TopologyError,
     UnsupportedGroupProtocolVersionError,
 )
-from airflow_stateful_provider.streams.topology import TaskId, Topology
+from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = [
     "STREAMS_ASSIGNOR_NAME",

@@ -28,7 +28,7 @@ from airflow_stateful_provider.streams.assignment.group_protocol import (
 )
 from airflow_stateful_provider.streams.assignment.lag import LATEST_OFFSET, UNKNOWN_OFFSET_SUM
 from airflow_stateful_provider.streams.errors import GroupProtocolError
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["SubscriptionInfo", "check_endpoint"]
 

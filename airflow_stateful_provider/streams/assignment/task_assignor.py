@@ -52,7 +52,7 @@ from airflow_stateful_provider.streams.assignment.task_movement import (
     assign_active_task_movements,
     assign_standby_task_movements,
 )
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = [
     "AssignmentResult",

@@ -18,7 +18,7 @@ from airflow_stateful_provider.streams.assignment.client_state import AssignedCl
 from airflow_stateful_provider.streams.assignment.constrained_priority_set import (
     ConstrainedPrioritySet,
 )
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = [
     "WarmupBudget",

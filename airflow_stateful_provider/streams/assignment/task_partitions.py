@@ -21,7 +21,8 @@ from types import MappingProxyType
 
 from kafka.structs import TopicPartition
 
-from airflow_stateful_provider.streams.topology import TaskId, Topology
+from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["TaskPartitions", "changelog_topics", "task_partitions"]
 

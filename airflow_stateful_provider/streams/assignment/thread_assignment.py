@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["ThreadTasks", "assign_tasks_to_threads"]
 

@@ -9,13 +9,15 @@ See docs/stores.md for layouts and record formats.
 
 from __future__ import annotations
 
-from airflow_stateful_provider.streams.state.changelogging import (
+from airflow_stateful_provider.streams.state.changelog_records import (
     ChangelogRecord,
     ChangelogWriter,
+    ListChangelogWriter,
+)
+from airflow_stateful_provider.streams.state.changelogging import (
     ChangeloggingKeyValueStore,
     ChangeloggingSessionStore,
     ChangeloggingVersionedKeyValueStore,
-    ListChangelogWriter,
 )
 from airflow_stateful_provider.streams.state.checkpoint import (
     CHECKPOINT_FILE_NAME,
@@ -50,8 +52,10 @@ from airflow_stateful_provider.streams.state.segments import (
 from airflow_stateful_provider.streams.state.session import (
     InMemorySessionStore,
     RocksDBSessionStore,
-    SessionKey,
     SessionStore,
+)
+from airflow_stateful_provider.streams.state.session_key import (
+    SessionKey,
     session_key_from_bytes,
     session_key_to_bytes,
 )

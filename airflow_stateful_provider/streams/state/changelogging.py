@@ -26,24 +26,22 @@ again, so the changelog reproduces the store exactly.
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from airflow_stateful_provider.streams.errors import ConfigError
+from airflow_stateful_provider.streams.state.changelog_records import ChangelogWriter
 from airflow_stateful_provider.streams.state.keyvalue import KeyValueStore
-from airflow_stateful_provider.streams.state.session import SessionKey, SessionStore, _coerce
+from airflow_stateful_provider.streams.state.session import SessionStore
+from airflow_stateful_provider.streams.state.session_key import SessionKey, as_session_key
 from airflow_stateful_provider.streams.state.versioned import VersionedKeyValueStore, VersionedRecord
 
 __all__ = [
-    "ChangelogRecord",
-    "ChangelogWriter",
     "ChangeloggingKeyValueStore",
     "ChangeloggingSessionStore",
     "ChangeloggingVersionedKeyValueStore",
-    "ListChangelogWriter",
 ]
 
 _TS2_PACK = struct.Struct(">qq").pack
@@ -64,43 +62,6 @@ _READS = (
     "fetch_session",
     "get_versions",
 )
-
-
-@runtime_checkable
-class ChangelogWriter(Protocol):
-    """Where a logged store sends its writes (the runtime binds it to a producer and the
-    changelog partition of the task)."""
-
-    def send(self, key: bytes, value: bytes | None, timestamp: int) -> None: ...
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ChangelogRecord:
-    """One changelog record as read back for restoration."""
-
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    offset: int = -1
-
-
-class ListChangelogWriter:
-    """A changelog kept in a list, with offsets from 0: for tests, the TopologyTestDriver and
-    benchmarks. ``records`` can be fed straight to ``restore_batch``."""
-
-    __slots__ = ("records",)
-
-    def __init__(self) -> None:
-        self.records: list[ChangelogRecord] = []
-
-    def send(self, key: bytes, value: bytes | None, timestamp: int) -> None:
-        self.records.append(ChangelogRecord(key, value, timestamp, len(self.records)))
-
-    def __iter__(self) -> Iterator[ChangelogRecord]:
-        return iter(self.records)
-
-    def __len__(self) -> int:
-        return len(self.records)
 
 
 def _wall_clock_ms() -> int:
@@ -197,14 +158,14 @@ class ChangeloggingSessionStore(_Delegating):
 
     def put(self, windowed: SessionKey, agg: bytes | None) -> None:
         if type(windowed) is not SessionKey:
-            windowed = _coerce(windowed)
+            windowed = as_session_key(windowed)
         self._inner_put(windowed, agg)
         key, start, end = windowed
         self._send(key + _TS2_PACK(end, start), agg, end if self.timestamp_fn is None else self.timestamp_fn())
 
     def remove(self, windowed: SessionKey) -> None:
         if type(windowed) is not SessionKey:
-            windowed = _coerce(windowed)
+            windowed = as_session_key(windowed)
         self._inner_remove(windowed)
         key, start, end = windowed
         self._send(key + _TS2_PACK(end, start), None, end if self.timestamp_fn is None else self.timestamp_fn())

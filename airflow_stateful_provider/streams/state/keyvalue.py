@@ -13,19 +13,17 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import rocksdict
 
 from airflow_stateful_provider.streams.errors import InvalidRecordError, InvalidStoreError, ReadOnlyStoreError
 from airflow_stateful_provider.streams.serdes import serde_name
+from airflow_stateful_provider.streams.state.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.state.maintenance import StoreStats
 from airflow_stateful_provider.streams.state.memory import InMemoryStore
 from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
 from airflow_stateful_provider.streams.state.rocks import RocksDBStore
-
-if TYPE_CHECKING:
-    from airflow_stateful_provider.streams.state.changelogging import ChangelogRecord
 
 __all__ = ["InMemoryKeyValueStore", "KeyValueStore", "RocksDBKeyValueStore"]
 

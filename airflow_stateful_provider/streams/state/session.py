@@ -25,13 +25,14 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import rocksdict
 
-from airflow_stateful_provider.streams.config import duration_ms
+from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError
 from airflow_stateful_provider.streams.serdes import serde_name
+from airflow_stateful_provider.streams.state.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.state.maintenance import StoreStats
 from airflow_stateful_provider.streams.state.memory import InMemoryStore
 from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
@@ -41,74 +42,23 @@ from airflow_stateful_provider.streams.state.segments import (
     SegmentedStore,
     session_segment_interval,
 )
+from airflow_stateful_provider.streams.state.session_key import (
+    SessionKey,
+    as_session_key,
+    session_key_from_bytes,
+)
 
-if TYPE_CHECKING:
-    from airflow_stateful_provider.streams.state.changelogging import ChangelogRecord
 
 __all__ = [
     "InMemorySessionStore",
     "RocksDBSessionStore",
-    "SessionKey",
     "SessionStore",
-    "session_key_from_bytes",
-    "session_key_to_bytes",
 ]
 
 _MAX_TS = (1 << 63) - 1
 _TS2 = struct.Struct(">qq")  # end, start
 _SEGP = struct.Struct(">Bq")  # segment marker, segment id (segment_prefix in one pack)
 _SEG_MARK = SEGMENT_PREFIX[0]
-
-
-class SessionKey(NamedTuple):
-    """A key and its session window ``[start, end]`` (inclusive); Kafka's ``Windowed<Bytes>``.
-
-    A NamedTuple because stores create one per returned session: it is the cheapest
-    object with named fields. Objects shaped like ``windows.Windowed`` (``.key`` and
-    ``.window.start/.end``) are accepted wherever a SessionKey is.
-    """
-
-    key: bytes
-    start: int
-    end: int
-
-
-def _coerce(windowed: Any) -> SessionKey:
-    """Validate a session key given as SessionKey, (key, start, end) or Windowed-like."""
-    if type(windowed) is SessionKey:
-        key, start, end = windowed
-    else:
-        window = getattr(windowed, "window", None)
-        if window is not None:
-            key, start, end = windowed.key, window.start, window.end
-        elif isinstance(windowed, tuple) and len(windowed) == 3:
-            key, start, end = windowed
-        else:
-            raise InvalidRecordError(f"expected a SessionKey or Windowed session key, got {windowed!r:.100}")
-        windowed = SessionKey(key, start, end)
-    if type(key) is not bytes:
-        if key is None:
-            raise InvalidRecordError("session key cannot be null (None)")
-        raise InvalidRecordError(f"session store keys must be bytes, got {type(key).__name__} {key!r:.80}")
-    if type(start) is not int or type(end) is not int or start < 0 or end < start or end > _MAX_TS:
-        raise InvalidRecordError(
-            f"session window needs 0 <= start <= end < 2**63 (ints), got [{start!r}, {end!r}]"
-        )
-    return windowed  # type: ignore[no-any-return]
-
-
-def session_key_to_bytes(windowed: SessionKey) -> bytes:
-    """The store/changelog key of a session: key + end + start, both 8 bytes big-endian."""
-    key, start, end = _coerce(windowed)
-    return key + _TS2.pack(end, start)
-
-
-def session_key_from_bytes(data: bytes) -> SessionKey:
-    """Inverse of :func:`session_key_to_bytes`."""
-    if len(data) < 16:
-        raise InvalidRecordError(f"session store key must be at least 16 bytes, got {len(data)}: {data!r:.80}")
-    end, start = _TS2.unpack_from(data, len(data) - 16)
-    return SessionKey(data[:-16], start, end)
 
 
 def _check_agg(agg: object) -> None:
@@ -198,7 +148,7 @@ class _SessionBase(SegmentedStore):
 
     def put(self, windowed: SessionKey, agg: bytes | None) -> None:
         """Store ``agg`` for the session; None removes it. Writes into dead segments are dropped."""
-        key, start, end = windowed = _coerce(windowed)
+        key, start, end = windowed = as_session_key(windowed)
         if agg is None:
             self.remove(windowed)
             return
@@ -216,7 +166,7 @@ class _SessionBase(SegmentedStore):
 
     def remove(self, windowed: SessionKey) -> None:
         """Delete the session (no-op when absent or already expired)."""
-        key, start, end = windowed = _coerce(windowed)
+        key, start, end = windowed = as_session_key(windowed)
         if self.read_only or not self._open:
             self._check_writable()
         if end > self._observed:

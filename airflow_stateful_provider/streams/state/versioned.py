@@ -25,13 +25,14 @@ import bisect
 import os
 import struct
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 import rocksdict
 
-from airflow_stateful_provider.streams.config import duration_ms
+from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError
 from airflow_stateful_provider.streams.serdes import serde_name
+from airflow_stateful_provider.streams.state.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.state.maintenance import StoreStats
 from airflow_stateful_provider.streams.state.memory import InMemoryStore
 from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
@@ -48,9 +49,6 @@ from airflow_stateful_provider.streams.state.versioned_format import (
     encode_row,
     find_in_row,
 )
-
-if TYPE_CHECKING:
-    from airflow_stateful_provider.streams.state.changelogging import ChangelogRecord
 
 __all__ = [
     "NOT_PUT",

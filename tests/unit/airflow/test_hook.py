@@ -112,7 +112,7 @@ def test_invalid_connection_fails_test_connection_with_the_reason(monkeypatch):
 
 def test_get_status_delegates_with_security_configs_and_durations(sasl_conn):
     hook = StatefulStreamsHook()
-    with mock.patch("airflow_stateful_provider.streams.runtime.status_publisher.fetch_application_status") as fetch:
+    with mock.patch("airflow_stateful_provider.streams.status.publisher.fetch_application_status") as fetch:
         result = hook.get_status("clicks", stale_after=timedelta(seconds=5), timeout=2_000, expected_tasks=["0_1"])
     assert result is fetch.return_value
     args, kwargs = fetch.call_args
@@ -136,7 +136,7 @@ def test_aget_status_runs_the_blocking_read_off_the_event_loop(sasl_conn):
         loop_thread.append(threading.current_thread())
         return await StatefulStreamsHook().aget_status("clicks", timeout=1_000)
 
-    with mock.patch("airflow_stateful_provider.streams.runtime.status_publisher.fetch_application_status",
+    with mock.patch("airflow_stateful_provider.streams.status.publisher.fetch_application_status",
                     side_effect=fake_fetch):
         assert asyncio.run(read()) == "status"
     assert loop_thread[0] is not loop_thread[1]
@@ -160,9 +160,9 @@ def test_the_password_prints_redacted_but_authenticates_with_its_value():
 
 
 def test_send_command_builds_and_sends_through_the_control_channel(sasl_conn):
-    from airflow_stateful_provider.streams.control import ControlCommand
+    from airflow_stateful_provider.streams.control.commands import ControlCommand
 
-    with mock.patch("airflow_stateful_provider.streams.runtime.control_channel.send_command") as send:
+    with mock.patch("airflow_stateful_provider.streams.control.channel.send_command") as send:
         command = StatefulStreamsHook().send_command("clicks", "enforce_retention", instances=["i-1"], stores=["counts"],
                                                      now_ms=123)
     assert isinstance(command, ControlCommand)
@@ -176,17 +176,17 @@ def test_send_command_builds_and_sends_through_the_control_channel(sasl_conn):
 def test_unknown_command_type_is_refused_before_anything_is_sent(sasl_conn):
     from airflow_stateful_provider.streams.errors import StreamsError
 
-    with mock.patch("airflow_stateful_provider.streams.runtime.control_channel.send_command") as send:
+    with mock.patch("airflow_stateful_provider.streams.control.channel.send_command") as send:
         with pytest.raises(StreamsError, match="unknown control command type 'vacuum'"):
             StatefulStreamsHook().send_command("clicks", "vacuum")
     send.assert_not_called()
 
 
 def test_wait_for_command_delegates_with_the_timeout_in_ms(sasl_conn):
-    from airflow_stateful_provider.streams.control import new_command
+    from airflow_stateful_provider.streams.control.commands import new_command
 
     command = new_command("clicks", "checkpoint")
-    with mock.patch("airflow_stateful_provider.streams.runtime.control_channel.wait_for_command") as wait:
+    with mock.patch("airflow_stateful_provider.streams.control.channel.wait_for_command") as wait:
         outcome = StatefulStreamsHook().wait_for_command(command, instances=("i-1", "i-2"),
                                                          timeout=timedelta(seconds=3))
     assert outcome is wait.return_value

@@ -20,13 +20,14 @@ from airflow_stateful_provider.operators.maintenance import (
     parse_store_names,
     result_table,
 )
-from airflow_stateful_provider.streams.control import CommandOutcome, new_command
+from airflow_stateful_provider.streams.control.commands import CommandOutcome, new_command
 from airflow_stateful_provider.streams.dsl import Consumed, Materialized, StreamsBuilder
 from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
-from airflow_stateful_provider.streams.state.session import RocksDBSessionStore, SessionKey
+from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
+from airflow_stateful_provider.streams.state.session_key import SessionKey
 from airflow_stateful_provider.streams.state.store_dir import open_store
 from airflow_stateful_provider.streams.state.versioned import RocksDBVersionedKeyValueStore
-from airflow_stateful_provider.streams.status import CommandAcknowledgement
+from airflow_stateful_provider.streams.status.document import CommandAcknowledgement
 from airflow_stateful_provider.streams.windows import SessionWindows
 from tests.unit.airflow.status_documents import APP, NOW_MS, document, snapshot, task
 

@@ -10,7 +10,11 @@ from unittest import mock
 import pytest
 
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
-from airflow_stateful_provider.streams.errors import BrokerUnreachableError, StatusFormatError, UnknownApplicationError
+from airflow_stateful_provider.streams.errors import (
+    BrokerUnreachableError,
+    StatusFormatError,
+    UnknownApplicationError,
+)
 from airflow_stateful_provider.triggers.status import RestorationTrigger, StandbyLagTrigger
 from tests.unit.airflow.status_documents import changelog, document, snapshot, task
 

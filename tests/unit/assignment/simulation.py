@@ -17,7 +17,7 @@ from airflow_stateful_provider.streams.assignment.assignment_configs import Assi
 from airflow_stateful_provider.streams.assignment.client_state import ClientState
 from airflow_stateful_provider.streams.assignment.lag import LATEST_OFFSET
 from airflow_stateful_provider.streams.assignment.task_assignor import AssignmentResult, assign
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 
 def next_round_states(

@@ -13,7 +13,7 @@ from airflow_stateful_provider.streams.assignment.client_state import (
 )
 from airflow_stateful_provider.streams.assignment.lag import NO_STATE_LAG
 from airflow_stateful_provider.streams.errors import StreamsError
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 T00, T01 = TaskId(0, 0), TaskId(0, 1)
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from airflow_stateful_provider.streams.assignment.assignment_configs import AssignmentConfigs
 from airflow_stateful_provider.streams.assignment.client_state import ClientState
 from airflow_stateful_provider.streams.assignment.lag import LATEST_OFFSET
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 from tests.unit.assignment.simulation import (
     active_load_skew,
     assert_valid,

@@ -13,8 +13,10 @@ import uuid
 import pytest
 from kafka.structs import TopicPartition as TP
 
-from airflow_stateful_provider.streams.assignment import assignment_info as assignment_module
-from airflow_stateful_provider.streams.assignment import subscription_info as subscription_module
+from airflow_stateful_provider.streams.assignment import (
+    assignment_info as assignment_module,
+    subscription_info as subscription_module,
+)
 from airflow_stateful_provider.streams.assignment.assignment_info import AssignmentInfo, AssignorError
 from airflow_stateful_provider.streams.assignment.group_protocol import (
     LATEST_SUPPORTED_VERSION,
@@ -24,7 +26,7 @@ from airflow_stateful_provider.streams.assignment.group_protocol import (
 )
 from airflow_stateful_provider.streams.assignment.subscription_info import SubscriptionInfo
 from airflow_stateful_provider.streams.errors import GroupProtocolError, UnsupportedGroupProtocolVersionError
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 PID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 

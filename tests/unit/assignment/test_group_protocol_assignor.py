@@ -25,7 +25,8 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
 )
 from airflow_stateful_provider.streams.errors import ConfigError, GroupProtocolError, IllegalStateError
 from airflow_stateful_provider.streams.processor import Processor
-from airflow_stateful_provider.streams.topology import TaskId, Topology
+from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topology.topology import Topology
 
 APP = "app"
 NOW = 1_000_000
@@ -560,7 +561,7 @@ def test_probing_time_goes_to_one_thread_per_client():
 
 def test_changelog_topics_agree_with_the_runtime_internal_topics():
     from airflow_stateful_provider.streams.assignment.task_partitions import task_partitions
-    from airflow_stateful_provider.streams.runtime.internal_topics import changelog_topic_configs
+    from airflow_stateful_provider.streams.topics.internal_topics import changelog_topic_configs
 
     top = topology(unlogged=True)
     counts = {"counts-in": 3, "events-in": 2, "cache-in": 2}

@@ -6,8 +6,11 @@ import random
 
 import pytest
 
-from airflow_stateful_provider.streams.assignment.thread_assignment import ThreadTasks, assign_tasks_to_threads
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.assignment.thread_assignment import (
+    ThreadTasks,
+    assign_tasks_to_threads,
+)
+from airflow_stateful_provider.streams.task_id import TaskId
 
 
 def tasks(*texts: str) -> frozenset[TaskId]:

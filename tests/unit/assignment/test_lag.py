@@ -11,7 +11,7 @@ from airflow_stateful_provider.streams.assignment.lag import (
     compute_task_lags,
     is_caught_up,
 )
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 
 def test_unknown_offset_sum_counts_as_no_state() -> None:

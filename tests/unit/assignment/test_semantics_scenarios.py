@@ -15,7 +15,7 @@ from airflow_stateful_provider.streams.assignment.assignment_configs import Assi
 from airflow_stateful_provider.streams.assignment.client_state import ClientState
 from airflow_stateful_provider.streams.assignment.lag import compute_lag
 from airflow_stateful_provider.streams.assignment.task_assignor import ClientAssignment, assign
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 CONFIG_A = AssignmentConfigs(
     acceptable_recovery_lag=100, max_warmup_replicas=2, num_standby_replicas=0,

@@ -13,7 +13,7 @@ from airflow_stateful_provider.streams.assignment.standby_placement import (
     is_allowed_standby_movement,
 )
 from airflow_stateful_provider.streams.assignment.task_assignor import AssignmentResult, assign
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 from tests.unit.assignment.simulation import assert_valid, round_bound, run_until_stable
 
 

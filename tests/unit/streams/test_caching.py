@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from airflow_stateful_provider.streams.runtime.caching import CachingSessionStore
-from airflow_stateful_provider.streams.state.changelogging import ChangeloggingSessionStore, ListChangelogWriter
-from airflow_stateful_provider.streams.state.session import InMemorySessionStore, SessionKey, session_key_to_bytes
+from airflow_stateful_provider.streams.state.caching import CachingSessionStore
+from airflow_stateful_provider.streams.state.changelog_records import ListChangelogWriter
+from airflow_stateful_provider.streams.state.changelogging import ChangeloggingSessionStore
+from airflow_stateful_provider.streams.state.session import InMemorySessionStore
+from airflow_stateful_provider.streams.state.session_key import SessionKey, session_key_to_bytes
 
 
 class Clock:

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 from kafka import TopicPartition as KafkaTopicPartition
 
-from airflow_stateful_provider.streams.runtime.changelog_reader import MAX_POLL_RECORDS, ChangelogReader
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.restoration.changelog_reader import MAX_POLL_RECORDS, ChangelogReader
+from airflow_stateful_provider.streams.task_id import TaskId
 
 TOPIC = "app-counts-changelog"
 

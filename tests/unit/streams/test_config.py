@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_stateful_provider.streams.config import ProcessingGuarantee, StreamsConfig, duration_ms
+from airflow_stateful_provider.streams.config import ProcessingGuarantee, StreamsConfig
+from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError
 
 

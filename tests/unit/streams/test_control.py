@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from airflow_stateful_provider.streams.control import (
+from airflow_stateful_provider.streams.control.commands import (
     COMMAND_TYPES,
     CONTROL_FORMAT_VERSION,
     ControlCommand,
@@ -14,7 +14,7 @@ from airflow_stateful_provider.streams.control import (
     new_command,
 )
 from airflow_stateful_provider.streams.errors import ControlFormatError
-from airflow_stateful_provider.streams.status import CommandAcknowledgement, InstanceStatus
+from airflow_stateful_provider.streams.status.document import CommandAcknowledgement, InstanceStatus
 
 
 def raw(**fields) -> bytes:

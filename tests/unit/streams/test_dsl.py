@@ -13,9 +13,9 @@ from airflow_stateful_provider.streams.dsl import (
 )
 from airflow_stateful_provider.streams.errors import TopologyError
 from airflow_stateful_provider.streams.processor import Processor
-from airflow_stateful_provider.streams.runtime.store_builders import Stores
 from airflow_stateful_provider.streams.serdes import Serdes
 from airflow_stateful_provider.streams.testing import TopologyTestDriver
+from airflow_stateful_provider.streams.topology.store_builders import Stores
 
 S = Serdes.string()
 L = Serdes.int64()

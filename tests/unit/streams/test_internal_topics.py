@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from airflow_stateful_provider.streams.dsl import Consumed, Materialized, StreamsBuilder
-from airflow_stateful_provider.streams.runtime.internal_topics import (
+from airflow_stateful_provider.streams.topics.internal_topics import (
     changelog_topic_configs,
     internal_topics,
     repartition_topic_configs,

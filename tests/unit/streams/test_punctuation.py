@@ -7,11 +7,11 @@ from datetime import timedelta
 import pytest
 
 from airflow_stateful_provider.streams.errors import ConfigError, IllegalStateError
+from airflow_stateful_provider.streams.processing.processor_context import ProcessorContextImpl
+from airflow_stateful_provider.streams.processing.punctuation import PunctuationQueue, PunctuationSchedule
 from airflow_stateful_provider.streams.processor import Processor, PunctuationType, Record
-from airflow_stateful_provider.streams.punctuation import PunctuationQueue, PunctuationSchedule
-from airflow_stateful_provider.streams.runtime.processor_context import ProcessorContextImpl
 from airflow_stateful_provider.streams.testing import TopologyTestDriver
-from airflow_stateful_provider.streams.topology import Topology
+from airflow_stateful_provider.streams.topology.topology import Topology
 
 STREAM = PunctuationType.STREAM_TIME
 WALL = PunctuationType.WALL_CLOCK_TIME

@@ -8,7 +8,7 @@ import pytest
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.dsl import StreamsBuilder
 from airflow_stateful_provider.streams.errors import StreamsError
-from airflow_stateful_provider.streams.runtime.stream_thread import StreamThread
+from airflow_stateful_provider.streams.instance.stream_thread import StreamThread
 
 
 class IdleConsumer:

@@ -12,27 +12,27 @@ from airflow_stateful_provider.streams.errors import (
     ProcessingError,
     StreamsError,
 )
-from airflow_stateful_provider.streams.processor import Processor
-from airflow_stateful_provider.streams.runtime.deserialization import (
+from airflow_stateful_provider.streams.processing.deserialization import (
     HEADER_OFFSET,
     HEADER_TOPIC,
     DeserializationHandlerResult,
 )
-from airflow_stateful_provider.streams.runtime.partition_group import PartitionGroup, RecordQueue
-from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
-from airflow_stateful_provider.streams.runtime.records import (
+from airflow_stateful_provider.streams.processing.partition_group import PartitionGroup, RecordQueue
+from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
+from airflow_stateful_provider.streams.processing.records import (
     ConsumedRecord,
     OffsetAndMetadata,
     TopicPartition,
     decode_partition_time,
     encode_partition_time,
 )
-from airflow_stateful_provider.streams.runtime.state_manager import TaskStateManager
-from airflow_stateful_provider.streams.runtime.store_builders import Stores
-from airflow_stateful_provider.streams.runtime.task import StreamTask, TaskState
-from airflow_stateful_provider.streams.processor import Record
+from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
+from airflow_stateful_provider.streams.processing.task import StreamTask, TaskState
+from airflow_stateful_provider.streams.processor import Processor, Record
 from airflow_stateful_provider.streams.serdes import Serdes
-from airflow_stateful_provider.streams.topology import TaskId, Topology
+from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topology.store_builders import Stores
+from airflow_stateful_provider.streams.topology.topology import Topology
 
 
 class FakeProducer:
@@ -422,7 +422,7 @@ def test_restore_from_the_changelog_reproduces_the_stores(tmp_path):
     """What a task wrote to its changelogs, replayed through TaskStateManager.restore into
     a fresh task's stores, gives the same stores (the runtime's restoration entry point)."""
     from airflow_stateful_provider.streams.dsl import Consumed, Materialized, StreamsBuilder
-    from airflow_stateful_provider.streams.state.changelogging import ChangelogRecord
+    from airflow_stateful_provider.streams.state.changelog_records import ChangelogRecord
     from airflow_stateful_provider.streams.testing import TopologyTestDriver
     from airflow_stateful_provider.streams.windows import SessionWindows
 

@@ -13,7 +13,7 @@ from airflow_stateful_provider.streams.errors import ProcessingError, StreamsErr
 from airflow_stateful_provider.streams.processor import KeyValue, Processor, Record
 from airflow_stateful_provider.streams.serdes import Serdes
 from airflow_stateful_provider.streams.testing import EmptyTopicError, TestRecord, TopologyTestDriver
-from airflow_stateful_provider.streams.topology import Topology
+from airflow_stateful_provider.streams.topology.topology import Topology
 from airflow_stateful_provider.streams.windows import SessionWindows
 
 S = Serdes.string()
@@ -159,7 +159,7 @@ def test_forward_to_named_child_and_store_access_checks():
         def process(self, record):
             self.context.forward(record, "nobody")
 
-    from airflow_stateful_provider.streams.runtime.store_builders import Stores
+    from airflow_stateful_provider.streams.topology.store_builders import Stores
 
     topology = (
         Topology()

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from airflow_stateful_provider.streams.dsl import Consumed, Materialized, StreamsBuilder
-from airflow_stateful_provider.streams.runtime.internal_topics import (
-    REPARTITION_TOPIC_CONFIG,
-    InternalTopic,
-    internal_topics,
-)
-from airflow_stateful_provider.streams.runtime.topic_config_drift import (
+from airflow_stateful_provider.streams.topics.config_drift import (
     Drift,
     application_internal_topic_names,
     config_drift,
     drift_table,
     infer_internal_topics,
     repair_plan,
+)
+from airflow_stateful_provider.streams.topics.internal_topics import (
+    REPARTITION_TOPIC_CONFIG,
+    InternalTopic,
+    internal_topics,
 )
 from airflow_stateful_provider.streams.windows import SessionWindows
 

@@ -6,8 +6,9 @@ import pytest
 
 from airflow_stateful_provider.streams.errors import TopologyError
 from airflow_stateful_provider.streams.processor import Processor
-from airflow_stateful_provider.streams.runtime.store_builders import Stores
-from airflow_stateful_provider.streams.topology import TaskId, Topology
+from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topology.store_builders import Stores
+from airflow_stateful_provider.streams.topology.topology import Topology
 
 
 class Noop(Processor):

@@ -38,6 +38,24 @@ from airflow_stateful_provider.streams.errors import (
     ProcessingError,
     StreamsError,
 )
+from airflow_stateful_provider.streams.processing.deserialization import (
+    DeserializationHandlerResult,
+    ErrorHandlerContext,
+    deserialization_handler_from_config,
+    normalize_response,
+)
+from airflow_stateful_provider.streams.processing.metrics import TaskMetrics
+from airflow_stateful_provider.streams.processing.partition_group import UNKNOWN, PartitionGroup, RecordQueue
+from airflow_stateful_provider.streams.processing.processor_context import ProcessorContextImpl
+from airflow_stateful_provider.streams.processing.processor_node import ProcessorNode, SinkNode, SourceNode
+from airflow_stateful_provider.streams.processing.punctuation import PunctuationQueue, PunctuationSchedule
+from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
+from airflow_stateful_provider.streams.processing.records import (
+    OffsetAndMetadata,
+    TopicPartition,
+    decode_commit_metadata,
+    encode_commit_metadata,
+)
 from airflow_stateful_provider.streams.processor import (
     Cancellable,
     PunctuationType,
@@ -46,30 +64,12 @@ from airflow_stateful_provider.streams.processor import (
     RecordMetadata,
     _as_headers,
 )
-from airflow_stateful_provider.streams.punctuation import PunctuationQueue, PunctuationSchedule
-from airflow_stateful_provider.streams.runtime.deserialization import (
-    DeserializationHandlerResult,
-    ErrorHandlerContext,
-    deserialization_handler_from_config,
-    normalize_response,
-)
-from airflow_stateful_provider.streams.runtime.metrics import TaskMetrics
-from airflow_stateful_provider.streams.runtime.partition_group import UNKNOWN, PartitionGroup, RecordQueue
-from airflow_stateful_provider.streams.runtime.processor_context import ProcessorContextImpl
-from airflow_stateful_provider.streams.runtime.processor_node import ProcessorNode, SinkNode, SourceNode
-from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
-from airflow_stateful_provider.streams.runtime.records import (
-    OffsetAndMetadata,
-    TopicPartition,
-    decode_commit_metadata,
-    encode_commit_metadata,
-)
-from airflow_stateful_provider.streams.runtime.serde_resolution import resolve_serde
-from airflow_stateful_provider.streams.topology import (
+from airflow_stateful_provider.streams.serdes import resolve_serde
+from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topology.topology import (
     ProcessorNodeSpec,
     SinkNodeSpec,
     SourceNodeSpec,
-    TaskId,
     Topology,
 )
 

@@ -33,8 +33,8 @@ from typing import Any, Protocol
 
 from kafka import TopicPartition as KafkaTopicPartition
 
-from airflow_stateful_provider.streams.runtime.records import TopicPartition
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.processing.records import TopicPartition
+from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["ChangelogReader", "StateRestoreListener", "StandbyUpdateListener", "SuspendReason", "TaskRole"]
 

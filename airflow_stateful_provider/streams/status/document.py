@@ -21,8 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow_stateful_provider.streams.durations import duration_arg_ms
 from airflow_stateful_provider.streams.errors import StatusFormatError, UnsupportedStatusVersionError
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = [
     "STATUS_FORMAT_VERSION",
@@ -44,7 +45,6 @@ __all__ = [
     "InstanceSummary",
     "ApplicationStatus",
     "build_application_status",
-    "duration_arg_ms",
     "progress_bar",
     "restoration_cells",
     "render_status_table",
@@ -549,16 +549,6 @@ def build_application_status(
             warmup_tasks=_tasks_with_role(d, "warmup"))
         for d in sorted(docs, key=lambda d: d.instance_id))
     return ApplicationStatus(application_id, now_ms, stale_after, instances, tuple(tasks))
-
-
-def duration_arg_ms(value: int | timedelta, name: str, *, minimum: int = 0) -> int:
-    """A reader-side duration argument (timeouts, staleness bounds): int milliseconds or a
-    timedelta -> int milliseconds; anything else, or below ``minimum``, is a ValueError naming it."""
-    if isinstance(value, timedelta):
-        value = int(value.total_seconds() * 1000)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int of milliseconds >= {minimum} or a timedelta, got {value!r}")
-    return value
 
 
 def _task_sort_key(task_id: str) -> tuple:

@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from airflow_stateful_provider.streams.errors import InvalidRecordError
 from airflow_stateful_provider.streams.processor import KeyValue
-from airflow_stateful_provider.streams.state.session import SessionKey
+from airflow_stateful_provider.streams.state.session_key import SessionKey
 from airflow_stateful_provider.streams.windows import SessionWindow, Windowed
 
 __all__ = [

@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_stateful_provider.streams.errors import StreamsError, TopologyError
-from airflow_stateful_provider.streams.processor import Processor, Record
+from airflow_stateful_provider.streams.processor import Processor, ProcessorContext, Record
 
 if TYPE_CHECKING:
-    from airflow_stateful_provider.streams.runtime.processor_context import ProcessorContextImpl
-    from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
+    from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 
 __all__ = ["ProcessorNode", "SinkNode", "SourceNode"]
 
@@ -27,13 +26,13 @@ class ProcessorNode:
         self.children: list[ProcessorNode] = []
         self.children_by_name: dict[str, ProcessorNode] = {}
         self.store_names = frozenset(store_names)
-        self.context: ProcessorContextImpl | None = None
+        self.context: ProcessorContext | None = None
 
     def add_child(self, child: ProcessorNode) -> None:
         self.children.append(child)
         self.children_by_name[child.name] = child
 
-    def init(self, context: ProcessorContextImpl) -> None:
+    def init(self, context: ProcessorContext) -> None:
         self.context = context
         if self.processor is not None:
             self.processor.init(context)

@@ -7,12 +7,13 @@ calling into a node, so ``forward`` knows whose children to call and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from airflow_stateful_provider.streams.config import duration_ms
+from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import IllegalStateError, StreamsError
+from airflow_stateful_provider.streams.processing.processor_node import ProcessorNode
 from airflow_stateful_provider.streams.processor import (
     Cancellable,
     ProcessorContext,
@@ -21,13 +22,32 @@ from airflow_stateful_provider.streams.processor import (
     Record,
     RecordMetadata,
 )
+from airflow_stateful_provider.streams.task_id import TaskId
 
-if TYPE_CHECKING:
-    from airflow_stateful_provider.streams.runtime.processor_node import ProcessorNode
-    from airflow_stateful_provider.streams.runtime.task import StreamTask
-    from airflow_stateful_provider.streams.topology import TaskId
+__all__ = ["ContextTask", "ProcessorContextImpl"]
 
-__all__ = ["ProcessorContextImpl"]
+
+class ContextTask(Protocol):
+    """What the context needs from its task (``StreamTask`` is one); the task builds the
+    context, so the context names only this much of it."""
+
+    id: TaskId
+    config: Any
+    metrics: Any
+    processor_metadata: MutableMapping[str, int]
+    commit_needed: bool
+
+    @property
+    def stream_time(self) -> int: ...
+
+    def wall_clock_ms(self) -> int: ...
+
+    def schedule(self, node: ProcessorNode, interval_ms: int, punctuation_type: PunctuationType,
+                 punctuator: Punctuator) -> Cancellable: ...
+
+    def get_store(self, name: str) -> Any: ...
+
+    def request_commit(self) -> None: ...
 
 
 class ProcessorContextImpl(ProcessorContext):
@@ -35,7 +55,7 @@ class ProcessorContextImpl(ProcessorContext):
 
     __slots__ = ("_task", "_standby", "current_node", "record_context", "timestamp")
 
-    def __init__(self, task: StreamTask, *, standby: bool = False) -> None:
+    def __init__(self, task: ContextTask, *, standby: bool = False) -> None:
         self._task = task
         self._standby = standby
         self.current_node: ProcessorNode | None = None

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.control.listener import ControlListener
 from airflow_stateful_provider.streams.errors import (
     ConfigError,
     FencedInstanceError,
@@ -37,23 +38,28 @@ from airflow_stateful_provider.streams.errors import (
     StreamsError,
     UnknownApplicationError,
 )
-from airflow_stateful_provider.streams.runtime.changelog_reader import StandbyUpdateListener, StateRestoreListener
-from airflow_stateful_provider.streams.runtime.control_listener import ControlListener
-from airflow_stateful_provider.streams.runtime.deserialization import (
+from airflow_stateful_provider.streams.instance.stream_thread import StreamThread, StreamThreadState
+from airflow_stateful_provider.streams.processing.deserialization import (
     DeadLetterQueueExceptionHandler,
     deserialization_handler_from_config,
 )
-from airflow_stateful_provider.streams.runtime.internal_topics import InternalTopic, internal_topics
-from airflow_stateful_provider.streams.runtime.topic_manager import InternalTopicManager, fetch_partition_counts
-from airflow_stateful_provider.streams.runtime.status_publisher import (
+from airflow_stateful_provider.streams.restoration.changelog_reader import (
+    StandbyUpdateListener,
+    StateRestoreListener,
+)
+from airflow_stateful_provider.streams.status.document import status_topic_name
+from airflow_stateful_provider.streams.status.publisher import (
     StatusPublisher,
     ensure_control_topic,
     ensure_status_topic,
     read_status_documents,
 )
-from airflow_stateful_provider.streams.runtime.stream_thread import StreamThread, StreamThreadState
-from airflow_stateful_provider.streams.status import status_topic_name
-from airflow_stateful_provider.streams.topology import Topology
+from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic, internal_topics
+from airflow_stateful_provider.streams.topics.topic_manager import (
+    InternalTopicManager,
+    fetch_partition_counts,
+)
+from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["KafkaStreams", "KafkaStreamsState"]
 

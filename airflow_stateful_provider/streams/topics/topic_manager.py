@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from airflow_stateful_provider.streams.errors import StreamsError
-from airflow_stateful_provider.streams.runtime.internal_topics import InternalTopic
+from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
 
 __all__ = ["InternalTopicManager", "fetch_partition_counts"]
 

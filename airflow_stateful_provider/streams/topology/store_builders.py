@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from airflow_stateful_provider.streams.config import duration_ms
+from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, TopologyError
 from airflow_stateful_provider.streams.state.metadata import StoreType
 

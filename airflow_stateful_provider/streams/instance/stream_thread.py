@@ -54,19 +54,20 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
 )
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import CorruptCheckpointError, StreamsError
-from airflow_stateful_provider.streams.runtime.changelog_reader import (
+from airflow_stateful_provider.streams.instance.group_join import keep_completed_join_results
+from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
+from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata, TopicPartition
+from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
+from airflow_stateful_provider.streams.processing.task import StreamTask, TaskState
+from airflow_stateful_provider.streams.restoration.changelog_reader import (
     ChangelogReader,
     StandbyUpdateListener,
     StateRestoreListener,
 )
-from airflow_stateful_provider.streams.runtime.group_join import keep_completed_join_results
-from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
-from airflow_stateful_provider.streams.runtime.records import OffsetAndMetadata, TopicPartition
-from airflow_stateful_provider.streams.runtime.standby_task import StandbyTask
-from airflow_stateful_provider.streams.runtime.state_manager import TaskStateManager
-from airflow_stateful_provider.streams.runtime.task import StreamTask, TaskState
+from airflow_stateful_provider.streams.restoration.standby_task import StandbyTask
 from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
-from airflow_stateful_provider.streams.topology import TaskId, Topology
+from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["StreamThread", "StreamThreadState"]
 
@@ -434,7 +435,12 @@ class StreamThread(threading.Thread):
         """Commit the running tasks that processed or punctuated since their last commit.
         Returns how many offsets were committed, or None when the group refused the commit
         because it is rebalancing (the tasks stay "commit needed" and the caller retries)."""
-        from kafka.errors import CommitFailedError, IllegalGenerationError, RebalanceInProgressError, UnknownMemberIdError
+        from kafka.errors import (
+            CommitFailedError,
+            IllegalGenerationError,
+            RebalanceInProgressError,
+            UnknownMemberIdError,
+        )
 
         tasks = [t for t in (self._running_tasks() if tasks is None else tasks)
                  if t.commit_needed or t.commit_requested or enforce_checkpoint]

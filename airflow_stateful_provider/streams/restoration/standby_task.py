@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_stateful_provider.streams.runtime.task import TaskState
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.processing.task import TaskState
+from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["StandbyTask"]
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from airflow_stateful_provider.streams.control import (
+from airflow_stateful_provider.streams.control.commands import (
     ACK_ACCEPTED,
     ACK_DONE,
     ACK_FAILED,
@@ -34,12 +34,12 @@ from airflow_stateful_provider.streams.control import (
     ControlCommand,
 )
 from airflow_stateful_provider.streams.errors import ControlFormatError, StreamsError
-from airflow_stateful_provider.streams.runtime.store_builders import (
+from airflow_stateful_provider.streams.processing.task import TaskState
+from airflow_stateful_provider.streams.status.document import control_topic_name
+from airflow_stateful_provider.streams.topology.store_builders import (
     SessionStoreBuilder,
     VersionedKeyValueStoreBuilder,
 )
-from airflow_stateful_provider.streams.runtime.task import TaskState
-from airflow_stateful_provider.streams.status import control_topic_name
 
 __all__ = ["ControlListener", "maintainable_stores"]
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from airflow_stateful_provider.streams.errors import SerializationError, StreamsError
-from airflow_stateful_provider.streams.runtime.records import TopicPartition
+from airflow_stateful_provider.streams.processing.records import TopicPartition
 
 __all__ = ["Producer", "RecordCollector", "SerializationError", "ProductionError"]
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_stateful_provider.streams.errors import ControlFormatError
-from airflow_stateful_provider.streams.status import CommandAcknowledgement, InstanceStatus
+from airflow_stateful_provider.streams.status.document import CommandAcknowledgement, InstanceStatus
 
 __all__ = [
     "COMMAND_TYPES",

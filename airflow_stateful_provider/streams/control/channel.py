@@ -1,7 +1,7 @@
 """The operator side of the control topic: send a command, wait for the answers.
 
 Used by the ``stateful-streams stop`` CLI and the Airflow hook. :func:`send_command`
-writes one :class:`~airflow_stateful_provider.streams.control.ControlCommand` to
+writes one :class:`~airflow_stateful_provider.streams.control.commands.ControlCommand` to
 ``<application_id>-control`` (it never creates the topic: an instance creates it at
 start, so a missing topic means an unknown application). :func:`wait_for_command`
 re-reads the status documents until every expected instance answered, and returns the
@@ -16,25 +16,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow_stateful_provider.streams.control import CommandOutcome, ControlCommand, command_outcome
+from airflow_stateful_provider.streams.control.commands import CommandOutcome, ControlCommand, command_outcome
+from airflow_stateful_provider.streams.durations import duration_arg_ms
 from airflow_stateful_provider.streams.errors import (
     BrokerUnreachableError,
     StatusReadTimeoutError,
     UnknownApplicationError,
 )
-from airflow_stateful_provider.streams.runtime.status_publisher import (
+from airflow_stateful_provider.streams.status.document import (
+    ApplicationStatus,
+    InstanceStatus,
+    control_topic_name,
+)
+from airflow_stateful_provider.streams.status.publisher import (
     DEFAULT_READ_TIMEOUT_MS,
     _connection_errors,
     _construct,
     _open_consumer,
     _servers_text,
     read_status_documents,
-)
-from airflow_stateful_provider.streams.status import (
-    ApplicationStatus,
-    InstanceStatus,
-    control_topic_name,
-    duration_arg_ms,
 )
 
 __all__ = ["send_command", "wait_for_command", "live_instances"]

@@ -1,7 +1,7 @@
 """Publishing and reading the status topic ``<application_id>-status``.
 
 Writer side: a :class:`StatusPublisher` per instance sends the instance's document
-(:class:`~airflow_stateful_provider.streams.status.InstanceStatus`, built by
+(:class:`~airflow_stateful_provider.streams.status.document.InstanceStatus`, built by
 :func:`status_document_from_instance`) keyed by instance id, every ``status_interval_ms``
 from a daemon thread and as soon as possible after :meth:`StatusPublisher.publish_now`
 (the runtime calls it on state changes), and a tombstone on clean shutdown.
@@ -26,27 +26,27 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow_stateful_provider.streams.durations import duration_arg_ms
 from airflow_stateful_provider.streams.errors import (
     BrokerUnreachableError,
     StatusFormatError,
     StatusReadTimeoutError,
     UnknownApplicationError,
 )
-from airflow_stateful_provider.streams.runtime.internal_topics import InternalTopic
-from airflow_stateful_provider.streams.runtime.topic_manager import InternalTopicManager
-from airflow_stateful_provider.streams.status import (
+from airflow_stateful_provider.streams.status.document import (
+    ApplicationStatus,
     DEFAULT_STALE_AFTER_MS,
     DEFAULT_STATUS_INTERVAL_MS,
+    InstanceStatus,
     STATUS_FORMAT_VERSION,
     TASK_STATES,
-    ApplicationStatus,
-    InstanceStatus,
     build_application_status,
-    duration_arg_ms,
     control_topic_name,
     status_topic_name,
 )
-from airflow_stateful_provider.streams.topology import TaskId
+from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
+from airflow_stateful_provider.streams.topics.topic_manager import InternalTopicManager
 
 __all__ = [
     "StatusPublisher",

@@ -26,22 +26,10 @@ from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import StreamsError
-from airflow_stateful_provider.streams.runtime.caching import CachingSessionStore
-from airflow_stateful_provider.streams.runtime.record_collector import RecordCollector
-from airflow_stateful_provider.streams.runtime.records import TopicPartition
-from airflow_stateful_provider.streams.runtime.serde_resolution import resolve_serde
-from airflow_stateful_provider.streams.runtime.store_builders import (
-    KeyValueStoreBuilder,
-    SessionStoreBuilder,
-    StoreBuilder,
-    VersionedKeyValueStoreBuilder,
-    changelog_topic_name,
-)
-from airflow_stateful_provider.streams.runtime.typed_stores import (
-    TypedKeyValueStore,
-    TypedSessionStore,
-    TypedVersionedKeyValueStore,
-)
+from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
+from airflow_stateful_provider.streams.processing.records import TopicPartition
+from airflow_stateful_provider.streams.serdes import resolve_serde
+from airflow_stateful_provider.streams.state.caching import CachingSessionStore
 from airflow_stateful_provider.streams.state.changelogging import (
     ChangeloggingKeyValueStore,
     ChangeloggingSessionStore,
@@ -50,11 +38,24 @@ from airflow_stateful_provider.streams.state.changelogging import (
 from airflow_stateful_provider.streams.state.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
 from airflow_stateful_provider.streams.state.keyvalue import InMemoryKeyValueStore, RocksDBKeyValueStore
 from airflow_stateful_provider.streams.state.session import InMemorySessionStore, RocksDBSessionStore
+from airflow_stateful_provider.streams.state.typed_stores import (
+    TypedKeyValueStore,
+    TypedSessionStore,
+    TypedVersionedKeyValueStore,
+)
 from airflow_stateful_provider.streams.state.versioned import (
     InMemoryVersionedKeyValueStore,
     RocksDBVersionedKeyValueStore,
 )
-from airflow_stateful_provider.streams.topology import TaskId, Topology
+from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topology.store_builders import (
+    KeyValueStoreBuilder,
+    SessionStoreBuilder,
+    StoreBuilder,
+    VersionedKeyValueStoreBuilder,
+    changelog_topic_name,
+)
+from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["StoreEntry", "TaskStateManager"]
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import total_ordering
 from typing import Any, Protocol, runtime_checkable
 
 from airflow_stateful_provider.streams.errors import TopologyError
 from airflow_stateful_provider.streams.processor import Processor, ProcessorSupplier
+from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = [
     "ProcessorNodeSpec",
@@ -27,7 +27,6 @@ __all__ = [
     "SourceNodeSpec",
     "StoreBuilder",
     "Subtopology",
-    "TaskId",
     "Topology",
     "TopologyDescription",
     "TopicNameExtractor",
@@ -35,37 +34,6 @@ __all__ = [
 
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _NAME_RE = re.compile(r"^\S+$")
-
-
-@total_ordering
-@dataclasses.dataclass(frozen=True, slots=True)
-class TaskId:
-    """A task: partition ``partition`` of subtopology ``subtopology``. String form ``"0_1"``."""
-
-    subtopology: int
-    partition: int
-
-    def __post_init__(self) -> None:
-        for field in ("subtopology", "partition"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"TaskId {field} must be an int >= 0, got {value!r}")
-
-    def __str__(self) -> str:
-        return f"{self.subtopology}_{self.partition}"
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, TaskId):
-            return NotImplemented
-        return (self.subtopology, self.partition) < (other.subtopology, other.partition)
-
-    @classmethod
-    def parse(cls, text: str) -> TaskId:
-        """Inverse of ``str()``: ``"0_1"`` -> ``TaskId(0, 1)``."""
-        head, sep, tail = str(text).partition("_")
-        if not sep or not head.isdigit() or not tail.isdigit():
-            raise ValueError(f"task id must look like '<subtopology>_<partition>', got {text!r}")
-        return cls(int(head), int(tail))
 
 
 @runtime_checkable

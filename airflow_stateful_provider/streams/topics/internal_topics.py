@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from airflow_stateful_provider.streams.runtime.store_builders import changelog_topic_name
-from airflow_stateful_provider.streams.topology import Topology
+from airflow_stateful_provider.streams.topology.store_builders import changelog_topic_name
+from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["InternalTopic", "changelog_topic_configs", "internal_topics", "repartition_topic_configs"]
 
