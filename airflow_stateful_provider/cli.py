@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
 
 def _status(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_stateful_provider.streams.errors import BrokerUnreachableError, UnknownApplicationError
-    from airflow_stateful_provider.streams.status.publisher import fetch_application_status
-    from airflow_stateful_provider.streams.status.document import render_status_table
+    from airflow_stateful_provider.streams.status.reader import fetch_application_status
+    from airflow_stateful_provider.streams.status.rendering import render_status_table
 
     while True:
         try:
@@ -164,7 +164,7 @@ def _stop(args: argparse.Namespace, out: TextIO) -> int:
         send_command,
         wait_for_command,
     )
-    from airflow_stateful_provider.streams.status.publisher import fetch_application_status
+    from airflow_stateful_provider.streams.status.reader import fetch_application_status
 
     servers = args.bootstrap_servers
     try:

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
 
-from airflow_stateful_provider.streams.status.publisher import fetch_application_status, read_status_documents
+from airflow_stateful_provider.streams.status.reader import fetch_application_status, read_status_documents
 from bench.topologies import (  # noqa: E402
     STORE,
     OffsetReader,

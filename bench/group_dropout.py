@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kafka import KafkaProducer  # noqa: E402
 
-from airflow_stateful_provider.streams.status.publisher import read_status_documents  # noqa: E402
+from airflow_stateful_provider.streams.status.reader import read_status_documents  # noqa: E402
 from tests.integration.instances import create_topics  # noqa: E402
 from tools.instances import REPO_ROOT, InstanceProcess  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402

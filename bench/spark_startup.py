@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from airflow_stateful_provider.streams.control.channel import send_command  # noqa: E402
 from airflow_stateful_provider.streams.control.commands import new_command  # noqa: E402
-from airflow_stateful_provider.streams.status.publisher import fetch_application_status  # noqa: E402
+from airflow_stateful_provider.streams.status.reader import fetch_application_status  # noqa: E402
 from bench.topologies import machine  # noqa: E402
 from tests.integration.instances import create_topics  # noqa: E402
 from tools.changelog_state import fill_counts_changelog  # noqa: E402

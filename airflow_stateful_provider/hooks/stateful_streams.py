@@ -34,7 +34,7 @@ from airflow_stateful_provider.streams.status.document import DEFAULT_STALE_AFTE
 
 if TYPE_CHECKING:
     from airflow_stateful_provider.streams.control.commands import CommandOutcome, ControlCommand
-    from airflow_stateful_provider.streams.status.document import ApplicationStatus
+    from airflow_stateful_provider.streams.status.application import ApplicationStatus
     from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["StatefulStreamsHook", "client_configs_from_connection", "redact_client_configs",
@@ -204,11 +204,11 @@ class StatefulStreamsHook(BaseHook):
     # ------------------------------------------------------------------ clients
 
     def _client(self, client_class: Any, overrides: Mapping[str, Any]) -> Any:
-        # _construct closes the network client when bootstrapping fails: kafka-python 3 would
+        # construct_client closes the network client when bootstrapping fails: kafka-python 3 would
         # otherwise leak its IO thread on every failed attempt (a sensor poking a dead broker).
-        from airflow_stateful_provider.streams.status.publisher import _construct
+        from airflow_stateful_provider.streams.kafka_clients import construct_client
 
-        return _construct(client_class, {**self.get_client_configs(), **overrides})
+        return construct_client(client_class, {**self.get_client_configs(), **overrides})
 
     def get_consumer(self, **overrides: Any) -> Any:
         """A ``KafkaConsumer`` on the connection; ``overrides`` are further consumer configs."""
@@ -271,7 +271,7 @@ class StatefulStreamsHook(BaseHook):
         UnknownApplicationError, BrokerUnreachableError, StatusReadTimeoutError,
         StatusFormatError.
         """
-        from airflow_stateful_provider.streams.status.publisher import fetch_application_status
+        from airflow_stateful_provider.streams.status.reader import fetch_application_status
 
         configs = self.get_client_configs()
         return fetch_application_status(

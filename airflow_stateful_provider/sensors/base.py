@@ -19,7 +19,8 @@ from airflow_stateful_provider.sensors.conditions import (
     ConditionResult,
     normalize_task_ids,
 )
-from airflow_stateful_provider.streams.status.document import DEFAULT_STALE_AFTER_MS, ApplicationStatus
+from airflow_stateful_provider.streams.status.application import ApplicationStatus
+from airflow_stateful_provider.streams.status.document import DEFAULT_STALE_AFTER_MS
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

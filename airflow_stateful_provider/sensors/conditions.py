@@ -21,14 +21,9 @@ from airflow_stateful_provider.streams.errors import (
     StatusReadTimeoutError,
     UnknownApplicationError,
 )
-from airflow_stateful_provider.streams.status.document import (
-    ApplicationStatus,
-    TaskStatus,
-    _age_text,
-    _columns,
-    _duration_text,
-    restoration_cells,
-)
+from airflow_stateful_provider.streams.status.application import ApplicationStatus, TaskStatus
+from airflow_stateful_provider.streams.status.readable import age_text, duration_text
+from airflow_stateful_provider.streams.status.rendering import columns, restoration_cells
 from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["TaskCheck", "ConditionResult", "normalize_task_ids", "restoration_condition", "standby_lag_condition",
@@ -73,7 +68,7 @@ class ConditionResult:
         checks = self.stuck if stuck_only else self.checks
         lines = [self.summary]
         if checks:
-            lines += _columns(self.header, [(*c.cells, "yes" if c.done else "no", c.waiting_for or "-")
+            lines += columns(self.header, [(*c.cells, "yes" if c.done else "no", c.waiting_for or "-")
                                             for c in checks])
         lines += [f"! {p}" for p in self.problems]
         return "\n".join(lines)
@@ -122,7 +117,7 @@ def _owner_problem(status: ApplicationStatus, task: TaskStatus) -> str | None:
 
 def _instance_age(status: ApplicationStatus, instance_id: str) -> str:
     try:
-        return _age_text(status.instance(instance_id).age_ms)
+        return age_text(status.instance(instance_id).age_ms)
     except KeyError:
         return "?"
 
@@ -151,8 +146,8 @@ def _stale_problem(status: ApplicationStatus) -> list[str]:
     stale = status.stale_instances
     if not stale:
         return []
-    return [f"stale instance(s), no document for more than {_age_text(status.stale_after_ms)}: "
-            + ", ".join(f"{i.instance_id}@{i.host} (last published {_age_text(i.age_ms)} ago)" for i in stale)]
+    return [f"stale instance(s), no document for more than {age_text(status.stale_after_ms)}: "
+            + ", ".join(f"{i.instance_id}@{i.host} (last published {age_text(i.age_ms)} ago)" for i in stale)]
 
 
 # ---------------------------------------------------------------------------- restoration
@@ -204,7 +199,7 @@ def _restoration_waiting_for(status: ApplicationStatus, task: TaskStatus | None,
             return "restoring; waiting for the owner to report its changelog end offsets"
         if r.remaining <= max_remaining:
             return ""
-        eta = "unknown (no progress)" if r.eta_seconds is None else _duration_text(r.eta_seconds)
+        eta = "unknown (no progress)" if r.eta_seconds is None else duration_text(r.eta_seconds)
         return f"restoring: {r.remaining:,} offsets remaining (> {max_remaining:,}), ETA {eta}"
     return f"owner reports the task {task.state}"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow_stateful_provider.sensors.base import StatusConditionSensor
 from airflow_stateful_provider.sensors.conditions import ConditionResult, checked_bound, standby_lag_condition
-from airflow_stateful_provider.streams.status.document import ApplicationStatus
+from airflow_stateful_provider.streams.status.application import ApplicationStatus
 from airflow_stateful_provider.triggers.status import StandbyLagTrigger
 
 __all__ = ["StandbyLagSensor"]

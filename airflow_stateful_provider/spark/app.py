@@ -201,7 +201,7 @@ def _prepare_topics(config: StreamsConfig) -> None:
 
 def _latest_epochs(config: StreamsConfig) -> dict[str, int]:
     """Epoch per instance id in the status topic (ids whose last document remains)."""
-    from airflow_stateful_provider.streams.status.publisher import read_status_documents
+    from airflow_stateful_provider.streams.status.reader import read_status_documents
 
     documents = read_status_documents(list(config.bootstrap_servers), config.application_id,
                                       client_configs=config.client_configs, allow_empty=True)

@@ -48,11 +48,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".state.typed_stores": (
         "TypedKeyValueStore", "TypedSessionStore", "TypedVersionedKeyValueStore", "VersionedRecord",
     ),
-    ".status.document": (
-        "ActiveOwner", "ApplicationStatus", "InstanceStatus", "InstanceSummary", "RestorationProgress",
-        "StandbyReplica", "TaskStatus", "build_application_status", "progress_bar", "render_status_table",
+    ".status.application": (
+        "ActiveOwner", "ApplicationStatus", "InstanceSummary", "RestorationProgress", "StandbyReplica", "TaskStatus",
+        "build_application_status",
     ),
-    ".status.publisher": ("StatusPublisher", "fetch_application_status", "read_status_documents"),
+    ".status.document": ("InstanceStatus",),
+    ".status.publisher": ("StatusPublisher",),
+    ".status.reader": ("fetch_application_status", "read_status_documents"),
+    ".status.rendering": ("progress_bar", "render_status_table"),
     ".task_id": ("TaskId",),
     ".testing": ("TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"),
     ".topology.store_builders": ("Stores",),

@@ -33,7 +33,8 @@ from airflow_stateful_provider.sensors.conditions import (
     restoration_condition,
     standby_lag_condition,
 )
-from airflow_stateful_provider.streams.status.document import DEFAULT_STALE_AFTER_MS, ApplicationStatus
+from airflow_stateful_provider.streams.status.application import ApplicationStatus
+from airflow_stateful_provider.streams.status.document import DEFAULT_STALE_AFTER_MS
 
 __all__ = ["RestorationTrigger", "StandbyLagTrigger"]
 

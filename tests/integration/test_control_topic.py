@@ -27,11 +27,8 @@ from airflow_stateful_provider.streams.dsl import Consumed, Materialized, Produc
 from airflow_stateful_provider.streams.errors import FencedInstanceError, UnknownApplicationError
 from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
 from airflow_stateful_provider.streams.state.store_dir import open_store
-from airflow_stateful_provider.streams.status.publisher import (
-    StatusPublisher,
-    ensure_status_topic,
-    read_status_documents,
-)
+from airflow_stateful_provider.streams.status.publisher import StatusPublisher, ensure_status_topic
+from airflow_stateful_provider.streams.status.reader import read_status_documents
 from airflow_stateful_provider.streams.windows import SessionWindows
 from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
 from tests.integration.test_crash_recovery import final_sessions as sessions_of, oracle_sessions as oracle

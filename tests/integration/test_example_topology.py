@@ -10,7 +10,7 @@ import pytest
 from airflow_stateful_provider.examples.clicks_and_payments import ExampleSettings, JOIN_NAME
 from airflow_stateful_provider.examples.expected import expected_payments_usd, expected_sessions, read_outputs
 from airflow_stateful_provider.examples.generator import RATE, ensure_topics, generate, produce
-from airflow_stateful_provider.streams.status.publisher import fetch_application_status
+from airflow_stateful_provider.streams.status.reader import fetch_application_status
 from tests.integration.instances import committed_offsets, end_offsets
 from tools.instances import InstanceProcess, wait_until
 

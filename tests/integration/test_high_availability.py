@@ -10,7 +10,7 @@ import uuid
 import pytest
 from kafka import KafkaProducer
 
-from airflow_stateful_provider.streams.status.publisher import fetch_application_status, read_status_documents
+from airflow_stateful_provider.streams.status.reader import fetch_application_status, read_status_documents
 from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
 from tools.instances import InstanceProcess, wait_until
 

@@ -314,8 +314,8 @@ def test_repartition_topic_is_purged_below_committed_offsets(bootstrap_servers, 
 
 def test_running_instance_is_visible_in_the_status_topic_until_it_stops(bootstrap_servers, names, tmp_path):
     from airflow_stateful_provider.streams.errors import UnknownApplicationError
-    from airflow_stateful_provider.streams.status.document import render_status_table
-    from airflow_stateful_provider.streams.status.publisher import fetch_application_status
+    from airflow_stateful_provider.streams.status.rendering import render_status_table
+    from airflow_stateful_provider.streams.status.reader import fetch_application_status
 
     create_topics(bootstrap_servers, {names["input"]: 2, names["output"]: 2})
     produce(bootstrap_servers, names["input"], [(b"k%d" % i, b"{}") for i in range(20)])

@@ -22,7 +22,7 @@ from airflow_stateful_provider.examples.clicks_and_payments import (
 )
 from airflow_stateful_provider.examples.expected import expected_payments_usd, expected_sessions, read_outputs
 from airflow_stateful_provider.examples.generator import RATE, ensure_topics, generate, produce
-from airflow_stateful_provider.streams.status.publisher import fetch_application_status, read_status_documents
+from airflow_stateful_provider.streams.status.reader import fetch_application_status, read_status_documents
 from airflow_stateful_provider.streams.topology.store_builders import changelog_topic_name
 from tests.integration.instances import committed_offsets, end_offsets
 from tools.instances import wait_until

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from airflow_stateful_provider.streams.status.publisher import fetch_application_status
+from airflow_stateful_provider.streams.status.reader import fetch_application_status
 from tests.integration.instances import create_topics
 from tools.changelog_state import fill_counts_changelog
 from tools.instances import InstanceProcess, wait_until

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from airflow_stateful_provider import cli
-from airflow_stateful_provider.streams.status.publisher import read_status_documents
+from airflow_stateful_provider.streams.status.reader import read_status_documents
 from tools.instances import wait_until
 from tools.spark_app import read_events
 

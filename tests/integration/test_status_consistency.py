@@ -19,8 +19,9 @@ import pytest
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
-from airflow_stateful_provider.streams.status.document import InstanceStatus, build_application_status
-from airflow_stateful_provider.streams.status.publisher import status_document_from_instance
+from airflow_stateful_provider.streams.status.application import build_application_status
+from airflow_stateful_provider.streams.status.collector import status_document_from_instance
+from airflow_stateful_provider.streams.status.document import InstanceStatus
 from tests.integration.instances import create_topics
 from tests.integration.topologies import configured_counts
 from tools.changelog_state import fill_counts_changelog

@@ -19,9 +19,8 @@ from airflow_stateful_provider.streams.status.publisher import (
     StatusPublisher,
     ensure_control_topic,
     ensure_status_topic,
-    fetch_application_status,
-    read_status_documents,
 )
+from airflow_stateful_provider.streams.status.reader import fetch_application_status, read_status_documents
 from tests.integration.instances import create_topics
 from tools.instances import wait_until
 

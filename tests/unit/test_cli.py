@@ -82,7 +82,7 @@ def test_client_config_file_reaches_the_status_reader(tmp_path, monkeypatch, cap
         seen.update(kwargs)
         raise UnknownApplicationError("nothing here")
 
-    monkeypatch.setattr("airflow_stateful_provider.streams.status.publisher.fetch_application_status",
+    monkeypatch.setattr("airflow_stateful_provider.streams.status.reader.fetch_application_status",
                         fake_fetch)
     config = tmp_path / "client.json"
     config.write_text(json.dumps({"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",

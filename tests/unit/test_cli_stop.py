@@ -9,7 +9,8 @@ import pytest
 from airflow_stateful_provider.cli import BOOTSTRAP_ENV, build_parser, main
 from airflow_stateful_provider.streams.control.channel import live_instances
 from airflow_stateful_provider.streams.control.commands import new_command
-from airflow_stateful_provider.streams.status.document import InstanceStatus, build_application_status
+from airflow_stateful_provider.streams.status.application import build_application_status
+from airflow_stateful_provider.streams.status.document import InstanceStatus
 
 
 def test_defaults():

@@ -14,22 +14,20 @@ import pytest
 
 from airflow_stateful_provider.streams.errors import StatusFormatError, UnsupportedStatusVersionError
 from airflow_stateful_provider.streams.processing.records import TopicPartition
+from airflow_stateful_provider.streams.status.application import ApplicationStatus, build_application_status
+from airflow_stateful_provider.streams.status.collector import (
+    RestoreRateTracker,
+    status_document_from_instance,
+)
 from airflow_stateful_provider.streams.status.document import (
-    STATUS_FORMAT_VERSION,
-    ApplicationStatus,
     ChangelogProgress,
     CommandAcknowledgement,
     InstanceStatus,
     InstanceTask,
-    build_application_status,
-    progress_bar,
-    render_status_table,
+    STATUS_FORMAT_VERSION,
 )
-from airflow_stateful_provider.streams.status.publisher import (
-    RestoreRateTracker,
-    StatusPublisher,
-    status_document_from_instance,
-)
+from airflow_stateful_provider.streams.status.publisher import StatusPublisher
+from airflow_stateful_provider.streams.status.rendering import progress_bar, render_status_table
 from airflow_stateful_provider.streams.task_id import TaskId
 
 NOW = 1_700_000_000_000

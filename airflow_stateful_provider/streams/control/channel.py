@@ -23,17 +23,12 @@ from airflow_stateful_provider.streams.errors import (
     StatusReadTimeoutError,
     UnknownApplicationError,
 )
-from airflow_stateful_provider.streams.status.document import (
-    ApplicationStatus,
-    InstanceStatus,
-    control_topic_name,
-)
-from airflow_stateful_provider.streams.status.publisher import (
+from airflow_stateful_provider.streams.kafka_clients import connection_errors, construct_client, servers_text
+from airflow_stateful_provider.streams.status.application import ApplicationStatus
+from airflow_stateful_provider.streams.status.document import InstanceStatus, control_topic_name
+from airflow_stateful_provider.streams.status.reader import (
     DEFAULT_READ_TIMEOUT_MS,
-    _connection_errors,
-    _construct,
-    _open_consumer,
-    _servers_text,
+    open_reader_consumer,
     read_status_documents,
 )
 
@@ -60,11 +55,11 @@ def send_command(
 
     timeout = duration_arg_ms(timeout_ms, "timeout_ms", minimum=1)
     topic = control_topic_name(command.application_id)
-    servers = _servers_text(bootstrap_servers)
-    consumer, _ = _open_consumer(bootstrap_servers, command.application_id, timeout, client_configs)
+    servers = servers_text(bootstrap_servers)
+    consumer, _ = open_reader_consumer(bootstrap_servers, command.application_id, timeout, client_configs)
     try:
         exists = bool(consumer.partitions_for_topic(topic))
-    except _connection_errors() as exc:
+    except connection_errors() as exc:
         raise BrokerUnreachableError(f"lost Kafka at {servers} while looking up {topic!r}: {exc}") from exc
     finally:
         consumer.close()
@@ -76,15 +71,15 @@ def send_command(
                "acks": "all", "linger_ms": 0, "max_block_ms": timeout, "bootstrap_timeout_ms": timeout,
                **(client_configs or {}), "allow_auto_create_topics": False}
     try:
-        producer = _construct(KafkaProducer, configs)
-    except _connection_errors() as exc:
+        producer = construct_client(KafkaProducer, configs)
+    except connection_errors() as exc:
         raise BrokerUnreachableError(f"cannot reach Kafka at {servers} within {timeout} ms to send command "
                                      f"{command.command_id!r}: {exc}") from exc
     try:
         future = producer.send(topic, key=command.command_id.encode("utf-8"), value=command.to_json_bytes())
         producer.flush(timeout=timeout / 1000)
         future.get(timeout=timeout / 1000)
-    except _connection_errors() as exc:
+    except connection_errors() as exc:
         raise BrokerUnreachableError(f"command {command.command_id!r} not acknowledged by Kafka at {servers} "
                                      f"within {timeout} ms: {exc}") from exc
     finally:

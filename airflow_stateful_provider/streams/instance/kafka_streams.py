@@ -52,8 +52,8 @@ from airflow_stateful_provider.streams.status.publisher import (
     StatusPublisher,
     ensure_control_topic,
     ensure_status_topic,
-    read_status_documents,
 )
+from airflow_stateful_provider.streams.status.reader import read_status_documents
 from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic, internal_topics
 from airflow_stateful_provider.streams.topics.topic_manager import (
     InternalTopicManager,

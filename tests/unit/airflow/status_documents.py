@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from airflow_stateful_provider.streams.status.document import (
-    ApplicationStatus,
-    InstanceStatus,
-    build_application_status,
-)
+from airflow_stateful_provider.streams.status.application import ApplicationStatus, build_application_status
+from airflow_stateful_provider.streams.status.document import InstanceStatus
 
 NOW_MS = 1_700_000_000_000
 APP = "clicks"

@@ -112,7 +112,7 @@ def test_invalid_connection_fails_test_connection_with_the_reason(monkeypatch):
 
 def test_get_status_delegates_with_security_configs_and_durations(sasl_conn):
     hook = StatefulStreamsHook()
-    with mock.patch("airflow_stateful_provider.streams.status.publisher.fetch_application_status") as fetch:
+    with mock.patch("airflow_stateful_provider.streams.status.reader.fetch_application_status") as fetch:
         result = hook.get_status("clicks", stale_after=timedelta(seconds=5), timeout=2_000, expected_tasks=["0_1"])
     assert result is fetch.return_value
     args, kwargs = fetch.call_args
@@ -136,7 +136,7 @@ def test_aget_status_runs_the_blocking_read_off_the_event_loop(sasl_conn):
         loop_thread.append(threading.current_thread())
         return await StatefulStreamsHook().aget_status("clicks", timeout=1_000)
 
-    with mock.patch("airflow_stateful_provider.streams.status.publisher.fetch_application_status",
+    with mock.patch("airflow_stateful_provider.streams.status.reader.fetch_application_status",
                     side_effect=fake_fetch):
         assert asyncio.run(read()) == "status"
     assert loop_thread[0] is not loop_thread[1]
