@@ -83,7 +83,7 @@ class StreamsConfig:
     default_key_serde: Any = "bytes"
     default_value_serde: Any = "bytes"
     #: "log_and_fail" (default), "log_and_continue", "dead_letter:<topic>" or a handler object
-    #: with ``handle(context, record, exception)`` (see streams/runtime/deserialization.py).
+    #: with ``handle(context, record, exception)`` (see streams/processing/deserialization.py).
     deserialization_exception_handler: Any = "log_and_fail"
     #: Store implementation used by DSL operators unless Materialized says otherwise.
     default_dsl_store: str = "rocksdb"
@@ -100,7 +100,7 @@ class StreamsConfig:
     windowed_aggregation_emit_interval_ms: int | timedelta = 1000
     #: Bytes of record cache per stream thread for each cached store (Kafka Streams'
     #: ``statestore.cache.max.bytes``, default 10 MiB); 0 disables caching. See
-    #: runtime/caching.py: updates of a key collapse until the next commit.
+    #: state/caching.py: updates of a key collapse until the next commit.
     statestore_cache_max_bytes: int = 10 * 1024 * 1024
     #: High availability (SEMANTICS §3): hot standby copies of each stateful task.
     num_standby_replicas: int = 0

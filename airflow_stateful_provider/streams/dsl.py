@@ -143,7 +143,7 @@ class Materialized:
     versioned_history_retention_ms: int | None = None
     versioned_segment_interval_ms: int | None = None
     logging_enabled: bool = True
-    #: DSL stores cache by default, as in Kafka Streams (runtime/caching.py).
+    #: DSL stores cache by default, as in Kafka Streams (state/caching.py).
     caching_enabled: bool = True
     log_config: tuple[tuple[str, str], ...] = ()
 

@@ -103,7 +103,7 @@ class StreamThreadStandIn:
             enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300,
         )
         # As StreamThread: kafka-python 3.0.12 can leave a member REBALANCING with heartbeats
-        # off after a join its poll returned before (runtime/group_join.py); the group then
+        # off after a join its poll returned before (instance/group_join.py); the group then
         # evicts it and settles without it.
         assert keep_completed_join_results(self.consumer)
         for topic in env["topics"]:  # as StreamThread: join with metadata, saving a rebalance

@@ -187,7 +187,7 @@ def group_rejoining(consumer: Any) -> bool:
     during a join, and with timeout 0 the join made no progress before the session
     timeout), so every poll gives the JoinGroup/SyncGroup round trip REBALANCE_POLL_MS; the
     thread processes between polls, and a join that completes after a poll returned is
-    kept (runtime/group_join.py). 2 s polls worked too but paused every task ~2 s.
+    kept (instance/group_join.py). 2 s polls worked too but paused every task ~2 s.
     """
     coordinator = getattr(consumer, "_coordinator", None)
     need_rejoin = getattr(coordinator, "need_rejoin", None)

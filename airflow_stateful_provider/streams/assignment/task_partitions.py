@@ -58,7 +58,7 @@ class TaskPartitions:
 def changelog_topics(topology: Topology, application_id: str, store_names: Iterable[str]) -> list[str]:
     """Changelog topic names of the logged stores among ``store_names``.
 
-    The same rule as ``runtime.internal_topics.changelog_topic_configs`` (which creates the
+    The same rule as ``topics.internal_topics.changelog_topic_configs`` (which creates the
     topics; a unit test checks both agree), restated here so that the assignment package
     does not import the runtime and its store implementations.
     """

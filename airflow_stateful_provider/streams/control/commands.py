@@ -7,8 +7,8 @@ or ``failed``). :func:`command_outcome` reads those acknowledgements back into a
 :class:`CommandOutcome`: who answered, who failed, who is still missing.
 
 This module is pure (no Kafka client): the format and the outcome arithmetic are tested
-without a broker. Sending and waiting live in :mod:`.runtime.control_channel`, applying
-in :mod:`.runtime.control_listener` (see docs/control-topic.md).
+without a broker. Sending and waiting live in :mod:`.channel`, applying
+in :mod:`.listener` (see docs/control-topic.md).
 """
 
 from __future__ import annotations

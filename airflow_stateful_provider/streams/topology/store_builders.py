@@ -110,7 +110,7 @@ class StoreBuilder:
     persistent: bool = True
     logging_enabled: bool = True
     log_config: dict[str, str] = dataclasses.field(default_factory=dict)
-    #: Write-back record cache (runtime/caching.py); honoured by session stores.
+    #: Write-back record cache (state/caching.py); honoured by session stores.
     caching_enabled: bool = False
 
     store_type = StoreType.KEY_VALUE  # overridden per subclass (class attribute, not a field)
@@ -122,7 +122,7 @@ class StoreBuilder:
         return self
 
     def with_caching_enabled(self) -> StoreBuilder:
-        """Collapse updates of the same key between commits (see runtime/caching.py)."""
+        """Collapse updates of the same key between commits (see state/caching.py)."""
         self.caching_enabled = True
         return self
 

@@ -1,4 +1,4 @@
-"""The write-back record cache in front of session stores (runtime/caching.py)."""
+"""The write-back record cache in front of session stores (state/caching.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,361 @@
+"""TaskManager: the tasks one stream thread holds, from assignment to close.
+
+The stream thread polls, decides when to commit and takes part in the group; the task
+manager turns what the group decided into tasks and keeps them: it routes fetched records
+to their task and pauses partitions whose buffer is full or whose task still restores,
+processes the running tasks, applies an assignment (closes what left, keeps what stays,
+promotes standbys that became active, creates the rest), suspends revoked tasks, closes
+lost ones, and reports the changelog offset sums the group leader turns into lags.
+
+Every change to which tasks are held, to a task's state, or to the changelog reader's
+registrations happens under ``tasks_lock``; the status publisher copies the tasks under
+it, so a status document never shows a task half-way (see ``stream_thread``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from kafka import TopicPartition as KafkaTopicPartition
+
+from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.errors import CorruptCheckpointError
+from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
+from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata, TopicPartition
+from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
+from airflow_stateful_provider.streams.processing.task import StreamTask, TaskState
+from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
+from airflow_stateful_provider.streams.restoration.standby_task import StandbyTask
+from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
+from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topology.topology import Topology
+
+__all__ = ["RECORDS_PER_TASK_ITERATION", "TaskManager", "TaskOwner"]
+
+log = logging.getLogger(__name__)
+
+#: Records a task processes before the thread turns to the next task, punctuation and commit.
+RECORDS_PER_TASK_ITERATION = 1000
+
+
+class TaskOwner(Protocol):
+    """What the task manager uses of its stream thread: its name, its clients (created
+    when the thread starts) and its commit."""
+
+    name: str
+    consumer: Any
+    producer: Any
+    changelog_reader: ChangelogReader | None
+
+    def commit(self, tasks: Iterable[StreamTask] | None = None, *,
+               enforce_checkpoint: bool = False) -> int | None: ...
+
+
+class TaskManager:
+    """The active and standby tasks of one stream thread (see module docstring)."""
+
+    def __init__(self, owner: TaskOwner, topology: Topology, config: StreamsConfig,
+                 wall_clock: Callable[[], int]) -> None:
+        self._owner = owner
+        self.topology = topology
+        self.config = config
+        self.wall_clock_ms = wall_clock
+        self.tasks: dict[TaskId, StreamTask] = {}
+        self.standby_tasks: dict[TaskId, StandbyTask] = {}
+        #: Guards tasks, standby_tasks, their states and the reader's registrations as one
+        #: view for the status publisher (see module docstring). Reentrant: close paths nest.
+        self.tasks_lock = threading.RLock()
+        #: Decorated source topic -> the subtopology that reads it.
+        self.topic_to_subtopology: dict[str, int] = {}
+        for sub in topology.subtopologies():
+            for raw in sub.source_topics:
+                self.topic_to_subtopology[topology.decorate_topic(raw, config.application_id)] = sub.id
+        #: Input partitions paused: their task's buffer is full, or the task still restores.
+        self.paused: set[TopicPartition] = set()
+        self._revocation_tasks: list[StreamTask] = []
+
+    @property
+    def name(self) -> str:
+        return self._owner.name
+
+    @property
+    def consumer(self) -> Any:
+        return self._owner.consumer
+
+    @property
+    def changelog_reader(self) -> ChangelogReader:
+        return self._owner.changelog_reader  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ input
+
+    def add_records(self, tp: TopicPartition, records: list[Any]) -> None:
+        task = self.tasks.get(self.task_id_for(tp))
+        if task is None or task.state is TaskState.CLOSED:
+            log.warning("%s: dropping %d fetched records of %s: no task owns it", self.name, len(records), tp)
+            return
+        buffered = task.add_records(tp, records)
+        if buffered >= self.config.buffered_records_per_partition and tp not in self.paused:
+            self.consumer.pause(KafkaTopicPartition(tp.topic, tp.partition))
+            self.paused.add(tp)
+
+    def resume_drained_partitions(self) -> None:
+        limit = self.config.buffered_records_per_partition
+        for tp in list(self.paused):
+            task = self.tasks.get(self.task_id_for(tp))
+            if task is None:
+                self.paused.discard(tp)
+                continue
+            if task.state is TaskState.RUNNING and task.buffered_size(tp) < limit // 2:
+                self.consumer.resume(KafkaTopicPartition(tp.topic, tp.partition))
+                self.paused.discard(tp)
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            if tp not in self.paused:
+                self.consumer.pause(KafkaTopicPartition(tp.topic, tp.partition))
+                self.paused.add(tp)
+
+    def task_id_for(self, tp: TopicPartition) -> TaskId:
+        return TaskId(self.topic_to_subtopology[tp.topic], tp.partition)
+
+    # ------------------------------------------------------------------ processing
+
+    def running_tasks(self) -> list[StreamTask]:
+        return [t for t in self.tasks.values() if t.state is TaskState.RUNNING]
+
+    def has_processable(self) -> bool:
+        now = self.wall_clock_ms()
+        return any(t.is_processable(now) for t in self.running_tasks())
+
+    def process(self) -> int:
+        total = 0
+        now = self.wall_clock_ms()
+        for task in self.running_tasks():
+            done = 0
+            while done < RECORDS_PER_TASK_ITERATION and task.is_processable(now) and task.process(now):
+                task.maybe_punctuate_stream_time()
+                done += 1
+            total += done
+        return total
+
+    def restoration_completed(self, task_id: TaskId) -> None:
+        task = self.tasks[task_id]
+        task.complete_restoration()
+        for tp in task.partitions:
+            if tp in self.paused and task.buffered_size(tp) < self.config.buffered_records_per_partition:
+                self.consumer.resume(KafkaTopicPartition(tp.topic, tp.partition))
+                self.paused.discard(tp)
+        log.info("%s: task %s restored and running", self.name, task_id)
+
+    # ------------------------------------------------------------------ rebalance
+
+    def prepare_revocation(self, revoked: Iterable[Any]) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Listener, IO thread, the stream thread blocked in poll: flush the revoked tasks and
+        return the offsets to commit before the partitions are given up."""
+        revoked_ids = {self.task_id_for(TopicPartition(tp.topic, tp.partition)) for tp in revoked}
+        tasks = [self.tasks[t] for t in sorted(revoked_ids) if t in self.tasks]
+        self._revocation_tasks = tasks
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        for task in tasks:
+            if task.state is TaskState.RUNNING and (task.commit_needed or task.commit_requested):
+                offsets.update(task.prepare_commit())
+        return offsets
+
+    def complete_revocation(self, revoked: Iterable[Any]) -> None:
+        """After the commit: checkpoint and suspend the revoked tasks (stores stay open in
+        case the same tasks come back in the new assignment)."""
+        with self.tasks_lock:
+            for task in self._revocation_tasks:
+                if task.id in self.changelog_reader.restoring_tasks:
+                    self.changelog_reader.unregister(task.id)
+                elif task.state is TaskState.RUNNING:
+                    task.post_commit(enforce_checkpoint=True)
+                task.suspend()
+        self._revocation_tasks = []
+        for tp in revoked:
+            self.paused.discard(TopicPartition(tp.topic, tp.partition))
+
+    def handle_lost(self, lost: Iterable[Any]) -> None:
+        """The member was evicted: another member may already own these tasks, so nothing
+        is committed; the tasks are closed without a checkpoint (their next owner restores)."""
+        lost_ids = {self.task_id_for(TopicPartition(tp.topic, tp.partition)) for tp in lost}
+        for task_id in sorted(lost_ids):
+            with self.tasks_lock:
+                task = self.tasks.pop(task_id, None)
+                if task is None:
+                    continue
+                if task_id in self.changelog_reader.restoring_tasks:
+                    self.changelog_reader.unregister(task_id)
+                task.close(clean=False)
+            log.warning("%s: lost task %s (evicted from the group); closed without committing", self.name, task_id)
+        self.paused.difference_update(TopicPartition(tp.topic, tp.partition) for tp in lost)
+
+    def drop_active_tasks(self) -> None:
+        """Close every active task without committing (this member is outside its group)."""
+        with self.tasks_lock:
+            for task_id in sorted(self.tasks):
+                task = self.tasks.pop(task_id)
+                if task_id in self.changelog_reader.restoring_tasks:
+                    self.changelog_reader.unregister(task_id)
+                task.close(clean=False)
+
+    # ------------------------------------------------------------------ assignment
+
+    def task_offset_sums(self) -> dict[TaskId, int]:
+        """Per task with state on this process: the sum of its changelog positions (next
+        offset to read), from checkpoint files; -2 for the actives this thread runs. The
+        group leader turns them into lags (SEMANTICS §3)."""
+        sums: dict[TaskId, int] = {}
+        app_dir = os.path.join(self.config.state_dir, self.config.application_id)
+        try:
+            entries = list(os.scandir(app_dir))
+        except FileNotFoundError:
+            entries = []
+        for entry in entries:
+            try:
+                task_id = TaskId.parse(entry.name)
+            except ValueError:
+                continue
+            try:
+                offsets = OffsetCheckpoint.in_task_dir(entry.path).read()
+            except (CorruptCheckpointError, OSError) as exc:
+                log.warning("%s: ignoring the checkpoint of task %s for lag reporting: %s", self.name, task_id, exc)
+                continue
+            if offsets:
+                sums[task_id] = sum(offset + 1 for offset in offsets.values() if offset >= 0)
+        progress = self._owner.changelog_reader.progress() if self._owner.changelog_reader is not None else []
+        for task_id in list(self.standby_tasks):
+            positions = [state.position for state in progress if state.task_id == task_id]
+            if positions:
+                sums[task_id] = sum(positions)  # fresher than its last checkpoint
+        for task_id, task in list(self.tasks.items()):
+            if task.state is TaskState.RUNNING:
+                sums[task_id] = -2
+        return sums
+
+    def handle_assignment(self, active: Mapping[TaskId, Iterable[Any]], standby: Mapping[TaskId, Any],
+                          warmups: set[TaskId]) -> None:
+        """Turn the group's decision into tasks: close what left, keep what stays, promote
+        standbys that became active, create the rest."""
+        reader = self.changelog_reader
+        for task_id in sorted(set(self.tasks) - set(active)):
+            task = self.tasks[task_id]
+            # Moved away, but a copy stays here: keep the stores warm as a standby.
+            keep_standby = task_id in standby and task.state is not TaskState.CLOSED
+            if keep_standby and task.state is TaskState.RUNNING:
+                self._owner.commit([task], enforce_checkpoint=True)
+            with self.tasks_lock:
+                del self.tasks[task_id]
+                if task_id in reader.restoring_tasks:
+                    reader.unregister(task_id)
+                if keep_standby:
+                    task.suspend()
+                else:
+                    task.close(clean=True)
+            if keep_standby:
+                self._add_standby(task_id, task.stores, task.record_collector, warmup=task_id in warmups)
+            else:
+                log.info("%s: closed task %s (no longer assigned)", self.name, task_id)
+        for task_id in sorted(set(self.standby_tasks) - set(standby) - set(active)):
+            with self.tasks_lock:
+                reader.unregister(task_id)
+                self.standby_tasks.pop(task_id).close(clean=True)
+            log.info("%s: closed standby %s (no longer assigned)", self.name, task_id)
+
+        for task_id, partitions in sorted(active.items()):
+            task = self.tasks.get(task_id)
+            if task is not None and task.state is not TaskState.SUSPENDED:
+                continue  # unchanged: never revoked under the cooperative protocol
+            self._start_active(task_id, sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions))
+
+        for task_id in sorted(standby):
+            if task_id in active:
+                continue
+            existing = self.standby_tasks.get(task_id)
+            if existing is not None:
+                existing.warmup = task_id in warmups
+                continue
+            collector, stores = self._new_stores(task_id)
+            stores.initialize()
+            self._add_standby(task_id, stores, collector, warmup=task_id in warmups)
+
+    def _start_active(self, task_id: TaskId, partitions: list[TopicPartition]) -> None:
+        """Run ``task_id`` here: resume it (it was suspended), promote its standby, or create
+        it. Its changelog offsets are looked up before the task enters ``tasks``, so the
+        status publisher never sees it restoring without its restoration progress."""
+        reader = self.changelog_reader
+        committed = {tp: self.consumer.committed(KafkaTopicPartition(*tp), metadata=True) for tp in partitions}
+        suspended = self.tasks.get(task_id)
+        standby = self.standby_tasks.get(task_id)
+        if suspended is not None:
+            task = suspended
+            restored = reader.register(task_id, task.stores)
+        elif standby is not None:
+            task = self._create_task(task_id, partitions, standby.stores, standby.collector)
+            task.initialize()
+            restored = reader.promote(task_id)
+        else:
+            task = self._create_task(task_id, partitions)
+            try:
+                task.initialize()
+                restored = reader.register(task_id, task.stores)
+            except BaseException:
+                task.close(clean=False)  # not in tasks yet: nobody else would close its stores
+                raise
+        task.initialize_task_time(committed)
+        with self.tasks_lock:
+            if suspended is not None:
+                task.resume()
+            elif standby is not None:
+                self.standby_tasks.pop(task_id).release_stores()
+                log.info("%s: standby %s promoted to active", self.name, task_id)
+            self.tasks[task_id] = task
+            if restored:
+                self.restoration_completed(task_id)
+        if not restored:
+            self.pause(partitions)
+
+    def _add_standby(self, task_id: TaskId, stores: TaskStateManager, collector: RecordCollector, *,
+                     warmup: bool) -> None:
+        """Keep ``stores`` updated from their changelogs; visible to the status publisher once
+        their changelog positions are known."""
+        try:
+            self.changelog_reader.register_standby(task_id, stores)
+        except BaseException:
+            stores.close()
+            raise
+        with self.tasks_lock:
+            self.standby_tasks[task_id] = StandbyTask(task_id, stores, collector, warmup=warmup)
+
+    def _new_stores(self, task_id: TaskId) -> tuple[RecordCollector, TaskStateManager]:
+        """A task's stores and the collector their changelog writes go through (a standby
+        never writes, but keeps the collector for when it is promoted)."""
+        collector = RecordCollector(self._owner.producer, task_id=task_id)
+        return collector, TaskStateManager(task_id, self.topology, self.config, record_collector=collector)
+
+    def _create_task(self, task_id: TaskId, partitions: list[TopicPartition], stores: TaskStateManager | None = None,
+                     collector: RecordCollector | None = None) -> StreamTask:
+        if stores is None:
+            collector, stores = self._new_stores(task_id)
+        return StreamTask(task_id, self.topology, self.config, record_collector=collector, stores=stores,
+                          partitions=partitions, wall_clock=self.wall_clock_ms)
+
+    # ------------------------------------------------------------------ close
+
+    def close(self, *, clean: bool) -> None:
+        """Close every task (committed before, by the thread, when clean) and, when clean,
+        the changelog reader."""
+        with self.tasks_lock:
+            if self._owner.changelog_reader is not None and clean:
+                self._owner.changelog_reader.close()
+            for task in [*self.tasks.values(), *self.standby_tasks.values()]:
+                try:
+                    task.close(clean=clean)
+                except Exception:  # noqa: BLE001 - close the other tasks too
+                    log.exception("%s: error closing task %s", self.name, task.id)
+            self.tasks.clear()
+            self.standby_tasks.clear()
