@@ -1,0 +1,133 @@
+"""The engine's layers, as docs/architecture.md draws them, checked against its imports.
+
+Every import counts: module level, inside functions and under ``TYPE_CHECKING``. A
+package may import only the packages below it; the modules readers load in Airflow
+(the status document and snapshot, the control commands) stay free of Kafka clients;
+and no module imports itself back through others.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ENGINE = pathlib.Path(__file__).resolve().parents[2] / "airflow_stateful_provider" / "streams"
+PREFIX = "airflow_stateful_provider.streams"
+
+#: Small modules every layer may use: errors, durations, task ids, serdes, the Processor API,
+#: session windows, Kafka client construction.
+FOUNDATION = {"errors", "durations", "task_id", "serdes", "processor", "windows", "kafka_clients"}
+
+#: Each engine package (or top-level module) and the packages it may import besides itself
+#: and FOUNDATION: from the ground up, the order docs/architecture.md draws.
+MAY_IMPORT: dict[str, set[str]] = {
+    "state": set(),
+    "topology": {"state"},
+    "assignment": {"topology"},
+    "config": {"assignment"},
+    "dsl": {"topology", "state"},
+    "processing": {"config", "topology", "state"},
+    "restoration": {"processing", "state", "topology"},
+    "topics": {"topology", "state"},
+    "status": {"topics", "topology"},
+    "control": {"status", "processing", "topology", "topics", "state"},
+    "instance": {"control", "status", "topics", "restoration", "processing", "assignment", "config", "topology",
+                 "state"},
+    "testing": {"processing", "config", "topology", "state"},
+    "runner": {"instance", "config", "topology"},
+}
+
+#: Loaded by Airflow sensors, triggers and the CLI to read and render: no Kafka client.
+PURE_MODULES = ("status.document", "status.application", "status.rendering", "status.readable", "control.commands")
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(ENGINE).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    """Every module ``path`` imports, anywhere in the file (absolute names)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            # ``from package import module`` imports the module too.
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+MODULES = {_module_name(p): _imports(p) for p in sorted(ENGINE.rglob("*.py"))}
+
+
+def _engine_imports(module: str) -> set[str]:
+    """The engine modules ``module`` imports (relative to the engine package)."""
+    return {name[len(PREFIX) + 1:] for name in MODULES[module]
+            if name.startswith(PREFIX + ".") and name[len(PREFIX) + 1:] in MODULES}
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_every_engine_package_has_a_place_in_the_layers():
+    tops = {_top(m) for m in MODULES if m}
+    assert tops - FOUNDATION - set(MAY_IMPORT) == set(), "add new packages to MAY_IMPORT (and the architecture doc)"
+
+
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_a_package_imports_only_the_layers_below_it(package):
+    allowed = MAY_IMPORT[package] | FOUNDATION | {package}
+    wrong = sorted(f"{module} -> {target}" for module in MODULES if _top(module) == package
+                   for target in _engine_imports(module) if _top(target) not in allowed)
+    assert wrong == []
+
+
+def test_the_foundation_imports_nothing_above_it():
+    wrong = sorted(f"{module} -> {target}" for module in MODULES if _top(module) in FOUNDATION
+                   for target in _engine_imports(module) if _top(target) not in FOUNDATION)
+    assert wrong == []
+
+
+def test_no_module_imports_itself_back():
+    graph = {module: _engine_imports(module) - {""} for module in MODULES if module}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                cycles.append(path[path.index(target):] + [target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
+
+
+def test_the_engine_never_imports_airflow_or_spark():
+    wrong = sorted(f"{module} -> {name}" for module, names in MODULES.items() for name in names
+                   if name.split(".")[0] in ("airflow", "pyspark"))
+    assert wrong == []
+
+
+@pytest.mark.parametrize("module", PURE_MODULES)
+def test_what_readers_load_needs_no_kafka_client(module):
+    seen, todo = set(), [module]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        assert not any(name.split(".")[0] in ("kafka", "rocksdict") for name in MODULES[current]), current
+        todo += _engine_imports(current)
