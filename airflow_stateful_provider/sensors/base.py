@@ -14,12 +14,12 @@ from airflow.sdk import BaseSensorOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
 from airflow_stateful_provider.hooks.stateful_streams import DEFAULT_READ_TIMEOUT, StatefulStreamsHook
-from airflow_stateful_provider.sensors.conditions import (
+from airflow_stateful_provider.streams.status.application import ApplicationStatus
+from airflow_stateful_provider.streams.status.conditions import (
     TRANSIENT_STATUS_ERRORS,
     ConditionResult,
     normalize_task_ids,
 )
-from airflow_stateful_provider.streams.status.application import ApplicationStatus
 from airflow_stateful_provider.streams.status.document import DEFAULT_STALE_AFTER_MS
 
 if TYPE_CHECKING:

@@ -6,8 +6,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_stateful_provider.sensors.base import StatusConditionSensor
-from airflow_stateful_provider.sensors.conditions import ConditionResult, checked_bound, restoration_condition
 from airflow_stateful_provider.streams.status.application import ApplicationStatus
+from airflow_stateful_provider.streams.status.conditions import (
+    ConditionResult,
+    checked_bound,
+    restoration_condition,
+)
 from airflow_stateful_provider.triggers.status import RestorationTrigger
 
 __all__ = ["RestorationSensor"]
@@ -16,7 +20,7 @@ __all__ = ["RestorationSensor"]
 class RestorationSensor(StatusConditionSensor):
     """Succeeds when every selected task has a trusted active owner that is running, or
     restoring with at most ``max_remaining_records`` changelog offsets left (see
-    :func:`~airflow_stateful_provider.sensors.conditions.restoration_condition`).
+    :func:`~airflow_stateful_provider.streams.status.conditions.restoration_condition`).
 
     Each poke logs restored/total, rate and ETA per task; on timeout the failure message
     holds the table of the tasks still restoring, unassigned or owned by a stale instance.

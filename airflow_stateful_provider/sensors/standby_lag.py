@@ -6,8 +6,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_stateful_provider.sensors.base import StatusConditionSensor
-from airflow_stateful_provider.sensors.conditions import ConditionResult, checked_bound, standby_lag_condition
 from airflow_stateful_provider.streams.status.application import ApplicationStatus
+from airflow_stateful_provider.streams.status.conditions import (
+    ConditionResult,
+    checked_bound,
+    standby_lag_condition,
+)
 from airflow_stateful_provider.triggers.status import StandbyLagTrigger
 
 __all__ = ["StandbyLagSensor"]
@@ -16,7 +20,7 @@ __all__ = ["StandbyLagSensor"]
 class StandbyLagSensor(StatusConditionSensor):
     """Succeeds when every stateful task has at least ``min_standbys_per_task`` standbys
     that are not stale and lag at most ``max_lag_records`` changelog offsets behind the
-    live end (see :func:`~airflow_stateful_provider.sensors.conditions.standby_lag_condition`).
+    live end (see :func:`~airflow_stateful_provider.streams.status.conditions.standby_lag_condition`).
 
     Which tasks are stateful is read from the status (subtopologies with a standby or a
     restoring task); a running active reports no changelog, so name the tasks with

@@ -52,6 +52,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ActiveOwner", "ApplicationStatus", "InstanceSummary", "RestorationProgress", "StandbyReplica", "TaskStatus",
         "build_application_status",
     ),
+    ".status.conditions": ("ConditionResult", "TaskCheck", "restoration_condition", "standby_lag_condition"),
     ".status.document": ("InstanceStatus",),
     ".status.publisher": ("StatusPublisher",),
     ".status.reader": ("fetch_application_status", "read_status_documents"),

@@ -25,7 +25,8 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
-from airflow_stateful_provider.sensors.conditions import (
+from airflow_stateful_provider.streams.status.application import ApplicationStatus
+from airflow_stateful_provider.streams.status.conditions import (
     TRANSIENT_STATUS_ERRORS,
     ConditionResult,
     checked_bound,
@@ -33,7 +34,6 @@ from airflow_stateful_provider.sensors.conditions import (
     restoration_condition,
     standby_lag_condition,
 )
-from airflow_stateful_provider.streams.status.application import ApplicationStatus
 from airflow_stateful_provider.streams.status.document import DEFAULT_STALE_AFTER_MS
 
 __all__ = ["RestorationTrigger", "StandbyLagTrigger"]
@@ -166,7 +166,7 @@ class _StatusConditionTrigger(BaseTrigger):
 
 
 class RestorationTrigger(_StatusConditionTrigger):
-    """Fires when :func:`~airflow_stateful_provider.sensors.conditions.restoration_condition`
+    """Fires when :func:`~airflow_stateful_provider.streams.status.conditions.restoration_condition`
     holds (every selected task has a trusted owner, running or restored to within
     ``max_remaining_records``), on timeout, or on an error."""
 
@@ -184,7 +184,7 @@ class RestorationTrigger(_StatusConditionTrigger):
 
 
 class StandbyLagTrigger(_StatusConditionTrigger):
-    """Fires when :func:`~airflow_stateful_provider.sensors.conditions.standby_lag_condition`
+    """Fires when :func:`~airflow_stateful_provider.streams.status.conditions.standby_lag_condition`
     holds (every stateful task has ``min_standbys_per_task`` trusted standbys within
     ``max_lag_records``), on timeout, or on an error."""
 

@@ -40,7 +40,8 @@ MAY_IMPORT: dict[str, set[str]] = {
 }
 
 #: Loaded by Airflow sensors, triggers and the CLI to read and render: no Kafka client.
-PURE_MODULES = ("status.document", "status.application", "status.rendering", "status.readable", "control.commands")
+PURE_MODULES = ("status.document", "status.application", "status.rendering", "status.readable", "status.conditions",
+                "control.commands")
 
 
 def _module_name(path: pathlib.Path) -> str:

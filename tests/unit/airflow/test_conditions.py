@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_stateful_provider.sensors.conditions import (
+from airflow_stateful_provider.streams.status.conditions import (
     normalize_task_ids,
     restoration_condition,
     standby_lag_condition,

@@ -1,7 +1,9 @@
-"""What the sensors wait for, as pure functions of an :class:`ApplicationStatus`.
+"""When is an application restored, or its standbys caught up: the conditions the Airflow
+sensors wait for, as pure functions of an :class:`ApplicationStatus`.
 
 Both the sensors (poke mode) and the triggers (deferrable mode) evaluate these, so the
-two modes cannot disagree. Each returns a :class:`ConditionResult`: whether the condition
+two modes cannot disagree; they live with the snapshot they read, so neither of the two
+Airflow packages imports the other for them. Each returns a :class:`ConditionResult`: whether the condition
 holds, one row per task with what it still waits for, and the progress table the sensors
 log (and put into the failure message on timeout, restricted to the stuck tasks).
 
