@@ -21,10 +21,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".config": ("AT_LEAST_ONCE", "EXACTLY_ONCE_V2", "ProcessingGuarantee", "StreamsConfig"),
     ".control.channel": ("live_instances", "send_command", "wait_for_command"),
     ".control.commands": ("CommandOutcome", "ControlCommand", "new_command"),
-    ".dsl": (
-        "Change", "Consumed", "Grouped", "Joined", "KGroupedStream", "KStream", "KTable", "Materialized",
-        "Produced", "SessionWindowedKStream", "StreamsBuilder",
-    ),
+    ".dsl.builder": ("StreamsBuilder",),
+    ".dsl.change": ("Change",),
+    ".dsl.materialized": ("Materialized",),
+    ".dsl.parameters": ("Consumed", "Grouped", "Joined", "Produced"),
+    ".dsl.streams": ("KGroupedStream", "KStream", "KTable", "SessionWindowedKStream"),
     ".durations": ("duration_ms",),
     ".errors": (
         "BrokerUnreachableError", "ConfigError", "ControlFormatError", "CorruptCheckpointError",

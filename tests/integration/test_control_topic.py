@@ -23,7 +23,9 @@ from kafka import KafkaProducer
 from airflow_stateful_provider.cli import main as cli_main
 from airflow_stateful_provider.streams.control.channel import send_command, wait_for_command
 from airflow_stateful_provider.streams.control.commands import new_command
-from airflow_stateful_provider.streams.dsl import Consumed, Materialized, Produced, StreamsBuilder
+from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
+from airflow_stateful_provider.streams.dsl.materialized import Materialized
+from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
 from airflow_stateful_provider.streams.errors import FencedInstanceError, UnknownApplicationError
 from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
 from airflow_stateful_provider.streams.state.store_dir import open_store

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from airflow_stateful_provider.streams.dsl import Consumed, Grouped, Materialized, Produced, StreamsBuilder
+from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
+from airflow_stateful_provider.streams.dsl.materialized import Materialized
+from airflow_stateful_provider.streams.dsl.parameters import Consumed, Grouped, Produced
 from airflow_stateful_provider.streams.windows import SessionWindows
 
 #: Inactivity gap of the click sessions: 5 minutes of synthetic event time.

@@ -107,7 +107,7 @@ class Subtopology:
 
 class Topology:
     """A processing graph built with ``add_source`` / ``add_processor`` / ``add_sink`` /
-    ``add_state_store`` (or by :class:`~airflow_stateful_provider.streams.dsl.StreamsBuilder`).
+    ``add_state_store`` (or by :class:`~airflow_stateful_provider.streams.dsl.builder.StreamsBuilder`).
 
     Parents must be added before their children, so the graph of nodes can never
     contain a cycle; every method raises :class:`TopologyError` naming the bad value.

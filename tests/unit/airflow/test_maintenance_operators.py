@@ -21,7 +21,9 @@ from airflow_stateful_provider.operators.maintenance import (
     result_table,
 )
 from airflow_stateful_provider.streams.control.commands import CommandOutcome, new_command
-from airflow_stateful_provider.streams.dsl import Consumed, Materialized, StreamsBuilder
+from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
+from airflow_stateful_provider.streams.dsl.materialized import Materialized
+from airflow_stateful_provider.streams.dsl.parameters import Consumed
 from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
 from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
 from airflow_stateful_provider.streams.state.session_key import SessionKey

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_stateful_provider.streams.dsl import (
-    Consumed,
-    Grouped,
-    Materialized,
-    Produced,
-    StreamsBuilder,
-)
+from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
+from airflow_stateful_provider.streams.dsl.materialized import Materialized
+from airflow_stateful_provider.streams.dsl.parameters import Consumed, Grouped, Produced
 from airflow_stateful_provider.streams.errors import TopologyError
 from airflow_stateful_provider.streams.processor import Processor
 from airflow_stateful_provider.streams.serdes import Serdes

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow_stateful_provider.streams.dsl import Consumed, Materialized, StreamsBuilder
+from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
+from airflow_stateful_provider.streams.dsl.materialized import Materialized
+from airflow_stateful_provider.streams.dsl.parameters import Consumed
 from airflow_stateful_provider.streams.topics.internal_topics import (
     changelog_topic_configs,
     internal_topics,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.dsl import StreamsBuilder
+from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
 from airflow_stateful_provider.streams.errors import StreamsError
 from airflow_stateful_provider.streams.instance.stream_thread import StreamThread
 

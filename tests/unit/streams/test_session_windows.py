@@ -6,7 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_stateful_provider.streams.dsl import Consumed, Materialized, Produced, StreamsBuilder
+from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
+from airflow_stateful_provider.streams.dsl.materialized import Materialized
+from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
 from airflow_stateful_provider.streams.errors import ConfigError, TopologyError
 from airflow_stateful_provider.streams.serdes import Serdes
 from airflow_stateful_provider.streams.testing import TestRecord, TopologyTestDriver

@@ -368,7 +368,9 @@ def test_task_with_persistent_store_checkpoints_changelog_offsets(tmp_path):
 def test_emit_on_close_progress_survives_a_restart(tmp_path):
     """The last emitted window close time is committed with the offsets (as Kafka's
     processor metadata), so a restarted task does not emit closed sessions again."""
-    from airflow_stateful_provider.streams.dsl import Consumed, Materialized, Produced, StreamsBuilder
+    from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
+    from airflow_stateful_provider.streams.dsl.materialized import Materialized
+    from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
     from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindowedSerde, SessionWindows
 
     S = Serdes.string()
@@ -421,7 +423,9 @@ def test_emit_on_close_progress_survives_a_restart(tmp_path):
 def test_restore_from_the_changelog_reproduces_the_stores(tmp_path):
     """What a task wrote to its changelogs, replayed through TaskStateManager.restore into
     a fresh task's stores, gives the same stores (the runtime's restoration entry point)."""
-    from airflow_stateful_provider.streams.dsl import Consumed, Materialized, StreamsBuilder
+    from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
+    from airflow_stateful_provider.streams.dsl.materialized import Materialized
+    from airflow_stateful_provider.streams.dsl.parameters import Consumed
     from airflow_stateful_provider.streams.state.changelog_records import ChangelogRecord
     from airflow_stateful_provider.streams.testing import TopologyTestDriver
     from airflow_stateful_provider.streams.windows import SessionWindows

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_stateful_provider.streams.dsl import Consumed, Materialized, Produced, StreamsBuilder
+from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
+from airflow_stateful_provider.streams.dsl.materialized import Materialized
+from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
 from airflow_stateful_provider.streams.serdes import Serdes
 from airflow_stateful_provider.streams.testing import TopologyTestDriver
 

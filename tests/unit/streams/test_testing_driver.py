@@ -8,7 +8,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.dsl import Consumed, Materialized, Produced, StreamsBuilder
+from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
+from airflow_stateful_provider.streams.dsl.materialized import Materialized
+from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
 from airflow_stateful_provider.streams.errors import ProcessingError, StreamsError
 from airflow_stateful_provider.streams.processor import KeyValue, Processor, Record
 from airflow_stateful_provider.streams.serdes import Serdes

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from airflow_stateful_provider.streams.dsl import Consumed, Materialized, StreamsBuilder
+from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
+from airflow_stateful_provider.streams.dsl.materialized import Materialized
+from airflow_stateful_provider.streams.dsl.parameters import Consumed
 from airflow_stateful_provider.streams.topics.config_drift import (
     Drift,
     application_internal_topic_names,
