@@ -43,10 +43,8 @@ from airflow_stateful_provider.streams.state.typed_stores import (
     TypedSessionStore,
     TypedVersionedKeyValueStore,
 )
-from airflow_stateful_provider.streams.state.versioned import (
-    InMemoryVersionedKeyValueStore,
-    RocksDBVersionedKeyValueStore,
-)
+from airflow_stateful_provider.streams.state.versioned_in_memory import InMemoryVersionedKeyValueStore
+from airflow_stateful_provider.streams.state.versioned_rocksdb import RocksDBVersionedKeyValueStore
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.store_builders import (
     KeyValueStoreBuilder,

@@ -63,11 +63,11 @@ from airflow_stateful_provider.streams.state.store_dir import find_stores, open_
 from airflow_stateful_provider.streams.state.versioned import (
     NOT_PUT,
     VALID_TO_UNDEFINED,
-    InMemoryVersionedKeyValueStore,
-    RocksDBVersionedKeyValueStore,
     VersionedKeyValueStore,
     VersionedRecord,
 )
+from airflow_stateful_provider.streams.state.versioned_in_memory import InMemoryVersionedKeyValueStore
+from airflow_stateful_provider.streams.state.versioned_rocksdb import RocksDBVersionedKeyValueStore
 
 __all__ = [
     "CHECKPOINT_FILE_NAME",

@@ -19,7 +19,7 @@ from airflow_stateful_provider.streams.state.metadata import (
     read_metadata,
 )
 from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
-from airflow_stateful_provider.streams.state.versioned import RocksDBVersionedKeyValueStore
+from airflow_stateful_provider.streams.state.versioned_rocksdb import RocksDBVersionedKeyValueStore
 
 __all__ = ["PersistentStore", "find_stores", "open_store"]
 
