@@ -60,8 +60,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".status.rendering": ("progress_bar", "render_status_table"),
     ".task_id": ("TaskId",),
     ".testing": ("TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"),
+    ".topology.description": ("TopologyDescription",),
+    ".topology.nodes": ("TopicNameExtractor",),
     ".topology.store_builders": ("Stores",),
-    ".topology.topology": ("Topology", "TopologyDescription", "TopicNameExtractor"),
+    ".topology.topology": ("Topology",),
     ".windows": ("EmitStrategy", "SessionWindow", "SessionWindowedSerde", "SessionWindows", "Windowed"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -66,12 +66,8 @@ from airflow_stateful_provider.streams.processor import (
 )
 from airflow_stateful_provider.streams.serdes import resolve_serde
 from airflow_stateful_provider.streams.task_id import TaskId
-from airflow_stateful_provider.streams.topology.topology import (
-    ProcessorNodeSpec,
-    SinkNodeSpec,
-    SourceNodeSpec,
-    Topology,
-)
+from airflow_stateful_provider.streams.topology.nodes import ProcessorNodeSpec, SinkNodeSpec, SourceNodeSpec
+from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["StreamTask", "TaskState", "TaskStores"]
 

@@ -1,9 +1,8 @@
 """Topology: the graph of sources, processors, sinks and state stores.
 
 A :class:`Topology` is a description; nothing runs until a task instantiates it.
-It is split into *subtopologies*: the connected components of the graph, where a
-store shared by two processors also connects them. Subtopology ``s`` runs as tasks
-``TaskId(s, p)``, one per partition ``p`` of its (co-partitioned) source topics.
+It is split into *subtopologies* (:mod:`.subtopologies`), the units that become tasks; its
+nodes are specs (:mod:`.nodes`).
 
 Internal topics (repartition topics created by the DSL) are named here without
 the application id; they become ``<application_id>-<name>`` when the application
@@ -12,28 +11,26 @@ id is known (:meth:`Topology.decorate_topic`).
 
 from __future__ import annotations
 
-import dataclasses
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from airflow_stateful_provider.streams.errors import TopologyError
 from airflow_stateful_provider.streams.processor import Processor, ProcessorSupplier
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topology.description import TopologyDescription
+from airflow_stateful_provider.streams.topology.nodes import (
+    NODE_NAME,
+    NodeSpec,
+    ProcessorNodeSpec,
+    SinkNodeSpec,
+    SourceNodeSpec,
+    TopicNameExtractor,
+    check_topic,
+    node_kind,
+)
+from airflow_stateful_provider.streams.topology.subtopologies import Subtopology, compute_subtopologies
 
-__all__ = [
-    "ProcessorNodeSpec",
-    "SinkNodeSpec",
-    "SourceNodeSpec",
-    "StoreBuilder",
-    "Subtopology",
-    "Topology",
-    "TopologyDescription",
-    "TopicNameExtractor",
-]
-
-_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-_NAME_RE = re.compile(r"^\S+$")
+__all__ = ["StoreBuilder", "Topology"]
 
 
 @runtime_checkable
@@ -46,63 +43,6 @@ class StoreBuilder(Protocol):
 
     @property
     def name(self) -> str: ...
-
-
-#: Chooses a sink's topic per record: (key, value, record_context) -> topic.
-TopicNameExtractor = Callable[[Any, Any, Any], str]
-
-
-@dataclasses.dataclass(frozen=True)
-class SourceNodeSpec:
-    """Reads ``topics``; serdes None means the config's default serdes."""
-
-    name: str
-    topics: tuple[str, ...]
-    key_serde: Any = None
-    value_serde: Any = None
-
-    @property
-    def parents(self) -> tuple[str, ...]:
-        return ()
-
-
-@dataclasses.dataclass(frozen=True)
-class ProcessorNodeSpec:
-    name: str
-    supplier: ProcessorSupplier
-    parents: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class SinkNodeSpec:
-    """Writes to ``topic`` (a name or a TopicNameExtractor). ``partitioner(topic, key, value,
-    num_partitions) -> partition | None`` overrides the default (hash of the key bytes)."""
-
-    name: str
-    topic: str | TopicNameExtractor
-    parents: tuple[str, ...]
-    key_serde: Any = None
-    value_serde: Any = None
-    partitioner: Callable[..., int | None] | None = None
-
-
-NodeSpec = SourceNodeSpec | ProcessorNodeSpec | SinkNodeSpec
-
-
-@dataclasses.dataclass(frozen=True)
-class Subtopology:
-    """One connected component: the unit that becomes tasks."""
-
-    id: int
-    #: Node names in topological order (parents before children; sources first).
-    nodes: tuple[str, ...]
-    #: Raw (undecorated) names of the topics its sources read.
-    source_topics: tuple[str, ...]
-    #: Raw names of the fixed topics its sinks write (extractor sinks are not listed).
-    sink_topics: tuple[str, ...]
-    store_names: tuple[str, ...]
-    #: The subset of ``source_topics`` that are internal repartition topics.
-    repartition_source_topics: tuple[str, ...]
 
 
 class Topology:
@@ -138,7 +78,7 @@ class Topology:
         if not topics:
             raise TopologyError(f"source {name!r} must read at least one topic")
         for topic in topics:
-            _check_topic(topic, f"source {name!r}")
+            check_topic(topic, f"source {name!r}")
             if topic in self._topic_to_source:
                 raise TopologyError(
                     f"topic {topic!r} of source {name!r} is already read by source "
@@ -175,7 +115,7 @@ class Topology:
         """A sink node writing to ``topic`` (or to the topic a TopicNameExtractor picks)."""
         self._check_new_name(name)
         if isinstance(topic, str):
-            _check_topic(topic, f"sink {name!r}")
+            check_topic(topic, f"sink {name!r}")
         elif not callable(topic):
             raise TopologyError(
                 f"sink {name!r} topic must be a topic name or a TopicNameExtractor, got {topic!r}"
@@ -209,7 +149,7 @@ class Topology:
         if not isinstance(node, ProcessorNodeSpec):
             raise TopologyError(
                 f"stores can only be connected to processors; {processor_name!r} is a "
-                f"{_kind(node)}"
+                f"{node_kind(node)}"
             )
         for store in store_names:
             if store not in self._stores:
@@ -226,7 +166,7 @@ class Topology:
     def add_internal_topic(self, name: str, kind: str = "repartition") -> Topology:
         """Mark ``name`` as an internal topic, owned by the application (created by the
         runtime as ``<application_id>-<name>``)."""
-        _check_topic(name, "internal topic")
+        check_topic(name, "internal topic")
         self._internal_topics[name] = kind
         self._invalidate()
         return self
@@ -304,7 +244,8 @@ class Topology:
         """The connected components, numbered like Kafka Streams (by first added node)."""
         if self._subtopologies is None:
             self.validate()
-            self._subtopologies = self._compute_subtopologies()
+            self._subtopologies = compute_subtopologies(self._nodes, self._store_users, self._node_stores,
+                                                        self._internal_topics)
         return list(self._subtopologies)
 
     def subtopology(self, subtopology_id: int) -> Subtopology:
@@ -409,7 +350,8 @@ class Topology:
 
     def describe(self) -> TopologyDescription:
         """A readable description; ``print(topology.describe())``."""
-        return TopologyDescription(self)
+        return TopologyDescription(self.subtopologies(), self._nodes, self._children,
+                                   {name: self.stores_of(name) for name in self._nodes})
 
     def __str__(self) -> str:
         return str(self.describe())
@@ -427,11 +369,11 @@ class Topology:
         self._subtopologies = None
 
     def _check_new_name(self, name: str) -> None:
-        if not isinstance(name, str) or not name or not _NAME_RE.match(name):
+        if not isinstance(name, str) or not name or not NODE_NAME.match(name):
             raise TopologyError(f"node name must be a non-empty string without spaces, got {name!r}")
         if name in self._nodes:
             raise TopologyError(
-                f"node name {name!r} is already used by a {_kind(self._nodes[name])}"
+                f"node name {name!r} is already used by a {node_kind(self._nodes[name])}"
             )
 
     def _check_parents(self, name: str, parents: Sequence[str], *, kind: str) -> None:
@@ -474,126 +416,3 @@ class Topology:
         for name in self._nodes:
             if name not in state:
                 visit(name)
-
-    def _compute_subtopologies(self) -> list[Subtopology]:
-        parent_of: dict[str, str] = {n: n for n in self._nodes}
-
-        def find(x: str) -> str:
-            while parent_of[x] != x:
-                parent_of[x] = parent_of[parent_of[x]]
-                x = parent_of[x]
-            return x
-
-        def unite(a: str, b: str) -> None:
-            ra, rb = find(a), find(b)
-            if ra != rb:
-                parent_of[rb] = ra
-
-        for node in self._nodes.values():
-            for p in node.parents:
-                unite(node.name, p)
-        for users in self._store_users.values():
-            for other in users[1:]:
-                unite(users[0], other)
-
-        # Numbered in the order the components' first nodes were added (Kafka Streams'
-        # makeNodeGroups walks its nodes in insertion order).
-        roots: dict[str, int] = {}
-        for name in self._nodes:
-            root = find(name)
-            if root not in roots:
-                roots[root] = len(roots)
-        members: dict[int, list[str]] = {i: [] for i in roots.values()}
-        for name in self._nodes:
-            root = find(name)
-            if root not in roots:  # pragma: no cover - every node descends from a source
-                raise TopologyError(f"node {name!r} is not reachable from any source")
-            members[roots[root]].append(name)
-
-        subs = []
-        for sub_id in sorted(members):
-            names = members[sub_id]
-            order = self._topological_order(names)
-            sources = [self._nodes[n] for n in order if isinstance(self._nodes[n], SourceNodeSpec)]
-            topics = tuple(t for s in sources for t in s.topics)  # type: ignore[union-attr]
-            sinks = tuple(
-                dict.fromkeys(
-                    spec.topic
-                    for n in order
-                    if isinstance(spec := self._nodes[n], SinkNodeSpec) and isinstance(spec.topic, str)
-                )
-            )
-            stores = tuple(s for n in order for s in self._node_stores.get(n, ()))
-            subs.append(
-                Subtopology(
-                    id=sub_id,
-                    nodes=tuple(order),
-                    source_topics=topics,
-                    sink_topics=sinks,
-                    store_names=tuple(dict.fromkeys(stores)),
-                    repartition_source_topics=tuple(t for t in topics if t in self._internal_topics),
-                )
-            )
-        return subs
-
-    def _topological_order(self, names: Iterable[str]) -> list[str]:
-        """Depth (longest distance from a source) first, then insertion order."""
-        wanted = list(names)
-        depth: dict[str, int] = {}
-        for name in self._nodes:  # insertion order is a topological order
-            if name in wanted:
-                parents = self._nodes[name].parents
-                depth[name] = 1 + max((depth[p] for p in parents), default=-1)
-        index = {n: i for i, n in enumerate(self._nodes)}
-        return sorted(wanted, key=lambda n: (depth[n], index[n]))
-
-
-class TopologyDescription:
-    """Readable form of a topology, in the layout of Kafka Streams' ``describe()``."""
-
-    def __init__(self, topology: Topology) -> None:
-        self._topology = topology
-        self.subtopologies = topology.subtopologies()
-
-    def __str__(self) -> str:
-        t = self._topology
-        lines = ["Topologies:"]
-        for sub in self.subtopologies:
-            lines.append(f"   Sub-topology: {sub.id}")
-            for name in sub.nodes:
-                spec = t.node(name)
-                if isinstance(spec, SourceNodeSpec):
-                    lines.append(f"    Source: {name} (topics: [{', '.join(spec.topics)}])")
-                elif isinstance(spec, ProcessorNodeSpec):
-                    lines.append(f"    Processor: {name} (stores: [{', '.join(t.stores_of(name))}])")
-                else:
-                    topic = spec.topic if isinstance(spec.topic, str) else _callable_name(spec.topic)
-                    lines.append(f"    Sink: {name} (topic: {topic})")
-                children = t.children(name)
-                if not isinstance(spec, SinkNodeSpec):
-                    lines.append(f"      --> {', '.join(children) if children else 'none'}")
-                if spec.parents:
-                    lines.append(f"      <-- {', '.join(spec.parents)}")
-        return "\n".join(lines) + "\n"
-
-    def __repr__(self) -> str:
-        return str(self)
-
-
-def _kind(node: NodeSpec) -> str:
-    if isinstance(node, SourceNodeSpec):
-        return "source"
-    if isinstance(node, SinkNodeSpec):
-        return "sink"
-    return "processor"
-
-
-def _callable_name(fn: Any) -> str:
-    return f"<extractor {getattr(fn, '__qualname__', type(fn).__name__)}>"
-
-
-def _check_topic(topic: Any, owner: str) -> None:
-    if not isinstance(topic, str) or not _TOPIC_RE.match(topic) or topic in (".", ".."):
-        raise TopologyError(
-            f"{owner}: topic name must be 1-249 characters of [a-zA-Z0-9._-], got {topic!r}"
-        )
