@@ -16,11 +16,10 @@ See docs/maintenance.md.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +27,13 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
+from airflow_stateful_provider.operators.maintenance_arguments import (
+    check_mode,
+    is_template,
+    parse_now_ms,
+    parse_store_names,
+)
+from airflow_stateful_provider.operators.maintenance_report import json_ready, result_table, utc_text
 from airflow_stateful_provider.streams.durations import duration_arg_ms
 
 if TYPE_CHECKING:
@@ -37,141 +43,12 @@ if TYPE_CHECKING:
     from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
     from airflow_stateful_provider.streams.topics.config_drift import Drift
 
-__all__ = [
-    "ChangelogConfigOperator",
-    "MODES",
-    "StoreCompactionOperator",
-    "StoreRetentionOperator",
-    "parse_now_ms",
-    "parse_store_names",
-    "result_table",
-]
+__all__ = ["ChangelogConfigOperator", "StoreCompactionOperator", "StoreRetentionOperator"]
 
-MODES = ("online", "offline")
 #: A ``now`` further ahead of the wall clock than this is logged as a warning: it drops data
 #: that is still live by the instances' clocks.
 _FUTURE_WARNING_MS = 60_000
 _MAINTAINED_TYPES = ("session", "versioned")
-
-
-# ---------------------------------------------------------------------------- argument parsing
-
-
-def parse_now_ms(now: datetime | int | str | None, *, wall_clock_ms: int | None = None) -> int:
-    """The time retention is measured against, as epoch ms.
-
-    None: the wall clock (``wall_clock_ms``, else now). An int: epoch ms. A timezone-aware
-    datetime. A string (what a template renders): digits are epoch ms, anything else an
-    ISO-8601 timestamp with an offset (``2026-01-02T00:00:00+00:00``, ``...Z``). Naive
-    datetimes are refused: a retention cut-off that depends on the worker's time zone is a
-    silent data-loss bug.
-    """
-    if now is None or now == "":
-        return wall_clock_ms if wall_clock_ms is not None else time.time_ns() // 1_000_000
-    if isinstance(now, bool):
-        raise ValueError(f"now must be a datetime, epoch milliseconds or an ISO-8601 string, got {now!r}")
-    if isinstance(now, int):
-        value = now
-    elif isinstance(now, datetime):
-        if now.tzinfo is None or now.utcoffset() is None:
-            raise ValueError(f"now {now.isoformat()!r} has no time zone; give an aware datetime (UTC)")
-        value = int(now.timestamp() * 1000)
-    elif isinstance(now, str):
-        text = now.strip()
-        if text.lstrip("-").isdigit():
-            value = int(text)
-        else:
-            try:
-                parsed = datetime.fromisoformat(text)
-            except ValueError:
-                raise ValueError(f"now {now!r} is neither epoch milliseconds nor an ISO-8601 timestamp") from None
-            return parse_now_ms(parsed)
-    else:
-        raise ValueError(f"now must be a datetime, epoch milliseconds or an ISO-8601 string, "
-                         f"got {type(now).__name__} {now!r}")
-    if value < 0:
-        raise ValueError(f"now must be >= 0 epoch milliseconds, got {value}")
-    return value
-
-
-def parse_store_names(stores: str | Iterable[str] | None) -> tuple[str, ...] | None:
-    """None (every session and versioned store), ``"a,b"`` or a list of store names."""
-    if stores is None or stores == "":
-        return None
-    if isinstance(stores, str):
-        names = [s.strip() for s in stores.split(",")]
-    elif isinstance(stores, Iterable):
-        names = list(stores)
-    else:
-        raise ValueError(f"stores must be None, a comma-separated string or a list of store names, got {stores!r}")
-    if not names or any(not isinstance(n, str) or not n.strip() for n in names):
-        raise ValueError(f"stores must name at least one store and hold only non-empty strings, got {stores!r}")
-    return tuple(dict.fromkeys(n.strip() for n in names))
-
-
-def _is_template(value: Any) -> bool:
-    return isinstance(value, str) and "{{" in value
-
-
-def _check_mode(mode: Any) -> str:
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
-    return mode
-
-
-# ---------------------------------------------------------------------------- the result table
-
-
-def _time(ms: Any) -> str:
-    if not isinstance(ms, int):
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _bytes(n: Any) -> str:
-    if not isinstance(n, (int, float)):
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # unreachable
-
-
-def _summary(result: Mapping[str, Any] | None) -> str:
-    """One line for one store's result (retention, compaction or skipped)."""
-    if not isinstance(result, Mapping):
-        return repr(result)
-    if "skipped" in result:
-        return f"skipped: {result['skipped']}"
-    if "segments_dropped" in result:
-        dropped = result.get("segments_dropped") or []
-        ids = [s.get("segment_id") for s in dropped if isinstance(s, Mapping)]
-        which = "" if not ids else (f" ({ids[0]})" if len(ids) == 1 else f" ({ids[0]}..{ids[-1]})")
-        return (f"dropped {len(dropped)} segment(s){which}; "
-                f"stream time {_time(result.get('observed_stream_time_before'))}"
-                f" -> {_time(result.get('observed_stream_time_after'))}; "
-                f"{_bytes(result.get('bytes_before'))} -> {_bytes(result.get('bytes_after'))}")
-    if "duration_s" in result:
-        return (f"{_bytes(result.get('bytes_before'))} -> {_bytes(result.get('bytes_after'))} "
-                f"in {float(result['duration_s']):.2f}s")
-    return json.dumps(result, sort_keys=True)
-
-
-def result_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Per store: INSTANCE TASK STORE ROLE RESULT (offline rows have no instance or role)."""
-    if not rows:
-        return "(no store)"
-    header = ("INSTANCE", "TASK", "STORE", "ROLE", "RESULT")
-    body = [(r.get("instance") or "-", r.get("task_id") or "-", r.get("store") or "-", r.get("role") or "-",
-             _summary(r.get("result"))) for r in rows]
-    widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header) - 1)]
-    return "\n".join("  ".join([*(str(c).ljust(w) for c, w in zip(row[:-1], widths)), str(row[-1])])
-                     for row in [header, *body])
-
-
-def _json_ready(value: Any) -> Any:
-    return json.loads(json.dumps(value))
 
 
 # ---------------------------------------------------------------------------- retention and compaction
@@ -204,7 +81,7 @@ class _StoreMaintenanceOperator(BaseOperator):
         self.stateful_streams_conn_id = stateful_streams_conn_id
         self.timeout_ms = duration_arg_ms(timeout, "timeout", minimum=1)
         # Check what is already known; templated values are checked again once rendered.
-        if not _is_template(mode):
+        if not is_template(mode):
             self._check_arguments()
 
     @cached_property
@@ -212,8 +89,8 @@ class _StoreMaintenanceOperator(BaseOperator):
         return StatefulStreamsHook(stateful_streams_conn_id=self.stateful_streams_conn_id)
 
     def _check_arguments(self) -> tuple[str, tuple[str, ...] | None]:
-        mode = _check_mode(self.mode)
-        stores = None if _is_template(self.stores) else parse_store_names(self.stores)
+        mode = check_mode(self.mode)
+        stores = None if is_template(self.stores) else parse_store_names(self.stores)
         if mode == "online":
             if not self.application_id:
                 raise ValueError(f"{self.task_id}: online mode needs application_id")
@@ -274,7 +151,7 @@ class _StoreMaintenanceOperator(BaseOperator):
             mine = [{"instance": instance_id, **row} for row in result.get("stores") or []]
             rows.extend(mine)
             succeeded.append(f"{instance_id} ({len(mine)} store(s))")
-        rows = _json_ready(rows)
+        rows = json_ready(rows)
         table = result_table(rows)
         if outcome.succeeded:
             self.log.info("%s on application %s done by %d instance(s):\n%s", self._describe(), app, len(expected),
@@ -362,7 +239,7 @@ class _StoreMaintenanceOperator(BaseOperator):
         finally:
             for _, store in opened:
                 store.close()
-        rows = _json_ready(rows)
+        rows = json_ready(rows)
         table = result_table(rows)
         if failures:
             raise AirflowException(f"{self._describe()} offline under {root} failed for {failures}; the other stores "
@@ -398,7 +275,7 @@ class StoreRetentionOperator(_StoreMaintenanceOperator):
     def __init__(self, *, now: datetime | int | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.now = now
-        if not _is_template(now):
+        if not is_template(now):
             parse_now_ms(now)
         self._now_ms: int | None = None
 
@@ -408,14 +285,14 @@ class StoreRetentionOperator(_StoreMaintenanceOperator):
         if self._now_ms > wall + _FUTURE_WARNING_MS:
             self.log.warning("now %s is %.0f s ahead of the wall clock: data younger than the retention by the "
                              "instances' clocks will be dropped, and the stores' stream time moves there",
-                             _time(self._now_ms), (self._now_ms - wall) / 1000)
+                             utc_text(self._now_ms), (self._now_ms - wall) / 1000)
         return super().execute(context)
 
     def _command_kwargs(self) -> dict[str, Any]:
         return {"now_ms": self._now_ms}
 
     def _describe(self) -> str:
-        return f"enforce_retention as of {_time(self._now_ms)} UTC ({self._now_ms})"
+        return f"enforce_retention as of {utc_text(self._now_ms)} UTC ({self._now_ms})"
 
     def _apply_offline(self, store: Any) -> Any:
         return store.enforce_retention(self._now_ms)
@@ -495,16 +372,16 @@ class ChangelogConfigOperator(BaseOperator):
         return StatefulStreamsHook(stateful_streams_conn_id=self.stateful_streams_conn_id)
 
     def _check_arguments(self, *, rendered: bool) -> None:
-        if (rendered or not _is_template(self.topology)) and self.topology not in (None, ""):
+        if (rendered or not is_template(self.topology)) and self.topology not in (None, ""):
             module, sep, attribute = str(self.topology).partition(":")
             if not sep or not module or not attribute:
                 raise ValueError(f"{self.task_id}: topology must be 'package.module:function', got {self.topology!r}")
-        if (rendered or not _is_template(self.streams_config)) and self.streams_config not in (None, "") \
+        if (rendered or not is_template(self.streams_config)) and self.streams_config not in (None, "") \
                 and not isinstance(self.streams_config, Mapping):
             raise ValueError(f"{self.task_id}: streams_config must be a mapping of StreamsConfig values, got "
                              f"{type(self.streams_config).__name__} {self.streams_config!r} (with a template, set "
                              f"render_template_as_native_obj=True on the DAG)")
-        if (rendered or not _is_template(self.repair)) and not isinstance(self.repair, bool):
+        if (rendered or not is_template(self.repair)) and not isinstance(self.repair, bool):
             raise ValueError(f"{self.task_id}: repair must be True or False, got {self.repair!r}")
         if not isinstance(self.fail_on_drift, bool):
             raise ValueError(f"{self.task_id}: fail_on_drift must be True or False, got {self.fail_on_drift!r}")
@@ -607,7 +484,7 @@ class ChangelogConfigOperator(BaseOperator):
                                  sum(len(v) for v in plan.values()), sorted(plan))
         finally:
             admin.close()
-        result = _json_ready({"application_id": app, "checked_topics": sorted(t.name for t in expected),
+        result = json_ready({"application_id": app, "checked_topics": sorted(t.name for t in expected),
                               "drift": [d.as_dict() for d in drift], "repaired": [d.as_dict() for d in repaired],
                               "remaining": [d.as_dict() for d in remaining], "unchecked": list(notes)})
         manual = [d for d in remaining if not d.repairable]

@@ -1,0 +1,64 @@
+"""What a maintenance run reports: one row per store, as a table for the task log and as
+JSON-ready data for XCom."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+__all__ = ["json_ready", "result_table", "utc_text"]
+
+
+def utc_text(ms: Any) -> str:
+    """Epoch ms as ``YYYY-MM-DD HH:MM:SS`` in UTC; "-" when unknown."""
+    if not isinstance(ms, int):
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _bytes(n: Any) -> str:
+    if not isinstance(n, (int, float)):
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # unreachable
+
+
+def _summary(result: Mapping[str, Any] | None) -> str:
+    """One line for one store's result (retention, compaction or skipped)."""
+    if not isinstance(result, Mapping):
+        return repr(result)
+    if "skipped" in result:
+        return f"skipped: {result['skipped']}"
+    if "segments_dropped" in result:
+        dropped = result.get("segments_dropped") or []
+        ids = [s.get("segment_id") for s in dropped if isinstance(s, Mapping)]
+        which = "" if not ids else (f" ({ids[0]})" if len(ids) == 1 else f" ({ids[0]}..{ids[-1]})")
+        return (f"dropped {len(dropped)} segment(s){which}; "
+                f"stream time {utc_text(result.get('observed_stream_time_before'))}"
+                f" -> {utc_text(result.get('observed_stream_time_after'))}; "
+                f"{_bytes(result.get('bytes_before'))} -> {_bytes(result.get('bytes_after'))}")
+    if "duration_s" in result:
+        return (f"{_bytes(result.get('bytes_before'))} -> {_bytes(result.get('bytes_after'))} "
+                f"in {float(result['duration_s']):.2f}s")
+    return json.dumps(result, sort_keys=True)
+
+
+def result_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Per store: INSTANCE TASK STORE ROLE RESULT (offline rows have no instance or role)."""
+    if not rows:
+        return "(no store)"
+    header = ("INSTANCE", "TASK", "STORE", "ROLE", "RESULT")
+    body = [(r.get("instance") or "-", r.get("task_id") or "-", r.get("store") or "-", r.get("role") or "-",
+             _summary(r.get("result"))) for r in rows]
+    widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header) - 1)]
+    return "\n".join("  ".join([*(str(c).ljust(w) for c, w in zip(row[:-1], widths)), str(row[-1])])
+                     for row in [header, *body])
+
+
+def json_ready(value: Any) -> Any:
+    return json.loads(json.dumps(value))
