@@ -102,6 +102,10 @@ class StreamsConfig:
     #: ``statestore.cache.max.bytes``, default 10 MiB); 0 disables caching. See
     #: state/caching.py: updates of a key collapse until the next commit.
     statestore_cache_max_bytes: int = 10 * 1024 * 1024
+    #: Exactly-once: bytes of store writes an instance buffers in memory until its
+    #: transaction commits (Kafka's KIP-892 ``statestore.uncommitted.max.bytes``, split
+    #: over the stream threads); past it the thread commits early. See docs/exactly-once.md.
+    statestore_uncommitted_max_bytes: int = 64 * 1024 * 1024
     #: High availability (SEMANTICS §3): hot standby copies of each stateful task.
     num_standby_replicas: int = 0
     #: A client at most this many changelog records behind on a task is caught up.
@@ -204,6 +208,7 @@ class StreamsConfig:
         set_(self, "max_task_idle_ms", idle)
         _check_int(self.buffered_records_per_partition, "buffered_records_per_partition", minimum=1)
         _check_int(self.statestore_cache_max_bytes, "statestore_cache_max_bytes", minimum=0)
+        _check_int(self.statestore_uncommitted_max_bytes, "statestore_uncommitted_max_bytes", minimum=0)
         self.assignment_configs()  # validates the high-availability settings
         if not isinstance(self.client_tags, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in self.client_tags.items()):

@@ -111,3 +111,14 @@ class FencedInstanceError(StreamsError):
     """An instance refused to start: the status topic shows a newer epoch for its instance
     id, so a newer incarnation of it exists (the Spark supervisor restarted it). The
     message names the instance id, both epochs and the topic."""
+
+
+class TransactionFailedError(StreamsError):
+    """Exactly-once: the stream thread's transaction could not be committed and was aborted,
+    so every task of the thread must go back to its last committed state. ``migrated`` is
+    True when the group or the transaction coordinator says this member lost its tasks
+    (fenced, or an older group generation): the thread rejoins before running them again."""
+
+    def __init__(self, message: str, *, migrated: bool = False) -> None:
+        super().__init__(message)
+        self.migrated = migrated

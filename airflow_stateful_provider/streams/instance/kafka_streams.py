@@ -32,7 +32,6 @@ from typing import Any
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.control.listener import ControlListener
 from airflow_stateful_provider.streams.errors import (
-    ConfigError,
     FencedInstanceError,
     IllegalStateError,
     StreamsError,
@@ -64,6 +63,10 @@ from airflow_stateful_provider.streams.topology.topology import Topology
 __all__ = ["KafkaStreams", "KafkaStreamsState"]
 
 log = logging.getLogger(__name__)
+
+#: Kafka Streams' ``transaction.timeout.ms`` under exactly-once: the broker aborts a
+#: transaction left open longer (by an instance that died and did not come back).
+EOS_TRANSACTION_TIMEOUT_MS = 10_000
 
 
 class KafkaStreamsState(enum.Enum):
@@ -108,8 +111,6 @@ class KafkaStreams:
 
     def __init__(self, topology: Topology, config: StreamsConfig | Mapping[str, Any]) -> None:
         self.config = StreamsConfig.from_mapping(config) if not isinstance(config, StreamsConfig) else config
-        if self.config.exactly_once:
-            raise ConfigError("processing_guarantee 'exactly_once_v2' is not implemented yet; use 'at_least_once'")
         topology.validate()
         self.topology = topology
         self.process_id = uuid.uuid4()
@@ -212,8 +213,13 @@ class KafkaStreams:
     def _new_producer(self, **overrides: Any) -> Any:
         from kafka import KafkaProducer
 
+        # A transactional producer (exactly-once) is idempotent; its transactions time out
+        # after 10 s as in Kafka Streams, unless producer_configs say otherwise.
+        transactional = {"enable_idempotence": True, "transaction_timeout_ms": EOS_TRANSACTION_TIMEOUT_MS} \
+            if overrides.get("transactional_id") else {}
         return KafkaProducer(**{**self._common_client_configs(), "acks": "all", "linger_ms": 5,
-                                "batch_size": 256 * 1024, **self.config.producer_configs, **overrides})
+                                "batch_size": 256 * 1024, **transactional, **self.config.producer_configs,
+                                **overrides})
 
     def _new_admin(self) -> Any:
         from kafka import KafkaAdminClient
@@ -232,7 +238,7 @@ class KafkaStreams:
         self._set_state(KafkaStreamsState.REBALANCING)
         for index in range(1, self.config.num_stream_threads + 1):
             thread = StreamThread(
-                index, self.topology, self.config, client_id=self.client_id,
+                index, self.topology, self.config, client_id=self.client_id, instance_id=self.instance_id,
                 consumer_factory=self._new_consumer, producer_factory=self._new_producer,
                 admin_factory=self._new_admin, process_id=self.process_id,
                 restore_listener=self._restore_listener, standby_listener=self._standby_listener,

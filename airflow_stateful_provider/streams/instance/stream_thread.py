@@ -52,11 +52,13 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
     request_rebalance,
 )
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.errors import StreamsError
+from airflow_stateful_provider.streams.errors import StreamsError, TransactionFailedError
 from airflow_stateful_provider.streams.instance.group_join import keep_completed_join_results
 from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
 from airflow_stateful_provider.streams.instance.task_manager import TaskManager
+from airflow_stateful_provider.streams.processing.record_collector import ProductionError
 from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata, TopicPartition
+from airflow_stateful_provider.streams.processing.streams_producer import StreamsProducer, transactional_id
 from airflow_stateful_provider.streams.processing.task import StreamTask, TaskState
 from airflow_stateful_provider.streams.restoration.changelog_reader import (
     ChangelogReader,
@@ -122,6 +124,7 @@ class StreamThread(threading.Thread):
         config: StreamsConfig,
         *,
         client_id: str,
+        instance_id: str | None = None,
         consumer_factory: Callable[..., Any],
         producer_factory: Callable[..., Any],
         admin_factory: Callable[[], Any] | None = None,
@@ -137,6 +140,8 @@ class StreamThread(threading.Thread):
         self.topology = topology
         self.config = config
         self.client_id = client_id
+        #: Exactly-once: part of the thread's transactional id, stable across restarts.
+        self.instance_id = instance_id or client_id
         self._consumer_factory = consumer_factory
         self._producer_factory = producer_factory
         self._admin_factory = admin_factory
@@ -170,7 +175,9 @@ class StreamThread(threading.Thread):
         self._last_commit_ms = 0
         self.consumer: Any = None
         self.restore_consumer: Any = None
-        self.producer: Any = None
+        self.producer: StreamsProducer | None = None
+        #: Exactly-once: commit early once the stores' buffered writes pass this many bytes.
+        self._uncommitted_max_bytes = config.statestore_uncommitted_max_bytes // config.num_stream_threads
         self.changelog_reader: ChangelogReader | None = None
         self.error: BaseException | None = None
         #: time.monotonic() of the first poll that returned records, and of the last commit
@@ -242,18 +249,25 @@ class StreamThread(threading.Thread):
 
     def _create_clients(self) -> None:
         prefix = f"{self.client_id}-StreamThread-{self.index}"
-        self.producer = self._producer_factory(client_id=f"{prefix}-producer")
+        eos = self.config.exactly_once
+        self.producer = StreamsProducer(
+            self._producer_factory, client_id=f"{prefix}-producer",
+            transactional_id=transactional_id(self.config.application_id, self.instance_id, self.index)
+            if eos else None)
+        # Exactly-once: input, repartition topics, restoration and standbys see committed
+        # records only; restoration ends at the last stable offset.
+        isolation = {"isolation_level": "read_committed"} if eos else {}
         # A short fetch wait: the restore consumer also answers the group leader's end-offset
         # queries, which would otherwise wait behind an idle fetch for up to 500 ms.
         self.restore_consumer = self._consumer_factory(
             client_id=f"{prefix}-restore-consumer", group_id=None, auto_offset_reset="none",
-            enable_auto_commit=False, fetch_max_wait_ms=100)
+            enable_auto_commit=False, fetch_max_wait_ms=100, **isolation)
         static = {} if self.config.group_instance_id is None else \
             {"group_instance_id": f"{self.config.group_instance_id}-{self.index}"}
         self.consumer = self._consumer_factory(
             client_id=f"{prefix}-consumer", group_id=self.config.application_id, auto_offset_reset="earliest",
             enable_auto_commit=False, partition_assignment_strategy=[StreamsPartitionAssignor(self._assignor_context())],
-            **static)
+            **static, **isolation)
         # kafka-python 3.0.12 loses joins that finish after the poll that started them
         # returned, and can leave a leader's join unfinished (group_join.py).
         keep_completed_join_results(self.consumer)
@@ -282,6 +296,8 @@ class StreamThread(threading.Thread):
         if self._pending_assignment is not None:
             info, self._pending_assignment = self._pending_assignment, None
             self._apply_assignment(info)
+        if self.task_manager.tasks_to_revive:
+            self.task_manager.revive_tasks()
         if fetched and self.first_records_polled_at is None:
             self.first_records_polled_at = time.monotonic()
         for kafka_tp, records in fetched.items():
@@ -292,10 +308,13 @@ class StreamThread(threading.Thread):
             with self.tasks_lock:
                 for task_id in reader.apply(fetched):
                     self.task_manager.restoration_completed(task_id)
-        self.task_manager.process()
+        try:
+            self.task_manager.process()
+            for task in self.task_manager.running_tasks():
+                task.maybe_punctuate_system_time()
+        except TransactionFailedError as exc:
+            self._roll_back(exc)
         now = self.wall_clock_ms()
-        for task in self.task_manager.running_tasks():
-            task.maybe_punctuate_system_time()
         self._maybe_commit(now)
         self._maybe_purge_repartition_topics(now)
         self._maybe_request_rebalance(now)
@@ -329,6 +348,8 @@ class StreamThread(threading.Thread):
             return
         log.error("%s: commits refused for %.0f s without a new assignment: this member is outside its group; "
                   "dropping its active tasks without committing and rejoining", self.name, time.monotonic() - since)
+        if self.producer is not None:
+            self.producer.abort_transaction()
         self.task_manager.drop_active_tasks()
         # Rewind to the last commits and fetch nothing until the new assignment: if these
         # partitions come back, their records since the commit are processed again, not skipped.
@@ -347,7 +368,7 @@ class StreamThread(threading.Thread):
         if self._commit_blocked:
             self._recover_if_outside_group()
             return
-        requested = any(t.commit_requested for t in self.tasks.values())
+        requested = any(t.commit_requested for t in self.tasks.values()) or self._uncommitted_over_limit()
         if not requested and now - self._last_commit_ms < self.config.commit_interval_ms:
             return
         if self.commit() is None:
@@ -356,10 +377,18 @@ class StreamThread(threading.Thread):
             standby.checkpoint()
         self._last_commit_ms = now
 
+    def _uncommitted_over_limit(self) -> bool:
+        if not self.config.exactly_once:
+            return False
+        return self.task_manager.uncommitted_bytes() > self._uncommitted_max_bytes
+
     def commit(self, tasks: Iterable[StreamTask] | None = None, *, enforce_checkpoint: bool = False) -> int | None:
         """Commit the running tasks that processed or punctuated since their last commit.
         Returns how many offsets were committed, or None when the group refused the commit
-        because it is rebalancing (the tasks stay "commit needed" and the caller retries)."""
+        because it is rebalancing (the tasks stay "commit needed" and the caller retries)
+        or, exactly-once, when the transaction failed and the tasks were rolled back."""
+        if self.config.exactly_once:
+            return self._commit_transaction(tasks, enforce_checkpoint=enforce_checkpoint)
         from kafka.errors import (
             CommitFailedError,
             IllegalGenerationError,
@@ -395,6 +424,46 @@ class StreamThread(threading.Thread):
             task.post_commit(enforce_checkpoint=enforce_checkpoint)
         return len(offsets)
 
+    def _commit_transaction(self, tasks: Iterable[StreamTask] | None, *, enforce_checkpoint: bool) -> int | None:
+        """Exactly-once commit: one transaction holds what every task of the thread wrote
+        since the last commit, so every task that processed commits now, with the input
+        offsets inside the transaction. Only after the transaction committed do the stores
+        write their buffered writes and checkpoints (``post_commit``); if it fails, every
+        task goes back to the last commit (:meth:`_roll_back`)."""
+        given = [] if tasks is None else [t for t in tasks if t.state is TaskState.RUNNING]
+        committing = [t for t in self.task_manager.running_tasks() if t.commit_needed or t.commit_requested]
+        committing += [t for t in given if enforce_checkpoint and t not in committing]
+        producer = self.producer
+        assert producer is not None
+        if not committing and not producer.in_transaction:
+            return 0
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        try:
+            for task in committing:
+                offsets.update(task.prepare_commit())
+            producer.commit_transaction(_kafka_offsets(offsets), self.consumer.group_metadata())
+        except (TransactionFailedError, ProductionError) as exc:
+            self._roll_back(exc)
+            return None
+        self.last_committed_at = time.monotonic()
+        for tp, om in offsets.items():
+            if tp.topic in self._repartition_topics:
+                self._purgeable[tp] = om.offset
+        for task in committing:
+            task.post_commit(enforce_checkpoint=enforce_checkpoint)
+        return len(offsets)
+
+    def _roll_back(self, cause: BaseException) -> None:
+        """Exactly-once: the transaction is aborted, so what the running tasks did since the
+        last commit never happened. Close them without committing (their stores drop the
+        buffered writes and stay at the last commit) and run them again from the committed
+        offsets: the loop revives them before its next processing step."""
+        log.warning("%s: transaction failed, rolling %d running task(s) back to the last commit: %s",
+                    self.name, len(self.task_manager.running_tasks()), cause)
+        assert self.producer is not None
+        self.producer.abort_transaction()
+        self.task_manager.close_running_for_revival()
+
     def _maybe_purge_repartition_topics(self, now: int) -> None:
         """Delete repartition records below the committed offsets: this application is
         their only reader, and it will never read them again."""
@@ -422,12 +491,22 @@ class StreamThread(threading.Thread):
         return the offsets to commit before the partitions are given up."""
         if self.state is not StreamThreadState.PENDING_SHUTDOWN:
             self._set_state(StreamThreadState.PARTITIONS_REVOKED)
-        return _kafka_offsets(self.task_manager.prepare_revocation(revoked))
+        offsets = self.task_manager.prepare_revocation(revoked)
+        if self.config.exactly_once:
+            # The revoked tasks' output shares one transaction with every other task: commit
+            # them all now (a blocking call on the producer's own network thread).
+            self.commit()
+            return {}
+        return _kafka_offsets(offsets)
 
     def _complete_revocation(self, revoked: Iterable[Any]) -> None:
         self.task_manager.complete_revocation(revoked)
 
     def _lose_partitions(self, lost: Iterable[Any]) -> None:
+        if self.config.exactly_once:
+            # the open transaction holds the lost tasks' output too: abort it, and roll the
+            # tasks that stay back to their last commit
+            self._roll_back(StreamsError("partitions lost (evicted from the group)"))
         self.task_manager.handle_lost(lost)
 
     # ------------------------------------------------------------------ assignment

@@ -77,6 +77,9 @@ class TaskManager:
         #: Input partitions paused: their task's buffer is full, or the task still restores.
         self.paused: set[TopicPartition] = set()
         self._revocation_tasks: list[StreamTask] = []
+        #: Exactly-once: tasks closed by a rollback, to run again from their committed
+        #: offsets (task id -> its input partitions); see close_running_for_revival.
+        self.tasks_to_revive: dict[TaskId, list[TopicPartition]] = {}
 
     @property
     def name(self) -> str:
@@ -142,6 +145,11 @@ class TaskManager:
             total += done
         return total
 
+    def uncommitted_bytes(self) -> int:
+        """Exactly-once: memory held by the running tasks' buffered store writes."""
+        return sum(t.stores.uncommitted_bytes() for t in self.running_tasks()
+                   if hasattr(t.stores, "uncommitted_bytes"))
+
     def restoration_completed(self, task_id: TaskId) -> None:
         task = self.tasks[task_id]
         task.complete_restoration()
@@ -170,6 +178,9 @@ class TaskManager:
         case the same tasks come back in the new assignment)."""
         with self.tasks_lock:
             for task in self._revocation_tasks:
+                self.tasks_to_revive.pop(task.id, None)
+                if task.state is TaskState.CLOSED:
+                    continue  # rolled back by a failed transaction: nothing to keep
                 if task.id in self.changelog_reader.restoring_tasks:
                     self.changelog_reader.unregister(task.id)
                 elif task.state is TaskState.RUNNING:
@@ -184,6 +195,7 @@ class TaskManager:
         is committed; the tasks are closed without a checkpoint (their next owner restores)."""
         lost_ids = {self.task_id_for(TopicPartition(tp.topic, tp.partition)) for tp in lost}
         for task_id in sorted(lost_ids):
+            self.tasks_to_revive.pop(task_id, None)
             with self.tasks_lock:
                 task = self.tasks.pop(task_id, None)
                 if task is None:
@@ -196,12 +208,37 @@ class TaskManager:
 
     def drop_active_tasks(self) -> None:
         """Close every active task without committing (this member is outside its group)."""
+        self.tasks_to_revive.clear()
         with self.tasks_lock:
             for task_id in sorted(self.tasks):
                 task = self.tasks.pop(task_id)
                 if task_id in self.changelog_reader.restoring_tasks:
                     self.changelog_reader.unregister(task_id)
                 task.close(clean=False)
+
+    def close_running_for_revival(self) -> None:
+        """Exactly-once rollback: close every running task without committing (its stores
+        drop their buffered writes and stay at the last commit) and remember it, to run it
+        again from its committed offsets (:meth:`revive_tasks`). Safe on the consumer's IO
+        thread: local work only. Restoring and suspended tasks wrote nothing uncommitted."""
+        with self.tasks_lock:
+            for task in self.running_tasks():
+                del self.tasks[task.id]
+                task.close(clean=False)
+                self.tasks_to_revive[task.id] = list(task.partitions)
+                self.pause(task.partitions)  # until it runs again, from the committed offsets
+
+    def revive_tasks(self) -> None:
+        """Run the rolled-back tasks that are still assigned again: rewind their partitions
+        to the committed offsets, reopen their stores and restore what the changelog holds
+        beyond the stores' checkpoint."""
+        assigned = {TopicPartition(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        for task_id, partitions in sorted(self.tasks_to_revive.items()):
+            del self.tasks_to_revive[task_id]
+            if task_id in self.tasks or not set(partitions) <= assigned:
+                continue  # revoked or lost meanwhile
+            self._start_active(task_id, partitions, rewind=True)
+            log.info("%s: task %s runs again from its last commit", self.name, task_id)
 
     # ------------------------------------------------------------------ assignment
 
@@ -248,6 +285,9 @@ class TaskManager:
             keep_standby = task_id in standby and task.state is not TaskState.CLOSED
             if keep_standby and task.state is TaskState.RUNNING:
                 self._owner.commit([task], enforce_checkpoint=True)
+                if task_id not in self.tasks:  # exactly-once: the commit failed and rolled it back
+                    self.tasks_to_revive.pop(task_id, None)
+                    continue
             with self.tasks_lock:
                 del self.tasks[task_id]
                 if task_id in reader.restoring_tasks:
@@ -266,11 +306,14 @@ class TaskManager:
                 self.standby_tasks.pop(task_id).close(clean=True)
             log.info("%s: closed standby %s (no longer assigned)", self.name, task_id)
 
+        for task_id in sorted(set(self.tasks_to_revive) - set(active)):
+            del self.tasks_to_revive[task_id]
         for task_id, partitions in sorted(active.items()):
             task = self.tasks.get(task_id)
             if task is not None and task.state is not TaskState.SUSPENDED:
                 continue  # unchanged: never revoked under the cooperative protocol
-            self._start_active(task_id, sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions))
+            self._start_active(task_id, sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions),
+                               rewind=self.tasks_to_revive.pop(task_id, None) is not None)
 
         for task_id in sorted(standby):
             if task_id in active:
@@ -283,12 +326,20 @@ class TaskManager:
             stores.initialize()
             self._add_standby(task_id, stores, collector, warmup=task_id in warmups)
 
-    def _start_active(self, task_id: TaskId, partitions: list[TopicPartition]) -> None:
+    def _start_active(self, task_id: TaskId, partitions: list[TopicPartition], *, rewind: bool = False) -> None:
         """Run ``task_id`` here: resume it (it was suspended), promote its standby, or create
         it. Its changelog offsets are looked up before the task enters ``tasks``, so the
-        status publisher never sees it restoring without its restoration progress."""
+        status publisher never sees it restoring without its restoration progress.
+        ``rewind``: the consumer read past the committed offsets (a rolled-back task), so
+        seek its partitions back to them."""
         reader = self.changelog_reader
         committed = {tp: self.consumer.committed(KafkaTopicPartition(*tp), metadata=True) for tp in partitions}
+        if rewind:
+            for tp, offset in committed.items():
+                if offset is None or offset.offset < 0:
+                    self.consumer.seek_to_beginning(KafkaTopicPartition(*tp))
+                else:
+                    self.consumer.seek(KafkaTopicPartition(*tp), offset.offset)
         suspended = self.tasks.get(task_id)
         standby = self.standby_tasks.get(task_id)
         if suspended is not None:

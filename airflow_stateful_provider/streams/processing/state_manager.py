@@ -155,8 +155,23 @@ class TaskStateManager:
             entry.raw.flush()
 
     def close(self) -> None:
+        """Close every store. Under exactly-once, writes not yet committed are dropped: the
+        stores stay at the last committed transaction."""
         self._close_all(quiet=False)
         self._open = False
+
+    # ------------------------------------------------------------------ exactly-once
+
+    def commit_transaction(self) -> None:
+        """Exactly-once, after the Kafka transaction committed: write each persistent store's
+        buffered writes to RocksDB (one write batch each, write-ahead logged), so a crash
+        from here on finds the stores at this commit. A no-op at-least-once."""
+        for entry in self._entries.values():
+            entry.raw.commit_transaction()
+
+    def uncommitted_bytes(self) -> int:
+        """Memory held by the stores' buffered writes (exactly-once; 0 otherwise)."""
+        return sum(entry.raw.uncommitted_bytes for entry in self._entries.values())
 
     def _close_all(self, *, quiet: bool) -> None:
         first: BaseException | None = None
@@ -213,7 +228,8 @@ class TaskStateManager:
         them, as it drops writes into expired segments during processing."""
         entry = self.store_for_changelog(TopicPartition(partition[0], partition[1]))
         records = records if isinstance(records, list) else list(records)
-        entry.raw.restore_batch(records)
+        with entry.raw.restoring():  # committed data: past any transaction buffer
+            entry.raw.restore_batch(records)
         if records:
             self._checkpointed[entry.changelog] = records[-1].offset  # type: ignore[index]
         return sum(1 for record in records if record.key is not None)
@@ -287,11 +303,13 @@ class TaskStateManager:
         if persistent:
             os.makedirs(self.task_dir, exist_ok=True)
         serdes = {"key_serde": key_serde, "value_serde": value_serde}
+        # exactly-once: writes wait in a buffer until the transaction commits (transaction_buffer.py)
+        transactional = config.exactly_once
         raw: Any
         if isinstance(builder, SessionStoreBuilder):
             if persistent:
                 raw = RocksDBSessionStore(
-                    path, builder.retention_ms, name=builder.name, **serdes,
+                    path, builder.retention_ms, name=builder.name, transactional=transactional, **serdes,
                     inactivity_gap=builder.inactivity_gap_ms, grace_period=builder.grace_period_ms,
                 )
             else:
@@ -300,7 +318,7 @@ class TaskStateManager:
             if persistent:
                 raw = RocksDBVersionedKeyValueStore(
                     path, builder.history_retention_ms, segment_interval=builder.segment_interval_ms,
-                    name=builder.name, **serdes,
+                    name=builder.name, transactional=transactional, **serdes,
                 )
             else:
                 raw = InMemoryVersionedKeyValueStore(
@@ -308,7 +326,8 @@ class TaskStateManager:
                     **serdes,
                 )
         else:
-            raw = RocksDBKeyValueStore(path, name=builder.name, **serdes) if persistent else \
+            raw = RocksDBKeyValueStore(path, name=builder.name, transactional=transactional, **serdes) \
+                if persistent else \
                 InMemoryKeyValueStore(builder.name, **serdes)
 
         changelog = None

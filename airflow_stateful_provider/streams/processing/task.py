@@ -37,6 +37,7 @@ from airflow_stateful_provider.streams.errors import (
     IllegalStateError,
     ProcessingError,
     StreamsError,
+    TransactionFailedError,
 )
 from airflow_stateful_provider.streams.processing.deserialization import (
     DeserializationHandlerResult,
@@ -345,7 +346,7 @@ class StreamTask:
         ctx.current_node = source = self._nodes[queue.source_node]
         try:
             source.process(record)
-        except ProcessingError:
+        except (ProcessingError, TransactionFailedError):
             raise
         except Exception as exc:
             failed = ctx.current_node.name if ctx.current_node is not None else source.name
@@ -407,7 +408,7 @@ class StreamTask:
         ctx.timestamp = now
         try:
             punctuator(now)
-        except ProcessingError:
+        except (ProcessingError, TransactionFailedError):
             raise
         except Exception as exc:
             raise ProcessingError(
@@ -442,10 +443,14 @@ class StreamTask:
         }
 
     def post_commit(self, *, enforce_checkpoint: bool = False) -> None:
-        """After the consumer committed: clear the commit flags and let the stores
-        checkpoint the changelog offsets this task produced (if they support it)."""
+        """After the consumer (or, exactly-once, the transaction) committed: write the stores'
+        buffered writes of the committed transaction, clear the commit flags and let the
+        stores checkpoint the changelog offsets this task produced (if they support it)."""
         self.commit_needed = False
         self.commit_requested = False
+        commit_stores = getattr(self.stores, "commit_transaction", None)
+        if commit_stores is not None:
+            commit_stores()
         checkpoint = getattr(self.stores, "checkpoint", None)
         if checkpoint is not None:
             checkpoint(self.record_collector.offsets(), force=enforce_checkpoint)

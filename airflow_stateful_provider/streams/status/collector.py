@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_stateful_provider.streams.durations import duration_arg_ms
-from airflow_stateful_provider.streams.status.document import STATUS_FORMAT_VERSION, TASK_STATES
+from airflow_stateful_provider.streams.status.document import AT_LEAST_ONCE, STATUS_FORMAT_VERSION, TASK_STATES
 from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["RestoreRateTracker", "status_document_from_instance"]
@@ -181,12 +181,18 @@ def status_document_from_instance(
         "host": host if host is not None else socket.gethostname(),
         "pid": pid if pid is not None else os.getpid(),
         "process_id": str(streams.process_id),
+        "processing_guarantee": _guarantee(streams.config),
         "generation": max(generations) if generations else None,
         "next_probing_rebalance_ms": min(probes) if probes else None,
         "published_at": now,
         "tasks": tasks,
         "acknowledgements": [],
     }
+
+
+def _guarantee(config: Any) -> str:
+    guarantee = getattr(config, "processing_guarantee", AT_LEAST_ONCE)
+    return str(getattr(guarantee, "value", guarantee))
 
 
 def _sort_key(task_id: Any) -> tuple:

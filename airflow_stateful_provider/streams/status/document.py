@@ -24,6 +24,8 @@ __all__ = [
     "INSTANCE_STATES",
     "TASK_ROLES",
     "TASK_STATES",
+    "AT_LEAST_ONCE",
+    "PROCESSING_GUARANTEES",
     "STALE",
     "UNASSIGNED",
     "status_topic_name",
@@ -47,6 +49,9 @@ INSTANCE_STATES = frozenset({"CREATED", "REBALANCING", "RUNNING", "PENDING_SHUTD
                              "PENDING_ERROR", "ERROR"})
 TASK_ROLES = ("active", "standby", "warmup")
 TASK_STATES = ("created", "restoring", "running", "suspended")
+#: The values of an instance's ``processing_guarantee`` (StreamsConfig.processing_guarantee).
+AT_LEAST_ONCE = "at_least_once"
+PROCESSING_GUARANTEES = (AT_LEAST_ONCE, "exactly_once_v2")
 
 #: Task states of the snapshot beyond TASK_STATES.
 STALE = "stale"
@@ -137,6 +142,9 @@ class InstanceStatus:
     process_id: str
     published_at: int
     generation: int | None = None
+    #: "at_least_once" or "exactly_once_v2"; documents of earlier builds lack it
+    #: (they ran at-least-once).
+    processing_guarantee: str = AT_LEAST_ONCE
     next_probing_rebalance_ms: int | None = None
     tasks: tuple[InstanceTask, ...] = ()
     acknowledgements: tuple[CommandAcknowledgement, ...] = ()
@@ -153,6 +161,7 @@ class InstanceStatus:
             "host": self.host,
             "pid": self.pid,
             "process_id": self.process_id,
+            "processing_guarantee": self.processing_guarantee,
             "generation": self.generation,
             "next_probing_rebalance_ms": self.next_probing_rebalance_ms,
             "published_at": self.published_at,
@@ -266,6 +275,9 @@ class _DocumentParser:
             host=self.text(data, "host", "host"),
             pid=self.integer(data, "pid", "pid"),
             process_id=self.text(data, "process_id", "process_id"),
+            processing_guarantee=self.text(data, "processing_guarantee", "processing_guarantee",
+                                           choices=PROCESSING_GUARANTEES)
+            if "processing_guarantee" in data else AT_LEAST_ONCE,
             generation=self.integer(data, "generation", "generation", minimum=None, nullable=True),
             next_probing_rebalance_ms=self.integer(data, "next_probing_rebalance_ms", "next_probing_rebalance_ms",
                                                    nullable=True),

@@ -70,8 +70,9 @@ def render_status_table(status: ApplicationStatus, *, bars: bool = False) -> str
              f"stale after {age_text(status.stale_after_ms)}"]
     lines += columns(header, rows)
     lines.append("")
-    inst_header = ("INSTANCE", "HOST", "PID", "EPOCH", "STATE", "GENERATION", "PUBLISHED", "TASKS (A/S/W)")
-    inst_rows = [(i.instance_id, i.host, str(i.pid), str(i.epoch), i.state,
+    inst_header = ("INSTANCE", "HOST", "PID", "EPOCH", "STATE", "GUARANTEE", "GENERATION", "PUBLISHED",
+                   "TASKS (A/S/W)")
+    inst_rows = [(i.instance_id, i.host, str(i.pid), str(i.epoch), i.state, i.processing_guarantee,
                   "-" if i.generation is None else str(i.generation),
                   f"{age_text(i.age_ms)} ago" + (" STALE" if i.stale else ""),
                   f"{len(i.active_tasks)}/{len(i.standby_tasks)}/{len(i.warmup_tasks)}")

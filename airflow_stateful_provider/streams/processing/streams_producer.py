@@ -1,0 +1,189 @@
+"""StreamsProducer: the one producer a stream thread's tasks write through.
+
+At-least-once it is a thin pass-through to kafka-python's ``KafkaProducer``. Under
+exactly-once (``exactly_once_v2``, KIP-447) it owns the thread's transaction:
+
+- one transactional producer per stream thread, ``transactional_id`` =
+  ``<application_id>-<instance_id>-<thread index>``: stable across restarts of the same
+  instance, so a restarted instance's ``init_transactions()`` aborts the transaction its
+  killed predecessor left open (read_committed readers never wait for it to time out) and
+  fences that predecessor if it is still alive (a zombie);
+- a transaction begins with the first record sent after a commit, and ends with
+  :meth:`commit_transaction`, which adds the input offsets (with the consumer's group
+  metadata, so the group coordinator fences a member of an older generation) and commits
+  output, changelog and repartition records and offsets at once;
+- every failure of a transaction is reported as :class:`TransactionFailedError`, after
+  which the producer is usable again (aborted, or recreated when kafka-python's
+  transaction state is fatal). The caller must roll its tasks back to their last
+  committed state: what they wrote since is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow_stateful_provider.streams.errors import StreamsError, TransactionFailedError
+
+__all__ = ["StreamsProducer", "TransactionFailedError"]
+
+log = logging.getLogger(__name__)
+
+def transactional_id(application_id: str, instance_id: str, thread_index: int) -> str:
+    """Stable per instance and thread (see module docstring)."""
+    return f"{application_id}-{instance_id}-{thread_index}"
+
+
+class StreamsProducer:
+    """Send, flush and (under exactly-once) commit the thread's transaction.
+
+    ``factory(**overrides)`` builds a KafkaProducer; under exactly-once it is called again
+    to replace a producer whose transaction state kafka-python marked fatal.
+    """
+
+    def __init__(self, factory: Callable[..., Any], *, client_id: str, transactional_id: str | None) -> None:
+        self._factory = factory
+        self._client_id = client_id
+        self.transactional_id = transactional_id
+        self._producer = self._new_producer()
+        self._in_transaction = False
+        #: Transactions committed (benchmarks and status).
+        self.transactions_committed = 0
+        self.transactions_aborted = 0
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.transactional_id is not None
+
+    @property
+    def kafka_producer(self) -> Any:
+        return self._producer
+
+    def _new_producer(self) -> Any:
+        if self.transactional_id is None:
+            return self._factory(client_id=self._client_id)
+        producer = self._factory(client_id=self._client_id, transactional_id=self.transactional_id)
+        try:
+            producer.init_transactions()
+        except BaseException:
+            _close_quietly(producer)
+            raise
+        return producer
+
+    # ------------------------------------------------------------------ the Producer protocol
+
+    def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+             headers: list[tuple[str, bytes]] | None = None, partition: int | None = None,
+             timestamp_ms: int | None = None) -> Any:
+        if self.transactional_id is None:
+            return self._producer.send(topic, value=value, key=key, headers=headers, partition=partition,
+                                       timestamp_ms=timestamp_ms)
+        from kafka.errors import KafkaError
+
+        try:
+            if not self._in_transaction:
+                self._producer.begin_transaction()
+                self._in_transaction = True
+            return self._producer.send(topic, value=value, key=key, headers=headers, partition=partition,
+                                       timestamp_ms=timestamp_ms)
+        except KafkaError as exc:
+            # the transaction is in an error state (e.g. aborted by the coordinator after
+            # transaction_timeout_ms, or fenced): nothing sent since the last commit counts
+            self._abort_after_failure(exc)
+            raise TransactionFailedError(f"transaction of {self.transactional_id} failed while sending to "
+                                         f"{topic!r}: {exc!r}", migrated=_fenced(exc)) from exc
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._producer.flush(timeout=timeout)
+
+    def partitions_for(self, topic: str) -> Any:
+        return self._producer.partitions_for(topic)
+
+    # ------------------------------------------------------------------ transactions
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_transaction
+
+    def commit_transaction(self, offsets: Mapping[Any, Any], group_metadata: Any) -> None:
+        """Commit what was sent since the last commit together with ``offsets`` (kafka-python
+        TopicPartition -> OffsetAndMetadata). Raises TransactionFailedError after aborting."""
+        from kafka.errors import (
+            CommitFailedError,
+            FencedInstanceIdError,
+            IllegalGenerationError,
+            KafkaError,
+            ProducerFencedError,
+            RebalanceInProgressError,
+            UnknownMemberIdError,
+        )
+
+        if self.transactional_id is None:
+            raise StreamsError("commit_transaction needs processing_guarantee 'exactly_once_v2'")
+        if not offsets and not self._in_transaction:
+            return
+        try:
+            if not self._in_transaction:
+                self._producer.begin_transaction()
+                self._in_transaction = True
+            if offsets:
+                self._producer.send_offsets_to_transaction(dict(offsets), group_metadata)
+            self._producer.commit_transaction()
+        except (ProducerFencedError, CommitFailedError, IllegalGenerationError, UnknownMemberIdError,
+                FencedInstanceIdError, RebalanceInProgressError) as exc:
+            self._abort_after_failure(exc)
+            raise TransactionFailedError(f"transaction of {self.transactional_id} aborted: this member lost its "
+                                         f"tasks ({type(exc).__name__}: {exc})", migrated=True) from exc
+        except KafkaError as exc:
+            self._abort_after_failure(exc)
+            raise TransactionFailedError(f"transaction of {self.transactional_id} aborted: {exc!r}") from exc
+        self._in_transaction = False
+        self.transactions_committed += 1
+
+    def abort_transaction(self) -> None:
+        """Abort the open transaction, if any (errors are logged; the producer stays usable)."""
+        if self._in_transaction:
+            self._abort_after_failure(None)
+
+    def _abort_after_failure(self, cause: BaseException | None) -> None:
+        """Abort; when kafka-python refuses (a fatal transaction state: fenced, or an error
+        it cannot abort from), replace the producer: the new one's init_transactions()
+        aborts whatever the old one left open."""
+        from kafka.errors import KafkaError
+
+        self._in_transaction = False
+        self.transactions_aborted += 1
+        if cause is not None:
+            log.warning("%s: aborting the transaction after %r", self.transactional_id, cause)
+        try:
+            self._producer.abort_transaction()
+            return
+        except KafkaError as exc:
+            log.info("%s: abort refused (%r); replacing the producer", self.transactional_id, exc)
+        _close_quietly(self._producer)
+        self._producer = self._new_producer()
+
+    def close(self, timeout: float = 10) -> None:
+        """Close the producer; an open transaction is aborted first (a clean close commits
+        before, so only what must not be kept is still open here)."""
+        if self._in_transaction:
+            try:
+                self._producer.abort_transaction()
+            except Exception:  # noqa: BLE001 - closing anyway: the coordinator aborts it on timeout
+                log.info("%s: abort on close failed", self.transactional_id, exc_info=True)
+            self._in_transaction = False
+        self._producer.close(timeout=timeout)
+
+
+def _fenced(exc: BaseException) -> bool:
+    from kafka.errors import InvalidProducerEpochError, ProducerFencedError
+
+    return isinstance(exc, (ProducerFencedError, InvalidProducerEpochError))
+
+
+def _close_quietly(producer: Any) -> None:
+    try:
+        producer.close(timeout=5)
+    except Exception:  # noqa: BLE001 - replacing a broken producer
+        log.debug("closing a broken producer", exc_info=True)
