@@ -106,6 +106,11 @@ class StreamsConfig:
     #: transaction commits (Kafka's KIP-892 ``statestore.uncommitted.max.bytes``, split
     #: over the stream threads); past it the thread commits early. See docs/exactly-once.md.
     statestore_uncommitted_max_bytes: int = 64 * 1024 * 1024
+    #: Exactly-once: keep store writes in that buffer until the transaction commits, so a
+    #: crash leaves the stores at the last commit and only the changelog tail is restored.
+    #: False is Kafka Streams' own behaviour: stores are written at once, and after a crash
+    #: a task's stores are wiped and restored from the whole changelog.
+    transactional_state_stores: bool = True
     #: High availability (SEMANTICS §3): hot standby copies of each stateful task.
     num_standby_replicas: int = 0
     #: A client at most this many changelog records behind on a task is caught up.
@@ -209,6 +214,9 @@ class StreamsConfig:
         _check_int(self.buffered_records_per_partition, "buffered_records_per_partition", minimum=1)
         _check_int(self.statestore_cache_max_bytes, "statestore_cache_max_bytes", minimum=0)
         _check_int(self.statestore_uncommitted_max_bytes, "statestore_uncommitted_max_bytes", minimum=0)
+        if not isinstance(self.transactional_state_stores, bool):
+            raise ConfigError(f"transactional_state_stores must be true or false, "
+                              f"got {self.transactional_state_stores!r}")
         self.assignment_configs()  # validates the high-availability settings
         if not isinstance(self.client_tags, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in self.client_tags.items()):

@@ -121,6 +121,11 @@ class TaskStateManager:
         self._checkpointed: dict[TopicPartition, int] = {}
         self._written: dict[TopicPartition, int] = {}
         self._open = False
+        #: Exactly-once with ``transactional_state_stores=False`` (Kafka Streams' own way):
+        #: the stores take writes of open transactions, so while the task processes there is
+        #: no checkpoint file, and a store found without one is wiped and restored in full.
+        self._unbuffered_eos = config.exactly_once and not config.transactional_state_stores
+        self._processing = False
 
     def bind_task(self, task: Any) -> None:
         """Called by StreamTask: changelog records take the timestamp of the record being
@@ -141,6 +146,10 @@ class TaskStateManager:
                 self._checkpointed = {
                     TopicPartition(tp[0], tp[1]): offset for tp, offset in self._checkpoint.read().items()
                 }
+            if self._unbuffered_eos:
+                for entry in list(self._entries.values()):
+                    if entry.persistent and entry.changelog is not None and entry.changelog not in self._checkpointed:
+                        self.wipe_store(entry.name)  # may hold writes of an aborted transaction
         except BaseException:
             self._close_all(quiet=True)
             raise
@@ -161,6 +170,18 @@ class TaskStateManager:
         self._open = False
 
     # ------------------------------------------------------------------ exactly-once
+
+    def begin_processing(self) -> None:
+        """The task starts processing. Unbuffered exactly-once: from now on the stores may
+        hold uncommitted writes, so the checkpoint file goes until the next clean stop."""
+        if self._unbuffered_eos:
+            self._processing = True
+            self._checkpoint.delete()
+            self._written = {}
+
+    def end_processing(self) -> None:
+        """The task stopped processing after a commit (suspend, clean close)."""
+        self._processing = False
 
     def commit_transaction(self) -> None:
         """Exactly-once, after the Kafka transaction committed: write each persistent store's
@@ -265,7 +286,7 @@ class TaskStateManager:
         written = self._written
         delta = sum(max(0, off - written.get(tp, -1)) for tp, off in new.items())
         self._checkpointed = new
-        if not force and delta <= CHECKPOINT_OFFSET_DELTA:
+        if not force and delta <= CHECKPOINT_OFFSET_DELTA or self._processing:
             return False
         os.makedirs(self.task_dir, exist_ok=True)
         self._checkpoint.write({tp: off for tp, off in new.items() if tp in {e.changelog for e in persistent}})
@@ -304,7 +325,7 @@ class TaskStateManager:
             os.makedirs(self.task_dir, exist_ok=True)
         serdes = {"key_serde": key_serde, "value_serde": value_serde}
         # exactly-once: writes wait in a buffer until the transaction commits (transaction_buffer.py)
-        transactional = config.exactly_once
+        transactional = config.exactly_once and config.transactional_state_stores
         raw: Any
         if isinstance(builder, SessionStoreBuilder):
             if persistent:

@@ -233,6 +233,9 @@ class StreamTask:
                 ) from exc
             finally:
                 ctx.current_node = None
+        begin = getattr(self.stores, "begin_processing", None)
+        if begin is not None:
+            begin()
         self.state = TaskState.RUNNING
 
     def initialize_task_time(self, committed: Mapping[TopicPartition, Any]) -> None:
@@ -514,6 +517,9 @@ class StreamTask:
         suspend and close)."""
         self.stores.flush()
         self.record_collector.flush()
+        end = getattr(self.stores, "end_processing", None)
+        if end is not None:
+            end()
         checkpoint = getattr(self.stores, "checkpoint", None)
         if checkpoint is not None:
             checkpoint(self.record_collector.offsets(), force=True)
