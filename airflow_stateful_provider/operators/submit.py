@@ -55,6 +55,7 @@ __all__ = ["SubmitTopologyOperator"]
 _YARN_WAIT = "spark.yarn.submit.waitAppCompletion"
 _FINAL_STATES = ("NOT_RUNNING", "ERROR")
 _K8S_WAIT = "spark.kubernetes.submission.waitAppCompletion"
+_GUARANTEES = ("at_least_once", "exactly_once_v2")
 
 
 class SubmitTopologyOperator(SparkSubmitOperator):
@@ -66,6 +67,8 @@ class SubmitTopologyOperator(SparkSubmitOperator):
     :param streams_config: StreamsConfig values (templated; a dict or a JSON string);
         ``application_id`` is required.
     :param instances: streams instances, one Spark task slot each.
+    :param processing_guarantee: "at_least_once" or "exactly_once_v2" (templated); when
+        given it overrides ``streams_config``'s value (docs/exactly-once.md).
     :param stateful_streams_conn_id: Kafka connection (brokers, security) and status reads.
     :param submit_timeout: how long to wait for every instance's first status document.
     :param log_path: where a detached spark-submit writes its output (local/client mode).
@@ -77,7 +80,8 @@ class SubmitTopologyOperator(SparkSubmitOperator):
     """
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "topology", "streams_config",
-                                      "instances", "log_path", "stateful_streams_conn_id")
+                                      "instances", "processing_guarantee", "log_path",
+                                      "stateful_streams_conn_id")
     template_fields_renderers = {"streams_config": "json"}
     ui_color = "#cfe8ff"
 
@@ -87,6 +91,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         topology: str,
         streams_config: Mapping[str, Any] | str,
         instances: int | str = 1,
+        processing_guarantee: str | None = None,
         stateful_streams_conn_id: str = StatefulStreamsHook.default_conn_name,
         submit_timeout: timedelta | int = timedelta(minutes=5),
         log_path: str | None = None,
@@ -110,6 +115,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         self.topology = topology
         self.streams_config = streams_config
         self.instances = instances
+        self.processing_guarantee = processing_guarantee
         self.stateful_streams_conn_id = stateful_streams_conn_id
         self.submit_timeout = submit_timeout
         self.log_path = log_path
@@ -136,6 +142,11 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         values = dict(config)
         if not values.get("application_id"):
             raise AirflowException(f"streams_config needs an 'application_id', got keys {sorted(values)}")
+        if self.processing_guarantee:
+            if self.processing_guarantee not in _GUARANTEES:
+                raise AirflowException(f"processing_guarantee must be one of {list(_GUARANTEES)}, "
+                                       f"got {self.processing_guarantee!r}")
+            values["processing_guarantee"] = self.processing_guarantee
         connection = hook.get_client_configs()
         values.setdefault("bootstrap_servers", connection.pop("bootstrap_servers"))
         connection.pop("bootstrap_servers", None)

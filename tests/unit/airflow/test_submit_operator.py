@@ -65,8 +65,17 @@ def test_bad_arguments_are_named(sasl_connection, config, instances, message):
 
 
 def test_templated_fields_include_the_topology_config_and_instances():
-    assert {"topology", "streams_config", "instances", "application_args", "conf"} <= set(
+    assert {"topology", "streams_config", "instances", "processing_guarantee", "application_args", "conf"} <= set(
         SubmitTopologyOperator.template_fields)
+
+
+def test_processing_guarantee_overrides_the_config_and_is_checked(sasl_connection):
+    op = operator(streams_config={"application_id": "clicks", "processing_guarantee": "at_least_once"},
+                  processing_guarantee="exactly_once_v2")
+    assert op._prepare(StatefulStreamsHook())["processing_guarantee"] == "exactly_once_v2"
+    assert "processing_guarantee" not in operator()._prepare(StatefulStreamsHook())
+    with pytest.raises(AirflowException, match=r"processing_guarantee must be one of .*got 'exactly_once'"):
+        operator(processing_guarantee="exactly_once")._prepare(StatefulStreamsHook())
 
 
 class FakeStatusHook:
