@@ -23,7 +23,7 @@ from airflow_stateful_provider.streams.state.changelog_records import ChangelogR
 from airflow_stateful_provider.streams.state.maintenance import StoreStats
 from airflow_stateful_provider.streams.state.memory import InMemoryStore
 from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
-from airflow_stateful_provider.streams.state.rocks import RocksDBStore
+from airflow_stateful_provider.streams.state.rocks import RocksDBStore, restores_directly
 
 __all__ = ["InMemoryKeyValueStore", "KeyValueStore", "RocksDBKeyValueStore"]
 
@@ -150,6 +150,7 @@ class RocksDBKeyValueStore(RocksDBStore, _KeyValueCommon):
         key_serde: object = "bytes",
         value_serde: object = "bytes",
         read_only: bool = False,
+        transactional: bool = False,
     ) -> None:
         requested = StoreMetadata(
             store_type=StoreType.KEY_VALUE,
@@ -157,7 +158,7 @@ class RocksDBKeyValueStore(RocksDBStore, _KeyValueCommon):
             key_serde=serde_name(key_serde),
             value_serde=serde_name(value_serde),
         )
-        super().__init__(path, requested, read_only=read_only)
+        super().__init__(path, requested, read_only=read_only, transactional=transactional)
         self._get = self._db.get
         self._put = self._db.put
         self._del = self._db.delete
@@ -186,8 +187,22 @@ class RocksDBKeyValueStore(RocksDBStore, _KeyValueCommon):
             raise InvalidStoreError(f"store {self.name!r} is closed") from None
 
     def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
-        """Apply all entries in one RocksDB write batch."""
+        """Apply all entries in one RocksDB write batch (a transactional store: into its buffer).
+        Nothing is written when an entry is invalid."""
         self._check_writable()
+        if self._txn is not None:
+            checked = list(entries)
+            for key, value in checked:
+                if type(key) is not bytes:
+                    raise _bad_key(key)
+                if value is not None and type(value) is not bytes:
+                    raise _bad_value(value)
+            for key, value in checked:
+                if value is None:
+                    self._del(key)
+                else:
+                    self._put(key, value)
+            return
         batch = rocksdict.WriteBatch(raw_mode=True)
         for key, value in entries:
             if type(key) is not bytes:
@@ -231,6 +246,7 @@ class RocksDBKeyValueStore(RocksDBStore, _KeyValueCommon):
         self._check_open()
         return self._rocksdb_int("rocksdb.estimate-num-keys")
 
+    @restores_directly
     def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
         """Apply changelog records in one write batch; returns how many were applied.
 

@@ -7,7 +7,8 @@ directory; this base keeps their bookkeeping identical to one another.
 
 from __future__ import annotations
 
-from typing import ClassVar, Self
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, ClassVar, Self
 
 from airflow_stateful_provider.streams.errors import InvalidStoreError
 from airflow_stateful_provider.streams.serdes import serde_name
@@ -21,6 +22,8 @@ class InMemoryStore:
     persistent: ClassVar[bool] = False
     # never read-only; write paths shared with the RocksDB stores test it all the same
     read_only: ClassVar[bool] = False
+    # restored from the changelog after a crash, so there is nothing to commit or abort
+    transactional: ClassVar[bool] = False
 
     def __init__(self, name: str, *, key_serde: object, value_serde: object) -> None:
         self.name = name
@@ -41,6 +44,23 @@ class InMemoryStore:
 
     def flush(self) -> None:
         """Nothing to persist."""
+
+    # the transactional RocksDB stores' members, so callers can treat every store alike
+
+    def commit_transaction(self) -> int:
+        """Nothing buffered: returns 0."""
+        return 0
+
+    def abort_transaction(self) -> None:
+        """Nothing buffered."""
+
+    @property
+    def uncommitted_bytes(self) -> int:
+        return 0
+
+    def restoring(self) -> AbstractContextManager[Any]:
+        """A null context: restoration writes into the store as usual."""
+        return nullcontext()
 
     def close(self) -> None:
         self._open = False

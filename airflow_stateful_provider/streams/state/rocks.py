@@ -15,6 +15,13 @@ source (as in Kafka Streams): the runtime flushes stores before it writes the
 checkpoint, and anything after the last flush is restored from the changelog.
 A consequence for readers in other processes (``read_only=True``, RocksDB
 secondary mode): they see the store as of its last flush.
+
+Transactional stores (``transactional=True``, for exactly-once processing) write into
+a :class:`TransactionBuffer` instead; :meth:`RocksDBStore.commit_transaction` moves it
+into RocksDB in one batch with the write-ahead log on, so RocksDB holds exactly the
+committed transactions even after a crash (see transaction_buffer.py). Their direct
+writes (restoration) use the write-ahead log too: otherwise a crash could lose restored
+rows while keeping the commits made on top of them.
 """
 
 from __future__ import annotations
@@ -25,11 +32,14 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import wraps
+from typing import Any, ClassVar, TypeVar
 
 import rocksdict
 
-from airflow_stateful_provider.streams.errors import InvalidStoreError, ReadOnlyStoreError
+from airflow_stateful_provider.streams.errors import ConfigError, InvalidStoreError, ReadOnlyStoreError
 from airflow_stateful_provider.streams.state.maintenance import CompactionResult
 from airflow_stateful_provider.streams.state.metadata import (
     DB_DIR_NAME,
@@ -39,8 +49,9 @@ from airflow_stateful_provider.streams.state.metadata import (
     read_metadata,
     write_metadata,
 )
+from airflow_stateful_provider.streams.state.transaction_buffer import TransactionBuffer
 
-__all__ = ["RocksDBStore", "bytes_on_disk", "prepare_store_dir"]
+__all__ = ["RocksDBStore", "bytes_on_disk", "prepare_store_dir", "restores_directly"]
 
 _BLOCK_CACHE_BYTES = 64 << 20
 _WRITE_BUFFER_BYTES = 16 << 20
@@ -86,9 +97,9 @@ def _rdict(db_path: str, create: bool, access_type: rocksdict.AccessType | None 
     return rocksdict.Rdict(db_path, opts, column_families={"default": opts}, access_type=access_type)
 
 
-def _write_options() -> rocksdict.WriteOptions:
+def _write_options(wal: bool = False) -> rocksdict.WriteOptions:
     wo = rocksdict.WriteOptions()
-    wo.disable_wal = True
+    wo.disable_wal = not wal
     return wo
 
 
@@ -149,19 +160,43 @@ def prepare_store_dir(path: str, requested: StoreMetadata) -> StoreMetadata:
     return requested
 
 
+_R = TypeVar("_R")
+
+
+def restores_directly(method: Callable[..., _R]) -> Callable[..., _R]:
+    """For ``restore_batch``: changelog records are committed data, so even a transactional
+    store writes them straight to RocksDB (inside :meth:`RocksDBStore.restoring`)."""
+
+    @wraps(method)
+    def restore(self: RocksDBStore, *args: Any, **kwargs: Any) -> _R:
+        with self.restoring():
+            return method(self, *args, **kwargs)
+
+    return restore
+
+
 class RocksDBStore:
     """Base of the persistent stores: opening, flush/close, compaction, disk usage.
 
     Subclasses set ``store_type`` and may override ``_on_flush`` to persist in-memory
     state (e.g. observed stream time) into the RocksDB just before it is flushed.
+
+    With ``transactional=True`` ``self._db`` is a :class:`TransactionBuffer` over the
+    RocksDB: writes stay in memory until :meth:`commit_transaction`, and
+    :meth:`abort_transaction` or :meth:`close` drop them.
     """
 
     store_type: ClassVar[StoreType]
     persistent: ClassVar[bool] = True
 
-    def __init__(self, path: str | os.PathLike[str], requested: StoreMetadata, *, read_only: bool) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], requested: StoreMetadata, *, read_only: bool, transactional: bool = False
+    ) -> None:
         self.path = os.path.abspath(os.fspath(path))
+        if transactional and read_only:
+            raise ConfigError(f"store {self.path}: a read-only store cannot be transactional")
         self.read_only = read_only
+        self.transactional = transactional
         self._secondary_dir: str | None = None
         if read_only:
             metadata = read_metadata(self.path)
@@ -170,7 +205,12 @@ class RocksDBStore:
             metadata = prepare_store_dir(self.path, requested)
         self.metadata = metadata
         self.name = metadata.name
-        self._db = self._open_db(os.path.join(self.path, DB_DIR_NAME))
+        db = self._open_db(os.path.join(self.path, DB_DIR_NAME))
+        self._txn: TransactionBuffer | None = None
+        if transactional:
+            db.set_write_options(_write_options(wal=True))
+            self._txn = TransactionBuffer(db, path=self.path)
+        self._db: Any = db if self._txn is None else self._txn
         self._open = True
 
     def _open_db(self, db_path: str) -> rocksdict.Rdict:
@@ -214,12 +254,58 @@ class RocksDBStore:
         """Hook: write in-memory state into the RocksDB before it is flushed."""
 
     def flush(self) -> None:
-        """Persist everything written so far (the runtime calls this before checkpointing)."""
+        """Persist everything written so far (the runtime calls this before checkpointing).
+
+        Transactional stores only move their in-memory state into the buffer: what is in
+        RocksDB is committed already, and the buffer waits for :meth:`commit_transaction`.
+        """
         self._check_open()
         if self.read_only:
             return
         self._on_flush()
-        self._db.flush(True)
+        if self._txn is None:
+            self._db.flush(True)
+
+    # -- transactions (exactly-once) -------------------------------------------------------
+
+    def commit_transaction(self) -> int:
+        """Write the buffered writes (and the in-memory state ``flush`` persists) into RocksDB in
+        one write-ahead-logged batch; returns the number of entries written. 0 and nothing
+        done for a non-transactional store."""
+        if self._txn is None:
+            return 0
+        self._check_writable()
+        self._on_flush()
+        return self._txn.commit()
+
+    def abort_transaction(self) -> None:
+        """Drop the buffered writes and reload the in-memory state (observed stream time,
+        segments) from the committed RocksDB. No-op for a non-transactional store."""
+        if self._txn is None:
+            return
+        self._check_writable()
+        self._txn.discard()
+        self._on_refresh()
+
+    @property
+    def uncommitted_bytes(self) -> int:
+        """Approximate memory held by buffered writes (0 when not transactional)."""
+        return 0 if self._txn is None else self._txn.pending_bytes
+
+    def restoring(self) -> AbstractContextManager[Any]:
+        """Context for changelog restoration: writes go straight to RocksDB (committed data).
+        A transactional store refuses to enter it while writes are buffered."""
+        if self._txn is None:
+            return nullcontext()
+        return self._restoring_directly(self._txn)
+
+    @contextmanager
+    def _restoring_directly(self, txn: TransactionBuffer) -> Iterator[None]:
+        self._check_writable()
+        self._on_flush()  # in-memory state not yet written counts as buffered: direct() refuses it
+        with txn.direct():
+            yield
+            self._on_flush()  # state derived from restored records (observed time) is committed state
 
     def refresh(self) -> None:
         """Read-only stores: catch up with what the writing process has flushed since."""
@@ -229,15 +315,20 @@ class RocksDBStore:
             self._on_refresh()
 
     def _on_refresh(self) -> None:
-        """Hook: reload in-memory state after a secondary catch-up."""
+        """Hook: reload in-memory state from the RocksDB (after a secondary catch-up, or after
+        a transactional store dropped its buffer)."""
 
     def close(self) -> None:
-        """Flush and release the RocksDB; closing twice is harmless."""
+        """Flush and release the RocksDB; closing twice is harmless. A transactional store drops
+        its uncommitted writes (a close never commits) and flushes only committed data."""
         if not self._open:
             return
         try:
-            if not self.read_only:
+            if self._txn is not None:
+                self._txn.discard()
+            elif not self.read_only:
                 self._on_flush()
+            if not self.read_only:
                 self._db.flush(True)
         finally:
             self._open = False

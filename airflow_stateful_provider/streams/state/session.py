@@ -36,6 +36,7 @@ from airflow_stateful_provider.streams.state.changelog_records import ChangelogR
 from airflow_stateful_provider.streams.state.maintenance import StoreStats
 from airflow_stateful_provider.streams.state.memory import InMemoryStore
 from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
+from airflow_stateful_provider.streams.state.rocks import restores_directly
 from airflow_stateful_provider.streams.state.segments import (
     SEGMENT_PREFIX,
     SegmentedRocksDBStore,
@@ -225,6 +226,7 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
         inactivity_gap: int | Any | None = None,
         grace_period: int | Any | None = None,
         read_only: bool = False,
+        transactional: bool = False,
     ) -> None:
         retention_ms = None if retention is None else _retention(retention)
         gap_ms = None if inactivity_gap is None else duration_ms(inactivity_gap, "inactivity_gap", minimum=1)
@@ -244,7 +246,7 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
             inactivity_gap_ms=gap_ms,
             grace_period_ms=grace_ms,
         )
-        super().__init__(path, requested, read_only=read_only)
+        super().__init__(path, requested, read_only=read_only, transactional=transactional)
         self._open_segments(self.metadata.retention_ms)
         self.retention_ms = self._segment_retention_ms
 
@@ -355,6 +357,7 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
 
     # -- restore ---------------------------------------------------------------------------
 
+    @restores_directly
     def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
         """Apply changelog records (key = key + end + start) in one RocksDB write batch.
 

@@ -28,6 +28,7 @@ from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.serdes import serde_name
 from airflow_stateful_provider.streams.state.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
+from airflow_stateful_provider.streams.state.rocks import restores_directly
 from airflow_stateful_provider.streams.state.segments import SEGMENT_PREFIX, SegmentedRocksDBStore
 from airflow_stateful_provider.streams.state.versioned import (
     VALID_TO_UNDEFINED,
@@ -70,6 +71,7 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
         key_serde: object = "bytes",
         value_serde: object = "bytes",
         read_only: bool = False,
+        transactional: bool = False,
     ) -> None:
         path = os.fspath(path)
         hr_ms = None if history_retention is None else history_retention_ms(history_retention)
@@ -89,7 +91,7 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
             history_retention_ms=hr_ms,
             segment_interval_ms=interval_ms,
         )
-        super().__init__(path, requested, read_only=read_only)
+        super().__init__(path, requested, read_only=read_only, transactional=transactional)
         self._use_db()
         self._open_segments(self.metadata.history_retention_ms)
         self.history_retention_ms = self._segment_retention_ms
@@ -390,6 +392,7 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
 
     # -- restore ---------------------------------------------------------------------------
 
+    @restores_directly
     def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
         """Replay changelog records (key, value or None, timestamp = valid_from) as puts,
         buffered and written in one RocksDB write batch. Returns how many were applied
