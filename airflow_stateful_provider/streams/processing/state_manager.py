@@ -249,8 +249,7 @@ class TaskStateManager:
         them, as it drops writes into expired segments during processing."""
         entry = self.store_for_changelog(TopicPartition(partition[0], partition[1]))
         records = records if isinstance(records, list) else list(records)
-        with entry.raw.restoring():  # committed data: past any transaction buffer
-            entry.raw.restore_batch(records)
+        entry.raw.restore_batch(records)
         if records:
             self._checkpointed[entry.changelog] = records[-1].offset  # type: ignore[index]
         return sum(1 for record in records if record.key is not None)
@@ -288,6 +287,11 @@ class TaskStateManager:
         self._checkpointed = new
         if not force and delta <= CHECKPOINT_OFFSET_DELTA or self._processing:
             return False
+        # What the file claims must survive a kill -9: stores written without RocksDB's
+        # write-ahead log (all but the transactional ones) flush their memtables first.
+        for entry in persistent:
+            if not entry.raw.transactional:
+                entry.raw.flush()
         os.makedirs(self.task_dir, exist_ok=True)
         self._checkpoint.write({tp: off for tp, off in new.items() if tp in {e.changelog for e in persistent}})
         self._written = dict(new)
