@@ -45,19 +45,24 @@ GAP_MS = 300_000
 PARTITIONS = 4
 
 
-def topology():
+def topology(source: str = "bench-clicks", sink: str = "bench-session-counts"):
     builder = StreamsBuilder()
-    (builder.stream("bench-clicks", Consumed.with_("string", "bytes"))
+    (builder.stream(source, Consumed.with_("string", "bytes"))
      .group_by_key()
      .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(GAP_MS))
      .count(Materialized.as_("sessions"))
      .to_stream()
      .map(lambda windowed, count: (windowed.key, count))
-     .to("bench-session-counts", Produced.with_("string", "int64")))
+     .to(sink, Produced.with_("string", "int64")))
     return builder.build()
 
 
-def produce_events(bootstrap: str, events: int, users: int) -> None:
+def configured_topology(config: StreamsConfig):
+    """The same topology for an instance process; topics from ``app_configs`` ("input", "output")."""
+    return topology(config.app_configs["input"], config.app_configs["output"])
+
+
+def produce_events(bootstrap: str, events: int, users: int, topic: str = "bench-clicks") -> None:
     """Per user a timeline (most steps extend the current session, one in ten starts a new
     one), all merged in timestamp order and ending now."""
     rng = random.Random(1)
@@ -73,7 +78,7 @@ def produce_events(bootstrap: str, events: int, users: int) -> None:
     keys = [f"user-{u:05d}".encode() for u in range(users)]
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, batch_size=1024 * 1024, acks=1)
     for ts, u in timeline:
-        producer.send("bench-clicks", key=keys[u], value=b"c", timestamp_ms=ts + shift)
+        producer.send(topic, key=keys[u], value=b"c", timestamp_ms=ts + shift)
     producer.flush()
     producer.close()
 

@@ -1,0 +1,151 @@
+"""Benchmark: exactly-once against at-least-once on the sessionize workload (issue 14).
+
+1. Throughput: the input of bench/sessionize.py (1M click events over 10k users, session
+   windows with count, 4 partitions, one stream thread) processed once at-least-once
+   (commit every 5 s, as bench/sessionize.py) and once exactly-once (its default commit
+   interval, 100 ms), each by a fresh application on the same broker and input.
+2. Restore after kill -9 under exactly-once: an instance process counts sessions, is killed
+   with SIGKILL mid-stream, and a new process on the same state directory restores; with
+   the transactional store buffer (the default) and without it (Kafka Streams' behaviour:
+   the state is wiped and the whole changelog restored).
+
+Prints progress, then as its last line one JSON object:
+  alos_rps, eos_rps          input records / (first poll with records -> last commit)
+  eos_vs_alos                eos_rps / alos_rps
+  alos_cpu_s, eos_cpu_s      CPU seconds of this process while each run processed
+  restore_buffered / restore_unbuffered
+                             {"restored": records, "seconds": restoration time,
+                              "changelog": changelog records at the kill}
+
+    python bench/exactly_once.py [--events 1000000] [--users 10000] [--restore-events 300000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
+from kafka.admin import NewTopic  # noqa: E402
+
+from airflow_stateful_provider.streams import KafkaStreams, StreamsConfig  # noqa: E402
+from bench.sessionize import PARTITIONS, produce_events, topology  # noqa: E402
+from tools.instances import InstanceProcess, committed_offsets, wait_until  # noqa: E402
+from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
+
+INPUT, OUTPUT = "bench-clicks", "bench-session-counts"
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_throughput(bootstrap: str, admin: KafkaAdminClient, work: Path, guarantee: str, events: int) -> dict:
+    app = f"bench-{guarantee.replace('_', '-')}"
+    overrides = {"commit_interval_ms": 5_000} if guarantee == "at_least_once" else {}
+    config = StreamsConfig(application_id=app, bootstrap_servers=bootstrap, state_dir=str(work / app),
+                           processing_guarantee=guarantee, instance_id=f"{app}-0", **overrides)
+    streams = KafkaStreams(topology(), config)
+    cpu0 = cpu_seconds()
+    streams.start()
+    while sum(committed_offsets(admin, app, INPUT).values()) < events:
+        if streams.state in (KafkaStreams.State.ERROR, KafkaStreams.State.PENDING_ERROR):
+            raise SystemExit(f"{guarantee}: the instance failed")
+        time.sleep(0.5)
+    thread = streams.threads[0]
+    seconds = thread.last_committed_at - thread.first_records_polled_at
+    cpu = cpu_seconds() - cpu0
+    streams.close(timeout=60)
+    rps = events / seconds
+    print(f"{guarantee}: {events} events in {seconds:.1f}s: {rps:,.0f} records/s, {cpu:.1f} CPU s "
+          f"(commit every {config.commit_interval_ms} ms)", flush=True)
+    return {"rps": rps, "cpu": cpu}
+
+
+def changelog_size(bootstrap: str, topic: str) -> int:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        return sum(consumer.end_offsets(tps).values())
+    finally:
+        consumer.close()
+
+
+def run_restore(bootstrap: str, admin: KafkaAdminClient, work: Path, buffered: bool, events: int) -> dict:
+    """Count sessions in an instance process, kill it with SIGKILL once 60 % of the input is
+    committed, and time the restoration of the next process on the same state directory."""
+    app = f"bench-restore-{'buffered' if buffered else 'unbuffered'}"
+    admin.create_topics([NewTopic(f"{app}-in", PARTITIONS, 1), NewTopic(f"{app}-out", PARTITIONS, 1)])
+    produce_events(bootstrap, events, events // 100, topic=f"{app}-in")
+    config = {"application_id": app, "bootstrap_servers": bootstrap, "state_dir": str(work / app),
+              "processing_guarantee": "exactly_once_v2", "transactional_state_stores": buffered,
+              "instance_id": f"{app}-0", "app_configs": {"input": f"{app}-in", "output": f"{app}-out"}}
+    topology_ref = "bench.sessionize:configured_topology"
+    first = InstanceProcess(topology_ref, config, work, f"{app}-first").start()
+    second = None
+    try:
+        wait_until(lambda: first.check_alive() or sum(committed_offsets(admin, app, f"{app}-in").values())
+                   >= events * 0.6, 600, "60 % of the input committed", first.log_tail)
+        first.kill()
+        size = changelog_size(bootstrap, f"{app}-sessions-changelog")
+        second = InstanceProcess(topology_ref, config, work, f"{app}-second").start()
+        wait_until(lambda: second.check_alive() or any(e["event"] == "restore_end" for e in second.events())
+                   and all(e["event"] != "restore_start" or any(
+                       f["event"] == "restore_end" and f["partition"] == e["partition"] for f in second.events())
+                       for e in second.events()), 600, "the restoration to end", second.log_tail)
+        second.stop()
+    finally:
+        first.ensure_stopped()
+        if second is not None:
+            second.ensure_stopped()
+    events_seen = second.events()
+    starts = [e["at_ms"] for e in events_seen if e["event"] == "restore_start"]
+    ends = [e["at_ms"] for e in events_seen if e["event"] == "restore_end"]
+    restored = sum(e["total"] for e in events_seen if e["event"] == "restore_end")
+    seconds = (max(ends) - min(starts)) / 1000 if starts else 0.0
+    print(f"restore after kill -9, {'with' if buffered else 'without'} the transactional store buffer: "
+          f"{restored:,} of {size:,} changelog records in {seconds:.2f}s", flush=True)
+    return {"restored": restored, "seconds": round(seconds, 2), "changelog": size}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--restore-events", type=int, default=300_000)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-exactly-once-"))
+    with LocalKafkaBroker(work / "kafka") as broker:
+        bootstrap = broker.bootstrap_servers
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.create_topics([NewTopic(INPUT, PARTITIONS, 1), NewTopic(OUTPUT, PARTITIONS, 1)])
+        t0 = time.monotonic()
+        produce_events(bootstrap, args.events, args.users)
+        print(f"produced {args.events} events in {time.monotonic() - t0:.1f}s", flush=True)
+        expected = args.events // args.users * args.users
+        alos = run_throughput(bootstrap, admin, work, "at_least_once", expected)
+        eos = run_throughput(bootstrap, admin, work, "exactly_once_v2", expected)
+        buffered = run_restore(bootstrap, admin, work, True, args.restore_events)
+        unbuffered = run_restore(bootstrap, admin, work, False, args.restore_events)
+        admin.close()
+    result = {"events": args.events, "users": args.users, "alos_rps": round(alos["rps"]),
+              "eos_rps": round(eos["rps"]), "eos_vs_alos": round(eos["rps"] / alos["rps"], 3),
+              "alos_cpu_s": round(alos["cpu"], 1), "eos_cpu_s": round(eos["cpu"], 1),
+              "restore_buffered": buffered, "restore_unbuffered": unbuffered,
+              "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}"}
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
