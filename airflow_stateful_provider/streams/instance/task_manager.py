@@ -393,7 +393,16 @@ class TaskManager:
         if stores is None:
             collector, stores = self._new_stores(task_id)
         return StreamTask(task_id, self.topology, self.config, record_collector=collector, stores=stores,
-                          partitions=partitions, wall_clock=self.wall_clock_ms)
+                          partitions=partitions, wall_clock=self.wall_clock_ms,
+                          consumer_position=self._consumer_position)
+
+    def _consumer_position(self, tp: TopicPartition) -> int | None:
+        """The main consumer's next offset of ``tp``, read from its local state (no network:
+        safe inside rebalance callbacks), or None when it has no valid position."""
+        state = self.consumer._subscription.assignment.get(KafkaTopicPartition(tp.topic, tp.partition))
+        if state is None or not state.has_valid_position:
+            return None
+        return state.position.offset
 
     # ------------------------------------------------------------------ close
 

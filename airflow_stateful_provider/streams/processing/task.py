@@ -126,6 +126,7 @@ class StreamTask:
         partitions: Iterable[TopicPartition] | None = None,
         wall_clock: Callable[[], int] = _system_clock_ms,
         fetched_lag: Callable[[TopicPartition], int | None] | None = None,
+        consumer_position: Callable[[TopicPartition], int | None] | None = None,
     ) -> None:
         self.id = task_id
         self.config = config
@@ -134,6 +135,8 @@ class StreamTask:
         self.record_collector = record_collector
         self.stores: TaskStores = stores if stores is not None else _NoStores()
         self.wall_clock_ms = wall_clock
+        #: The consumer's next offset to fetch of a partition (local, no network), or None.
+        self._consumer_position = consumer_position
         self.metrics = TaskMetrics(task_id)
         self.state = TaskState.CREATED
         self.commit_needed = False
@@ -437,13 +440,20 @@ class StreamTask:
         return self.committable_offsets()
 
     def committable_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        return {
-            tp: OffsetAndMetadata(
-                offset + 1,
-                encode_commit_metadata(self._partition_group.partition_time(tp), self.processor_metadata),
-            )
-            for tp, offset in self._consumed.items()
-        }
+        """Next offset to read per consumed partition. When everything fetched of a partition
+        is processed, the consumer's position is committed if it is further: it moved past
+        transaction markers (exactly-once writers), which would otherwise stay behind the
+        committed offset and show as lag forever (Kafka Streams does the same)."""
+        offsets = {}
+        for tp, offset in self._consumed.items():
+            next_offset = offset + 1
+            if self._consumer_position is not None and self._partition_group.buffered_size(tp) == 0:
+                position = self._consumer_position(tp)
+                if position is not None and position > next_offset:
+                    next_offset = position
+            offsets[tp] = OffsetAndMetadata(
+                next_offset, encode_commit_metadata(self._partition_group.partition_time(tp), self.processor_metadata))
+        return offsets
 
     def post_commit(self, *, enforce_checkpoint: bool = False) -> None:
         """After the consumer (or, exactly-once, the transaction) committed: write the stores'
