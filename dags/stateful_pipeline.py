@@ -48,6 +48,7 @@ with DAG(
         "application_id": Param("clicks-and-payments", type="string", minLength=1),
         "topic_prefix": Param("", type="string"),
         "instances": Param(2, type="integer", minimum=1),
+        "processing_guarantee": Param("exactly_once_v2", enum=["exactly_once_v2", "at_least_once"]),
         "num_standby_replicas": Param(1, type="integer", minimum=0),
         "partitions": Param(4, type="integer", minimum=1),
         "generate": Param(True, type="boolean", description="false: reuse the data already in the topics"),
@@ -82,6 +83,7 @@ with DAG(
         task_id="submit_topology",
         topology=TOPOLOGY,
         instances="{{ params.instances }}",
+        processing_guarantee="{{ params.processing_guarantee }}",
         streams_config={
             "application_id": "{{ params.application_id }}",
             "num_standby_replicas": "{{ params.num_standby_replicas }}",

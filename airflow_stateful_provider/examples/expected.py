@@ -182,8 +182,9 @@ def _read_table(bootstrap_servers: str, topic: str, decode_key: Any, decode_valu
                 client_configs: Mapping[str, Any] | None, timeout_s: float) -> tuple[dict[Any, Any], int]:
     from kafka import KafkaConsumer, TopicPartition
 
+    # read_committed: an exactly-once application's aborted transactions are not output
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
-                             **dict(client_configs or {}))
+                             isolation_level="read_committed", **dict(client_configs or {}))
     try:
         partitions = consumer.partitions_for_topic(topic)
         if not partitions:

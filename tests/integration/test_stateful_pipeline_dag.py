@@ -56,6 +56,8 @@ def test_stateful_pipeline_dag_runs_the_example_on_spark(airflow_db, bootstrap_s
         documents = read_status_documents(bootstrap_servers, app_id)
         assert sorted(documents) == [f"{app_id}-0", f"{app_id}-1"]
         assert all(d.state == "RUNNING" for d in documents.values())
+        # the DAG's default guarantee reached the instances on Spark through the operator
+        assert {d.processing_guarantee for d in documents.values()} == {"exactly_once_v2"}
 
         # On-call asks for the table of the running application.
         capfd.readouterr()
