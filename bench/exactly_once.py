@@ -1,18 +1,23 @@
 """Benchmark: exactly-once against at-least-once on the sessionize workload (issue 14).
 
 1. Throughput: the input of bench/sessionize.py (1M click events over 10k users, session
-   windows with count, 4 partitions, one stream thread) processed once at-least-once
-   (commit every 5 s, as bench/sessionize.py) and once exactly-once (its default commit
-   interval, 100 ms), each by a fresh application on the same broker and input.
+   windows with count, 4 partitions, one stream thread), each run a fresh application on
+   the same broker and input, at-least-once and exactly-once at two commit intervals:
+   5 s (as bench/sessionize.py) and 100 ms (exactly-once's default). Compare at equal
+   intervals: the interval decides how much the record cache collapses, so how many
+   changelog and output records are written, whatever the guarantee.
 2. Restore after kill -9 under exactly-once: an instance process counts sessions, is killed
    with SIGKILL mid-stream, and a new process on the same state directory restores; with
    the transactional store buffer (the default) and without it (Kafka Streams' behaviour:
    the state is wiped and the whole changelog restored).
 
 Prints progress, then as its last line one JSON object:
-  alos_rps, eos_rps          input records / (first poll with records -> last commit)
-  eos_vs_alos                eos_rps / alos_rps
-  alos_cpu_s, eos_cpu_s      CPU seconds of this process while each run processed
+  runs                       per "<guarantee>@<commit interval ms>": records/s (input
+                             records / (first poll with records -> last commit)) and the
+                             CPU seconds of this process while it ran
+  eos_vs_alos                {"5000": ratio, "100": ratio}: exactly-once records/s over
+                             at-least-once records/s at the same commit interval
+  eos_vs_alos_per_cpu_second the same in records per CPU-second
   restore_buffered / restore_unbuffered
                              {"restored": records, "seconds": restoration time,
                               "changelog": changelog records at the kill}
@@ -43,6 +48,8 @@ from tools.instances import InstanceProcess, committed_offsets, wait_until  # no
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
 
 INPUT, OUTPUT = "bench-clicks", "bench-session-counts"
+#: Commit intervals compared (ms): bench/sessionize.py's, and exactly-once's default.
+INTERVALS_MS = (5_000, 100)
 
 
 def cpu_seconds() -> float:
@@ -50,11 +57,11 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_throughput(bootstrap: str, admin: KafkaAdminClient, work: Path, guarantee: str, events: int) -> dict:
-    app = f"bench-{guarantee.replace('_', '-')}"
-    overrides = {"commit_interval_ms": 5_000} if guarantee == "at_least_once" else {}
+def run_throughput(bootstrap: str, admin: KafkaAdminClient, work: Path, guarantee: str, commit_ms: int,
+                   events: int) -> dict:
+    app = f"bench-{guarantee.replace('_', '-')}-{commit_ms}"
     config = StreamsConfig(application_id=app, bootstrap_servers=bootstrap, state_dir=str(work / app),
-                           processing_guarantee=guarantee, instance_id=f"{app}-0", **overrides)
+                           processing_guarantee=guarantee, instance_id=f"{app}-0", commit_interval_ms=commit_ms)
     streams = KafkaStreams(topology(), config)
     cpu0 = cpu_seconds()
     streams.start()
@@ -133,14 +140,22 @@ def main() -> int:
         produce_events(bootstrap, args.events, args.users)
         print(f"produced {args.events} events in {time.monotonic() - t0:.1f}s", flush=True)
         expected = args.events // args.users * args.users
-        alos = run_throughput(bootstrap, admin, work, "at_least_once", expected)
-        eos = run_throughput(bootstrap, admin, work, "exactly_once_v2", expected)
+        runs = {f"{guarantee}@{commit_ms}": run_throughput(bootstrap, admin, work, guarantee, commit_ms, expected)
+                for commit_ms in INTERVALS_MS for guarantee in ("at_least_once", "exactly_once_v2")}
         buffered = run_restore(bootstrap, admin, work, True, args.restore_events)
         unbuffered = run_restore(bootstrap, admin, work, False, args.restore_events)
         admin.close()
-    result = {"events": args.events, "users": args.users, "alos_rps": round(alos["rps"]),
-              "eos_rps": round(eos["rps"]), "eos_vs_alos": round(eos["rps"] / alos["rps"], 3),
-              "alos_cpu_s": round(alos["cpu"], 1), "eos_cpu_s": round(eos["cpu"], 1),
+    ratios = {str(ms): round(runs[f"exactly_once_v2@{ms}"]["rps"] / runs[f"at_least_once@{ms}"]["rps"], 3)
+              for ms in INTERVALS_MS}
+    # per CPU-second: what the work costs, whatever else the machine runs meanwhile
+    cpu_ratios = {str(ms): round(runs[f"at_least_once@{ms}"]["cpu"] / runs[f"exactly_once_v2@{ms}"]["cpu"], 3)
+                  for ms in INTERVALS_MS}
+    for ms in ratios:
+        print(f"commit every {ms} ms: exactly-once / at-least-once = {ratios[ms]:.2f} in records/s, "
+              f"{cpu_ratios[ms]:.2f} in records per CPU-second", flush=True)
+    result = {"events": args.events, "users": args.users,
+              "runs": {name: {"rps": round(run["rps"]), "cpu_s": round(run["cpu"], 1)} for name, run in runs.items()},
+              "eos_vs_alos": ratios, "eos_vs_alos_per_cpu_second": cpu_ratios,
               "restore_buffered": buffered, "restore_unbuffered": unbuffered,
               "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}"}
     print(json.dumps(result))
