@@ -81,7 +81,7 @@ def _lower_priority() -> None:
 
 class BackgroundOracle:
     """The oracle (its cost grows with the square of the clicks: several seconds of one core
-    for 50k) computed in a child process at low priority while the instances process the
+    for 40k) computed in a child process at low priority while the instances process the
     input; ``close`` ends the child even mid-computation (a test failing early)."""
 
     def __init__(self, workload: Workload, now_ms: int) -> None:
@@ -151,7 +151,8 @@ class App:
         return [(topic, int(partition)) for topic in topics]
 
 
-def split_input(records: Sequence[GeneratedRecord], waves: int) -> tuple[list[GeneratedRecord], list[list[GeneratedRecord]]]:
+def split_input(records: Sequence[GeneratedRecord],
+                waves: int) -> tuple[list[GeneratedRecord], list[list[GeneratedRecord]]]:
     """(the rates, the clicks and payments in ``waves`` consecutive slices of send order)."""
     rates = [r for r in records if r.kind == RATE]
     rest = [r for r in records if r.kind != RATE]

@@ -112,7 +112,13 @@ class TopicVerdict:
                 "duplicated": {repr(k): n for k, n in self.duplicated.items()},
                 "over_counted": {repr(k): n for k, n in self.over_counted.items()},
                 "records": {repr(k): {"expected": self.expected.get(k), "seen": self.seen.get(k, [])}
-                            for k in sorted(keys, key=repr)}}
+                            for k in sorted(keys, key=repr)},
+                # sessions: every expected and seen session of the users of missing or unexpected keys
+                # (a session with other bounds shows up as one missing and one unexpected key)
+                "sessions_of_users": {user: {"expected": sorted(repr(k) for k in self.expected if k[0] == user),
+                                             "seen": sorted(repr(k) for k in self.seen if k[0] == user)}
+                                      for user in sorted({k[0] for k in (*self.missing, *self.unexpected)
+                                                          if isinstance(k, tuple)})}}
 
     def examples(self, keys: Iterable[Any], what: str, limit: int = 5) -> str:
         keys = list(keys)
