@@ -54,6 +54,7 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import StreamsError, TransactionFailedError
 from airflow_stateful_provider.streams.instance.group_join import keep_completed_join_results
+from airflow_stateful_provider.streams.instance.parked_fetches import release_parked_fetches
 from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
 from airflow_stateful_provider.streams.instance.task_manager import TaskManager
 from airflow_stateful_provider.streams.processing.record_collector import ProductionError
@@ -292,6 +293,7 @@ class StreamThread(threading.Thread):
         idle_wait = IDLE_POLL_MS // 2 if reader.standby_tasks else IDLE_POLL_MS
         # While the group rebalances, give the join its round trip (see REBALANCE_POLL_MS).
         timeout = REBALANCE_POLL_MS if group_rejoining(self.consumer) else (0 if busy else idle_wait)
+        release_parked_fetches(self.consumer)  # a resumed partition gets its parked records back
         fetched = self.consumer.poll(timeout_ms=timeout, max_records=self.config.buffered_records_per_partition)
         if self._pending_assignment is not None:
             info, self._pending_assignment = self._pending_assignment, None
