@@ -40,8 +40,10 @@ def committed_offsets(bootstrap_servers: str, group: str, topic: str) -> dict[in
 
 
 def read_all(bootstrap_servers: str, topic: str) -> list[Any]:
-    """Every record of ``topic``, in partition then offset order."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
+    """Every committed record of ``topic`` (records of aborted transactions left out), in
+    partition then offset order."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
+                             isolation_level="read_committed")
     try:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
         consumer.assign(tps)
