@@ -43,7 +43,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
 
 from airflow_stateful_provider.streams import KafkaStreams, StreamsConfig  # noqa: E402
-from bench.sessionize import PARTITIONS, produce_events, topology  # noqa: E402
+from bench.sessionize import PARTITIONS, process_all, produce_events, topology  # noqa: E402
 from tools.instances import InstanceProcess, committed_offsets, wait_until  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
 
@@ -64,13 +64,7 @@ def run_throughput(bootstrap: str, admin: KafkaAdminClient, work: Path, guarante
                            processing_guarantee=guarantee, instance_id=f"{app}-0", commit_interval_ms=commit_ms)
     streams = KafkaStreams(topology(), config)
     cpu0 = cpu_seconds()
-    streams.start()
-    while sum(committed_offsets(admin, app, INPUT).values()) < events:
-        if streams.state in (KafkaStreams.State.ERROR, KafkaStreams.State.PENDING_ERROR):
-            raise SystemExit(f"{guarantee}: the instance failed")
-        time.sleep(0.5)
-    thread = streams.threads[0]
-    seconds = thread.last_committed_at - thread.first_records_polled_at
+    seconds = process_all(streams, admin, INPUT, events)
     cpu = cpu_seconds() - cpu0
     streams.close(timeout=60)
     rps = events / seconds

@@ -83,6 +83,18 @@ def produce_events(bootstrap: str, events: int, users: int, topic: str = "bench-
     producer.close()
 
 
+def process_all(streams: KafkaStreams, admin: KafkaAdminClient, source: str, events: int) -> float:
+    """Start ``streams`` and wait until its group committed ``events`` records of ``source``;
+    returns the processing seconds (first poll with records -> last commit) of its thread."""
+    streams.start()
+    while sum(committed_offsets(admin, streams.config.application_id, source).values()) < events:
+        if streams.state in (KafkaStreamsState.ERROR, KafkaStreamsState.PENDING_ERROR):
+            raise SystemExit(f"{streams.config.application_id}: the instance failed")
+        time.sleep(0.5)
+    thread = streams.threads[0]
+    return thread.last_committed_at - thread.first_records_polled_at
+
+
 class RestoreTimer:
     def __init__(self) -> None:
         self.started = self.ended = None
@@ -118,15 +130,8 @@ def main() -> int:
         config = StreamsConfig(application_id="bench-sessionize", bootstrap_servers=bootstrap,
                                state_dir=str(work / "state-a"), commit_interval_ms=5_000)
         streams = KafkaStreams(topology(), config)
-        streams.start()
         expected = args.events // args.users * args.users
-        while sum(committed_offsets(admin, "bench-sessionize", "bench-clicks").values()) < expected:
-            if streams.state in (KafkaStreamsState.ERROR, KafkaStreamsState.PENDING_ERROR):
-                print("instance failed", file=sys.stderr)
-                return 1
-            time.sleep(0.5)
-        thread = streams.threads[0]
-        process_seconds = thread.last_committed_at - thread.first_records_polled_at
+        process_seconds = process_all(streams, admin, "bench-clicks", expected)
         streams.close(timeout=60)
         process_rps = expected / process_seconds
         print(f"processed {expected} events in {process_seconds:.1f}s: {process_rps:,.0f} records/s", flush=True)

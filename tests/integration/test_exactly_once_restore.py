@@ -27,7 +27,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from airflow_stateful_provider.streams import open_store
 from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
-from tests.integration.instances import committed_offsets, create_topics, end_offsets
+from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
 from tools.instances import InstanceProcess, wait_until
 
 pytestmark = pytest.mark.kafka
@@ -46,24 +46,6 @@ def produce(bootstrap_servers: str, topic: str, start: int, count: int) -> None:
         producer.send(topic, key=key.encode(), value=json.dumps({"n": i}).encode())
     producer.flush()
     producer.close()
-
-
-def read_committed(bootstrap_servers: str, topic: str, ends: dict[int, int] | None = None) -> list:
-    """Every committed record of ``topic`` up to the last stable offsets."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
-                             isolation_level="read_committed")
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        stable = consumer.end_offsets(tps)  # the last stable offsets under read_committed
-        records: list = []
-        wait_until(lambda: records.extend(r for batch in consumer.poll(timeout_ms=200).values() for r in batch)
-                   or all(consumer.position(tp) >= stable[tp] for tp in tps),
-                   60, f"reading {topic} to its last stable offsets {stable}", interval=0)
-        return records
-    finally:
-        consumer.close()
 
 
 def input_keys_below(bootstrap_servers: str, topic: str, offsets: dict[int, int]) -> collections.Counter:
@@ -97,7 +79,7 @@ def store_state_after_kill(state_dir: str, app: str, bootstrap_servers: str) -> 
     on_disk: dict[str, int] = {}
     caught_up: dict[str, int] = {}
     changelog = f"{app}-{STORE}-changelog"
-    tail = {(r.partition, r.offset): r for r in read_committed(bootstrap_servers, changelog)}
+    tail = {(r.partition, r.offset): r for r in read_all(bootstrap_servers, changelog)}
     for partition in range(PARTITIONS):
         task_dir = os.path.join(state_dir, app, f"0_{partition}")
         checkpoint = OffsetCheckpoint.in_task_dir(task_dir).read()
@@ -167,7 +149,7 @@ def test_kill_under_exactly_once_restores_only_the_tail(bootstrap_servers, tmp_p
     assert restored < changelog_size / 3, f"restored {restored} of {changelog_size} changelog records: not a tail"
 
     seen: dict[str, list[int]] = collections.defaultdict(list)
-    for record in read_committed(bootstrap_servers, sink):
+    for record in read_all(bootstrap_servers, sink):
         seen[record.key.decode()].append(int.from_bytes(record.value, "big", signed=True))
     expected = collections.Counter(f"k{i % KEYS:05d}" for i in range(total))
     wrong = {k: counts for k, counts in seen.items() if sorted(counts) != list(range(1, expected[k] + 1))}

@@ -418,6 +418,13 @@ class StreamThread(threading.Thread):
                             "again", self.name, type(exc).__name__)
                 self._block_commits()
                 return None
+        return self._committed(offsets, tasks, enforce_checkpoint=enforce_checkpoint)
+
+    def _committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], tasks: Iterable[StreamTask], *,
+                   enforce_checkpoint: bool) -> int:
+        """After a successful commit (either guarantee): note what may be purged, then let the
+        tasks finish their commit (stores, checkpoints). Returns how many offsets were committed."""
+        if offsets:
             self.last_committed_at = time.monotonic()
             for tp, om in offsets.items():
                 if tp.topic in self._repartition_topics:
@@ -447,13 +454,7 @@ class StreamThread(threading.Thread):
         except (TransactionFailedError, ProductionError) as exc:
             self._roll_back(exc)
             return None
-        self.last_committed_at = time.monotonic()
-        for tp, om in offsets.items():
-            if tp.topic in self._repartition_topics:
-                self._purgeable[tp] = om.offset
-        for task in committing:
-            task.post_commit(enforce_checkpoint=enforce_checkpoint)
-        return len(offsets)
+        return self._committed(offsets, committing, enforce_checkpoint=enforce_checkpoint)
 
     def _roll_back(self, cause: BaseException) -> None:
         """Exactly-once: the transaction is aborted, so what the running tasks did since the

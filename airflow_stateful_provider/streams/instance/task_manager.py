@@ -147,8 +147,7 @@ class TaskManager:
 
     def uncommitted_bytes(self) -> int:
         """Exactly-once: memory held by the running tasks' buffered store writes."""
-        return sum(t.stores.uncommitted_bytes() for t in self.running_tasks()
-                   if hasattr(t.stores, "uncommitted_bytes"))
+        return sum(t.stores.uncommitted_bytes() for t in self.running_tasks())
 
     def restoration_completed(self, task_id: TaskId) -> None:
         task = self.tasks[task_id]

@@ -125,6 +125,8 @@ class TaskStateManager:
         #: the stores take writes of open transactions, so while the task processes there is
         #: no checkpoint file, and a store found without one is wiped and restored in full.
         self._unbuffered_eos = config.exactly_once and not config.transactional_state_stores
+        #: Exactly-once with the buffer (the default): RocksDB stores take writes only at commit.
+        self._transactional_stores = config.exactly_once and config.transactional_state_stores
         self._processing = False
 
     def bind_task(self, task: Any) -> None:
@@ -329,7 +331,7 @@ class TaskStateManager:
             os.makedirs(self.task_dir, exist_ok=True)
         serdes = {"key_serde": key_serde, "value_serde": value_serde}
         # exactly-once: writes wait in a buffer until the transaction commits (transaction_buffer.py)
-        transactional = config.exactly_once and config.transactional_state_stores
+        transactional = self._transactional_stores
         raw: Any
         if isinstance(builder, SessionStoreBuilder):
             if persistent:

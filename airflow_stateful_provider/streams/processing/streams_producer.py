@@ -48,17 +48,6 @@ class StreamsProducer:
         self.transactional_id = transactional_id
         self._producer = self._new_producer()
         self._in_transaction = False
-        #: Transactions committed (benchmarks and status).
-        self.transactions_committed = 0
-        self.transactions_aborted = 0
-
-    @property
-    def exactly_once(self) -> bool:
-        return self.transactional_id is not None
-
-    @property
-    def kafka_producer(self) -> Any:
-        return self._producer
 
     def _new_producer(self) -> Any:
         if self.transactional_id is None:
@@ -139,7 +128,6 @@ class StreamsProducer:
             self._abort_after_failure(exc)
             raise TransactionFailedError(f"transaction of {self.transactional_id} aborted: {exc!r}") from exc
         self._in_transaction = False
-        self.transactions_committed += 1
 
     def abort_transaction(self) -> None:
         """Abort the open transaction, if any (errors are logged; the producer stays usable)."""
@@ -153,7 +141,6 @@ class StreamsProducer:
         from kafka.errors import KafkaError
 
         self._in_transaction = False
-        self.transactions_aborted += 1
         if cause is not None:
             log.warning("%s: aborting the transaction after %r", self.transactional_id, cause)
         try:

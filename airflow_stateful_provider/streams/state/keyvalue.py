@@ -190,30 +190,21 @@ class RocksDBKeyValueStore(RocksDBStore, _KeyValueCommon):
         """Apply all entries in one RocksDB write batch (a transactional store: into its buffer).
         Nothing is written when an entry is invalid."""
         self._check_writable()
-        if self._txn is not None:
-            checked = list(entries)
-            for key, value in checked:
-                if type(key) is not bytes:
-                    raise _bad_key(key)
-                if value is not None and type(value) is not bytes:
-                    raise _bad_value(value)
-            for key, value in checked:
-                if value is None:
-                    self._del(key)
-                else:
-                    self._put(key, value)
-            return
-        batch = rocksdict.WriteBatch(raw_mode=True)
-        for key, value in entries:
+        checked = list(entries)
+        for key, value in checked:
             if type(key) is not bytes:
                 raise _bad_key(key)
-            if value is None:
-                batch.delete(key)
-            elif type(value) is bytes:
-                batch.put(key, value)
-            else:
+            if value is not None and type(value) is not bytes:
                 raise _bad_value(value)
-        self._db.write(batch)
+        batch = None if self._txn is not None else rocksdict.WriteBatch(raw_mode=True)
+        put, delete = (self._put, self._del) if batch is None else (batch.put, batch.delete)
+        for key, value in checked:
+            if value is None:
+                delete(key)
+            else:
+                put(key, value)
+        if batch is not None:
+            self._db.write(batch)
 
     def _forward(self, from_key: bytes | None, to_key: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         it = self._db.iter()
