@@ -77,3 +77,18 @@ def example_dags(airflow_db):
     bag = DagBag(dag_folder=REPO_ROOT / "dags")
     assert not bag.import_errors, f"DAG import errors: {bag.import_errors}"
     return bag
+
+
+@pytest.fixture
+def spark_cluster(tmp_path_factory):
+    """A real Spark standalone cluster on loopback: a Master and two Workers of 2 task slots
+    and 1 GB each (tools/spark_cluster.py); stopped, with every executor, after the test."""
+    from tools.spark_cluster import LocalSparkCluster
+
+    cluster = LocalSparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, cores=2, memory="1g")
+    cluster.start()
+    print(f"\nSpark cluster {cluster.master_url} started in {cluster.start_seconds:.1f}s", file=sys.stderr)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
