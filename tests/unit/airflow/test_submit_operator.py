@@ -148,3 +148,15 @@ def test_an_application_still_reporting_in_is_not_submitted_twice(sasl_connectio
             op._refuse_if_running(StatefulStreamsHook(), "clicks")
     with mock.patch.object(StatefulStreamsHook, "get_status", side_effect=UnknownApplicationError("none")):
         op._refuse_if_running(StatefulStreamsHook(), "clicks")
+
+
+def test_standalone_cluster_mode_is_refused_before_anything_runs(monkeypatch, sasl_connection):
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({
+        "conn_type": "spark", "host": "spark://master.example", "port": 7077, "extra": {"deploy-mode": "cluster"}}))
+    op = operator()
+    with mock.patch.object(SubmitTopologyOperator, "_refuse_if_running"), \
+            mock.patch("subprocess.Popen") as popen, pytest.raises(AirflowException) as info:
+        op.execute({})
+    assert "cluster deploy mode on the standalone master spark://master.example:7077" in str(info.value)
+    assert "set its deploy mode to 'client'" in str(info.value)
+    popen.assert_not_called()
