@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +25,7 @@ sys.path.insert(0, str(REPO_ROOT))  # for tools.kafka.broker
 # Airflow reads its configuration when first imported, so the isolated home is set before any
 # test module can import it.
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="airflow-home-"))
+atexit.register(shutil.rmtree, _AIRFLOW_HOME, ignore_errors=True)
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO_ROOT / "dags")
