@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 jars: $(STAMP)
-	$(BIN)/python tools/kafka/broker.py resolve
+	$(BIN)/python -m tools.kafka.broker resolve
 
 test: $(STAMP) jars
 	$(BIN)/python -m pytest
@@ -35,10 +35,10 @@ bench: $(STAMP) jars
 
 # A broker for interactive development; it keeps running until `make broker-stop`.
 broker-start: $(STAMP) jars
-	$(BIN)/python tools/kafka/broker.py start --dir $(KAFKA_DIR)
+	$(BIN)/python -m tools.kafka.broker start --dir $(KAFKA_DIR)
 
 broker-stop:
-	@test -x $(BIN)/python && $(BIN)/python tools/kafka/broker.py stop --dir $(KAFKA_DIR) || true
+	@test -x $(BIN)/python && $(BIN)/python -m tools.kafka.broker stop --dir $(KAFKA_DIR) || true
 
 # A Spark standalone cluster on loopback (a Master and two Workers of 2 task slots each);
 # it prints the master URL (spark://127.0.0.1:<port>) and keeps running until `make spark-cluster-stop`.

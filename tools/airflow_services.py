@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tools.kafka.broker import _die_with_parent, free_loopback_port
+from tools.local_processes import die_with_parent, free_loopback_port
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 FINISHED_RUN_STATES = ("success", "failed")
@@ -126,7 +126,7 @@ class LocalAirflow:
                 with open(self.log_path(component), "ab") as log:
                     self.processes[component] = subprocess.Popen(
                         [_airflow(), component, *args], stdout=log, stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL, env=env, cwd=self.home, preexec_fn=_die_with_parent)
+                        stdin=subprocess.DEVNULL, env=env, cwd=self.home, preexec_fn=die_with_parent)
             self._wait_healthy()
         except BaseException:
             self.stop()

@@ -53,7 +53,8 @@ class SparkApplication:
         config_path = self.work_dir / f"{self.name}.json"
         config_path.write_text(json.dumps(self.config))
         bin_dir = Path(sys.executable).parent
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
+               "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
                "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         conf = [arg for key, value in self.spark_conf.items() for arg in ("--conf", f"{key}={value}")]

@@ -37,8 +37,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.kafka.broker import (_die_with_parent, _own_process_group, _terminate, _wait_pid, free_loopback_port,
-                                require_java)
+from tools.kafka.broker import require_java
+from tools.local_processes import die_with_parent, free_loopback_port, own_process_group, terminate, wait_pid
 
 DAEMON_HEAP = "256m"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -149,12 +149,13 @@ class LocalSparkCluster:
 
     def _daemon(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen:
         home = spark_home()
-        environment = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": DAEMON_HEAP,
-                       "SPARK_NO_DAEMONIZE": "1", "SPARK_LOG_DIR": str(self.work_dir), **env}
+        environment = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
+                       "SPARK_DAEMON_MEMORY": DAEMON_HEAP, "SPARK_NO_DAEMONIZE": "1", "SPARK_LOG_DIR": str(self.work_dir),
+                       **env}
         with open(self.work_dir / f"{name}.log", "ab") as log:
             process = subprocess.Popen([str(home / "bin" / "spark-class"), *args], stdout=log, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, env=environment, cwd=self.work_dir,
-                                       preexec_fn=_own_process_group if self.detached else _die_with_parent)
+                                       preexec_fn=own_process_group if self.detached else die_with_parent)
         (self.work_dir / f"{name}.pid").write_text(f"{process.pid}\n")
         return process
 
@@ -219,7 +220,7 @@ class LocalSparkCluster:
         self.workers, self.master = [], None
         for process in processes:
             if process is not None:
-                _terminate(process.pid, process.wait)
+                terminate(process.pid, process.wait)
         for pid_file in self.work_dir.glob("*.pid"):
             pid_file.unlink(missing_ok=True)
         if self._owns_dir:
@@ -254,7 +255,7 @@ def _stop_detached(work_dir: Path) -> int:
         return 0
     for pid_file in pid_files:
         pid = int(pid_file.read_text())
-        _terminate(pid, _wait_pid(pid))
+        terminate(pid, wait_pid(pid))
         pid_file.unlink(missing_ok=True)
     return 0
 
