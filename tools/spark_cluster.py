@@ -150,8 +150,8 @@ class LocalSparkCluster:
     def _daemon(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen:
         home = spark_home()
         environment = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
-                       "SPARK_DAEMON_MEMORY": DAEMON_HEAP, "SPARK_NO_DAEMONIZE": "1", "SPARK_LOG_DIR": str(self.work_dir),
-                       **env}
+                       "SPARK_DAEMON_MEMORY": DAEMON_HEAP, "SPARK_NO_DAEMONIZE": "1",
+                       "SPARK_LOG_DIR": str(self.work_dir), **env}
         with open(self.work_dir / f"{name}.log", "ab") as log:
             process = subprocess.Popen([str(home / "bin" / "spark-class"), *args], stdout=log, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, env=environment, cwd=self.work_dir,
