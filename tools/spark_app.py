@@ -27,8 +27,10 @@ def read_events(log_path: Path, kind: str | None = None) -> list[dict]:
     """The supervisor's ``STATEFUL-STREAMS {json}`` events in a driver log, oldest first."""
     if not log_path.exists():
         return []
-    events = [json.loads(line[len(EVENT_PREFIX):]) for line in log_path.read_text(errors="replace").splitlines()
-              if line.startswith(EVENT_PREFIX)]
+    # An event is one write, but Spark copies its Python workers' stderr into the same output
+    # in chunks that need not end at a line end: an event may follow a partial line.
+    events = [json.loads(line[line.index(EVENT_PREFIX) + len(EVENT_PREFIX):])
+              for line in log_path.read_text(errors="replace").splitlines() if EVENT_PREFIX in line]
     return [e for e in events if kind is None or e["event"] == kind]
 
 

@@ -217,8 +217,16 @@ def _send_stop(config: StreamsConfig, instances: tuple[str, ...] | None) -> None
                  client_configs=config.client_configs)
 
 
+#: Supervisor threads emit events concurrently; print() writes the text and the newline
+#: separately, so unguarded lines could interleave ("PREFIX {a}PREFIX {b}\n\n").
+_EMIT_LOCK = threading.Lock()
+
+
 def _emit(event: dict) -> None:
-    print(EVENT_PREFIX + json.dumps(event, sort_keys=True, default=str), flush=True)
+    line = EVENT_PREFIX + json.dumps(event, sort_keys=True, default=str) + "\n"
+    with _EMIT_LOCK:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
