@@ -71,23 +71,22 @@ class SnapshotLoader:
             try:
                 loaded = self._try(info, task_dir, stores, bounds)
             except (InvalidSnapshotError, InvalidStoreError) as exc:
-                log.warning("task %s: skipping snapshot %s: %s; %s", key, name, exc, then)
-                skipped.append(f"{info.snapshot_id}: {exc}")
-                continue
+                reason = _without_name(str(exc), name)
             except (OSError, SnapshotError) as exc:
-                log.warning("task %s: skipping snapshot %s, it could not be read: %r; %s", key, name, exc, then)
-                skipped.append(f"{info.snapshot_id}: {exc!r}")
-                continue
-            log.info("task %s: loaded snapshot %s (%d bytes, offsets %s)", key, name, loaded.total_bytes,
-                     {str(tp): off for tp, off in loaded.offsets.items()})
-            return loaded, skipped
+                reason = f"could not be read: {_without_name(repr(exc), name)}"
+            else:
+                log.info("task %s: loaded snapshot %s (%d bytes, offsets %s)", key, name, loaded.total_bytes,
+                         {str(tp): off for tp, off in loaded.offsets.items()})
+                return loaded, skipped
+            log.warning("task %s: skipping snapshot %s: %s; %s", key, name, reason, then)
+            skipped.append(f"{info.snapshot_id}: {reason}")
         return None, skipped
 
     def _try(self, info: SnapshotInfo, task_dir: str, stores: Mapping[str, TopicPartition],
              bounds: Mapping[TopicPartition, tuple[int, int]]) -> LoadedSnapshot:
         name = self.storage.describe(self.application_id, info.task_id, info.snapshot_id)
         if not info.complete:
-            raise InvalidSnapshotError(f"no manifest (partial upload, or deleted)")
+            raise InvalidSnapshotError(f"snapshot {name} has no manifest (a partial upload, or being deleted)")
         manifest = self.storage.read_manifest(info)
         offsets = _check_fits(manifest, name, stores, bounds)
         staging = os.path.join(task_dir, RESTORE_STAGING_PREFIX + info.snapshot_id)
@@ -103,6 +102,13 @@ class SnapshotLoader:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return LoadedSnapshot(self.storage.url, info.snapshot_id, manifest.taken_at, offsets, manifest.total_bytes)
+
+
+def _without_name(message: str, name: str) -> str:
+    """A reason without the snapshot's URL, which the caller names once."""
+    for prefix in (f"snapshot {name}: ", f"snapshot {name} "):
+        message = message.replace(prefix, "")
+    return message
 
 
 def _check_fits(manifest: SnapshotManifest, name: str, stores: Mapping[str, TopicPartition],
