@@ -95,7 +95,7 @@ class SnapshotStorage:
     def list_snapshots(self, application_id: str, task_id: str) -> list[SnapshotInfo]:
         """The task's snapshots, newest first; directories that are not snapshots are ignored."""
         base = self.task_path(application_id, task_id)
-        self.fs.invalidate_cache(base)
+        self.fs.invalidate_cache()  # object stores cache listings: other instances upload and delete
         try:
             entries = self.fs.ls(base, detail=False)
         except FileNotFoundError:
