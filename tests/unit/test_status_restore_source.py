@@ -66,3 +66,13 @@ def test_application_status_shows_the_source_age_and_records():
     running = build_application_status([document(TaskRestore("changelog", 42), state="running")], {}, NOW, 30_000)
     assert running.task("0_0").restore.changelog_records == 42
     assert running.task("0_0").notes == ()  # nothing to say about a running task restored without skips
+
+
+def test_the_restoration_sensor_says_where_the_state_comes_from():
+    from airflow_stateful_provider.streams.status.conditions import restoration_condition
+
+    result = restoration_condition(build_application_status([document(SNAPSHOT)], {}, NOW, 30_000))
+    check = result.stuck[0]
+    assert check.cells[6] == "snapshot (12m00s old)"
+    assert check.waiting_for.startswith("restoring: 500 offsets remaining (> 0), ETA 5s; from snapshot "
+                                        "1699999280000-abcdef01 (taken 12m00s ago, 4,000,000 offsets)")
