@@ -346,6 +346,7 @@ class TaskManager:
         standby = self.standby_tasks.get(task_id)
         if suspended is not None:
             task = suspended
+            reader.keeps_local_state(task_id)
             restored = reader.register(task_id, task.stores)
         elif standby is not None:
             task = self._create_task(task_id, partitions, standby.stores, standby.collector)

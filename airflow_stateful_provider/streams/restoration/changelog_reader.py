@@ -137,18 +137,25 @@ class ChangelogReader:
 
     # ------------------------------------------------------------------ registration
 
-    def prepare_stores(self, task_id: TaskId, state_manager: Any) -> RestoreSource:
+    def prepare_stores(self, task_id: TaskId, state_manager: Any) -> RestoreSource | None:
         """Before a new task's stores open: keep usable local state, else load the newest
-        valid snapshot, else leave it to the changelog (restore_source.py)."""
+        valid snapshot, else leave it to the changelog (restore_source.py). None (and nothing
+        reported) for a task without persistent logged stores."""
         stores = state_manager.persistent_changelogs()
-        bounds: dict[TopicPartition, tuple[int, int]] = {}
-        if stores:
-            ends = _by_partition(self._consumer.end_offsets(_kafka(stores.values())))
-            begins = _by_partition(self._consumer.beginning_offsets(_kafka(stores.values())))
-            bounds = {tp: (begins[tp], ends[tp]) for tp in stores.values()}
+        if not stores:
+            self.restore_sources.pop(task_id, None)
+            return None
+        ends = _by_partition(self._consumer.end_offsets(_kafka(stores.values())))
+        begins = _by_partition(self._consumer.beginning_offsets(_kafka(stores.values())))
+        bounds = {tp: (begins[tp], ends[tp]) for tp in stores.values()}
         source = choose_restore_source(task_id, state_manager.task_dir, stores, bounds, self._snapshot_loader)
         self.restore_sources[task_id] = source
         return source
+
+    def keeps_local_state(self, task_id: TaskId) -> None:
+        """A task comes back with its stores still open (resumed): its state is local."""
+        if task_id in self.restore_sources:
+            self.restore_sources[task_id] = RestoreSource(LOCAL)
 
     def register(self, task_id: TaskId, state_manager: Any) -> bool:
         """Start restoring an active task's logged stores. Returns True when there is
