@@ -14,7 +14,7 @@ from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker, St
 from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
 
 
-def run(*argv: str, env: dict | None = None, monkeypatch=None) -> tuple[int, str]:
+def run(*argv: str) -> tuple[int, str]:
     out = io.StringIO()
     code = main(list(argv), out=out)
     return code, out.getvalue()

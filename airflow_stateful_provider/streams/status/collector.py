@@ -113,7 +113,8 @@ def _thread_tasks(thread: Any, now_ms: int, tracker: RestoreRateTracker | None, 
     by_task: dict[str, list[Any]] = {}
     for entry in (reader.progress() if reader is not None else []):
         by_task.setdefault(str(entry.task_id), []).append(entry)
-    sources = {str(t): s for t, s in (getattr(reader, "restore_sources", None) or {}).items()}
+    # dict() copies in one step: the stream thread records sources outside tasks_lock
+    sources = {str(t): s for t, s in dict(getattr(reader, "restore_sources", None) or {}).items()}
     tasks: list[dict[str, Any]] = []
     for task_id, task in sorted(thread.tasks.items(), key=lambda item: _sort_key(item[0])):
         state = _task_state(task)
