@@ -59,7 +59,6 @@ from airflow_stateful_provider.streams.instance.safe_points import SafePointActi
 from airflow_stateful_provider.streams.instance.snapshotting import snapshot_clients
 from airflow_stateful_provider.streams.instance.task_manager import TaskManager
 from airflow_stateful_provider.streams.processing.record_collector import ProductionError
-from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
 from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata, TopicPartition
 from airflow_stateful_provider.streams.processing.streams_producer import StreamsProducer, transactional_id
 from airflow_stateful_provider.streams.processing.task import StreamTask, TaskState
@@ -69,6 +68,7 @@ from airflow_stateful_provider.streams.restoration.changelog_reader import (
     StateRestoreListener,
 )
 from airflow_stateful_provider.streams.restoration.standby_task import StandbyTask
+from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.topology import Topology
 

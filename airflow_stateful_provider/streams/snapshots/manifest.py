@@ -119,25 +119,25 @@ class SnapshotManifest:
         if not isinstance(doc, dict):
             raise InvalidSnapshotError(f"{source}: manifest must be a JSON object")
         fields = _Fields(doc, source)
-        version = fields.int("format_version", 1)
+        version = fields.integer("format_version", 1)
         if version != MANIFEST_FORMAT_VERSION:
             raise InvalidSnapshotError(
                 f"{source}: manifest format_version {version} is not {MANIFEST_FORMAT_VERSION}; "
                 f"upgrade the reading side")
-        snapshot_id = fields.str("snapshot_id")
+        snapshot_id = fields.text("snapshot_id")
         if not _SNAPSHOT_ID.match(snapshot_id):
             raise InvalidSnapshotError(f"{source}: snapshot_id {snapshot_id!r} is not <13 digits>-<8 hex>")
-        stores = tuple(_store(entry, f"{source}: stores[{i}]") for i, entry in enumerate(fields.list("stores")))
-        files = tuple(_file(entry, f"{source}: files[{i}]") for i, entry in enumerate(fields.list("files")))
+        stores = tuple(_store(entry, f"{source}: stores[{i}]") for i, entry in enumerate(fields.listing("stores")))
+        files = tuple(_file(entry, f"{source}: files[{i}]") for i, entry in enumerate(fields.listing("files")))
         paths = [f.path for f in files]
         if len(set(paths)) != len(paths):
             raise InvalidSnapshotError(f"{source}: a file is listed twice")
         names = [s.name for s in stores]
         if len(set(names)) != len(names):
             raise InvalidSnapshotError(f"{source}: a store is listed twice")
-        return cls(application_id=fields.str("application_id"), task_id=fields.str("task_id"),
-                   snapshot_id=snapshot_id, taken_at=fields.int("taken_at", 0),
-                   processing_guarantee=fields.str("processing_guarantee"), stores=stores, files=files,
+        return cls(application_id=fields.text("application_id"), task_id=fields.text("task_id"),
+                   snapshot_id=snapshot_id, taken_at=fields.integer("taken_at", 0),
+                   processing_guarantee=fields.text("processing_guarantee"), stores=stores, files=files,
                    format_version=version)
 
 
@@ -152,13 +152,13 @@ class _Fields:
             raise InvalidSnapshotError(f"{self._source}: field {name!r} is missing")
         return self._doc[name]
 
-    def str(self, name: str) -> str:
+    def text(self, name: str) -> str:
         value = self._get(name)
         if not isinstance(value, str) or not value:
             raise InvalidSnapshotError(f"{self._source}: field {name!r} must be a non-empty string, got {value!r}")
         return value
 
-    def int(self, name: str, minimum: int, *, nullable: bool = False) -> Any:
+    def integer(self, name: str, minimum: int, *, nullable: bool = False) -> Any:
         value = self._get(name)
         if value is None and nullable:
             return None
@@ -166,7 +166,7 @@ class _Fields:
             raise InvalidSnapshotError(f"{self._source}: field {name!r} must be an int >= {minimum}, got {value!r}")
         return value
 
-    def list(self, name: str) -> list[Any]:
+    def listing(self, name: str) -> list[Any]:
         value = self._get(name)
         if not isinstance(value, list):
             raise InvalidSnapshotError(f"{self._source}: field {name!r} must be a list, got {value!r}")
@@ -177,21 +177,21 @@ def _store(entry: Any, source: str) -> StoreSnapshot:
     if not isinstance(entry, dict):
         raise InvalidSnapshotError(f"{source} must be an object")
     fields = _Fields(entry, source)
-    return StoreSnapshot(name=fields.str("name"), changelog_topic=fields.str("changelog_topic"),
-                         changelog_partition=fields.int("changelog_partition", 0),
-                         offset=fields.int("offset", 0, nullable=True), store_type=fields.str("store_type"),
-                         approximate_entries=fields.int("approximate_entries", 0))
+    return StoreSnapshot(name=fields.text("name"), changelog_topic=fields.text("changelog_topic"),
+                         changelog_partition=fields.integer("changelog_partition", 0),
+                         offset=fields.integer("offset", 0, nullable=True), store_type=fields.text("store_type"),
+                         approximate_entries=fields.integer("approximate_entries", 0))
 
 
 def _file(entry: Any, source: str) -> SnapshotFile:
     if not isinstance(entry, dict):
         raise InvalidSnapshotError(f"{source} must be an object")
     fields = _Fields(entry, source)
-    path = fields.str("path")
+    path = fields.text("path")
     parts = path.split("/")
     if path.startswith("/") or any(part in ("", ".", "..") for part in parts) or "\\" in path:
         raise InvalidSnapshotError(f"{source}: path {path!r} must be relative, without '.' or '..' parts")
-    sha = fields.str("sha256")
+    sha = fields.text("sha256")
     if not _SHA256.match(sha):
         raise InvalidSnapshotError(f"{source}: sha256 {sha!r} is not 64 lowercase hex digits")
-    return SnapshotFile(path=path, size=fields.int("size", 0), sha256=sha)
+    return SnapshotFile(path=path, size=fields.integer("size", 0), sha256=sha)

@@ -234,3 +234,39 @@ def test_snapshot_settings_are_checked():
                       transactional_state_stores=False)
     secret = StreamsConfig(**base, snapshot_url="s3://b/p", snapshot_storage_options={"secret": "hunter2"})
     assert "hunter2" not in repr(secret)
+
+
+class DeletedMeanwhile(SnapshotStorage):
+    """A location where retention (another process) deletes the snapshot being restored,
+    before or after this restore downloads its files."""
+
+    def __init__(self, url: str, when: str) -> None:
+        super().__init__(url)
+        self.when = when
+        self.deleted = False
+
+    def download(self, manifest, local_dir):
+        info = SnapshotInfo(APP, manifest.task_id, manifest.snapshot_id, manifest.taken_at, True)
+        if self.when == "before" and not self.deleted:  # only the first (newest) one
+            self.delete(info)
+            self.deleted = True
+        super().download(manifest, local_dir)
+        if self.when == "after" and not self.deleted:
+            self.delete(info)
+            self.deleted = True
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_retention_deleting_the_snapshot_being_restored_does_not_break_the_restore(storage, tmp_path, when):
+    older, newer = two_snapshots(storage, tmp_path)
+    racing = DeletedMeanwhile(storage.url, when)
+    task_dir = str(tmp_path / "fresh")
+    os.makedirs(task_dir)
+    source = choose_restore_source("0_0", task_dir, STORES, {TP: (0, 1000)}, SnapshotLoader(racing, APP))
+    assert source.source == "snapshot"
+    if when == "before":  # its files were gone: the next one is used
+        assert source.snapshot_id == older and "is missing" in source.skipped[0]
+        assert contents(task_dir) == {b"k%06d" % i: b"v%d" % i for i in range(100)}
+    else:  # downloaded and verified first: the local copy is loaded
+        assert source.snapshot_id == newer and not source.skipped
+        assert contents(task_dir) == {b"k%06d" % i: b"v%d" % i for i in range(200)}
