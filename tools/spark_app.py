@@ -34,7 +34,8 @@ def read_events(log_path: Path, kind: str | None = None) -> list[dict]:
 
 class SparkApplication:
     def __init__(self, topology: str, config: dict[str, Any], work_dir: Path, *, instances: int,
-                 master: str | None = None, name: str = "app", extra_args: list[str] | None = None) -> None:
+                 master: str | None = None, name: str = "app", extra_args: list[str] | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.topology = topology
         self.config = config
         self.work_dir = Path(work_dir)
@@ -42,6 +43,8 @@ class SparkApplication:
         self.master = master or f"local[{instances + 1},2]"
         self.name = name
         self.extra_args = list(extra_args or [])
+        #: Extra environment of spark-submit (what the Airflow operator passes as ``env_vars``).
+        self.env = dict(env or {})
         self.log_path = self.work_dir / f"{name}.log"
         self.process: subprocess.Popen | None = None
         self.submitted_at: float | None = None
@@ -53,7 +56,7 @@ class SparkApplication:
         bin_dir = Path(sys.executable).parent
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-               "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+               "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **self.env}
         command = [str(bin_dir / "spark-submit"), "--master", self.master, "--conf", "spark.ui.enabled=false",
                    "--conf", "spark.driver.memory=512m", str(APP), "--topology", self.topology,
                    "--config", str(config_path), "--instances", str(self.instances), *self.extra_args]

@@ -2,18 +2,14 @@
 HTTP): an instance snapshots to ``s3://``, a second one with an empty state directory
 restores from there, and retention keeps K on the object store too.
 
-The server runs as a separate process on a free loopback port; the instances get the
-endpoint and the (dummy) credentials as fsspec storage options.
+The server runs as a separate process on a free loopback port (tests/integration/s3_server.py);
+the instances get the endpoint and the (dummy) credentials as fsspec storage options.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 import uuid
 
 import pytest
@@ -23,6 +19,7 @@ from airflow_stateful_provider.streams import open_store
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
 from airflow_stateful_provider.streams.status.reader import fetch_application_status
 from tests.integration.instances import committed_offsets, create_topics, end_offsets
+from tests.integration.s3_server import moto_s3_server, s3_storage_options
 from tools.instances import InstanceProcess, wait_until
 
 pytestmark = pytest.mark.kafka
@@ -33,35 +30,10 @@ STORE = "counts"
 TOPOLOGY = "tests.integration.topologies:configured_counts"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def s3_endpoint(tmp_path):
-    """A moto S3 server process; yields its endpoint URL."""
-    port = free_port()
-    log = open(tmp_path / "moto.log", "wb")
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=log, stderr=subprocess.STDOUT)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto server did not start: {(tmp_path / 'moto.log').read_text()}")
-                time.sleep(0.1)
+    with moto_s3_server(tmp_path) as endpoint:
         yield endpoint
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
 
 
 def produce(bootstrap_servers: str, topic: str, start: int, count: int) -> None:
@@ -81,8 +53,7 @@ def contents(state_dir: str, app: str) -> dict[int, dict[bytes, bytes]]:
 
 
 def test_snapshots_on_s3_move_a_task_to_an_empty_instance(bootstrap_servers, tmp_path, s3_endpoint):
-    options = {"key": "testing", "secret": "testing",
-               "client_kwargs": {"endpoint_url": s3_endpoint}}
+    options = s3_storage_options(s3_endpoint)
     bucket = f"snapshots-{uuid.uuid4().hex[:8]}"
     url = f"s3://{bucket}/streams"
     storage = SnapshotStorage(url, options)
@@ -149,5 +120,4 @@ def test_snapshots_on_s3_move_a_task_to_an_empty_instance(bootstrap_servers, tmp
         for instance in instances:
             instance.ensure_stopped()
     assert contents(str(tmp_path / "b"), app) == contents(str(tmp_path / "a"), app)
-    assert "testing" not in second.log_path.read_text().replace("tests.integration", ""), \
-        "a storage option (credential) reached the log"
+    assert options["secret"] not in second.log_path.read_text(), "a credential reached the log"
