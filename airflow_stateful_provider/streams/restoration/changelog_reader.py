@@ -34,7 +34,12 @@ from typing import Any, Protocol
 from kafka import TopicPartition as KafkaTopicPartition
 
 from airflow_stateful_provider.streams.processing.records import TopicPartition
-from airflow_stateful_provider.streams.restoration.restore_source import LOCAL, RestoreSource, choose_restore_source
+from airflow_stateful_provider.streams.restoration.restore_source import (
+    CHANGELOG,
+    LOCAL,
+    RestoreSource,
+    choose_restore_source,
+)
 from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
 from airflow_stateful_provider.streams.task_id import TaskId
 
@@ -145,9 +150,11 @@ class ChangelogReader:
         if not stores:
             self.restore_sources.pop(task_id, None)
             return None
-        ends = _by_partition(self._consumer.end_offsets(_kafka(stores.values())))
-        begins = _by_partition(self._consumer.beginning_offsets(_kafka(stores.values())))
-        bounds = {tp: (begins[tp], ends[tp]) for tp in stores.values()}
+        bounds = None  # without snapshots, register() checks the checkpoint against the changelog
+        if self._snapshot_loader is not None:
+            ends = _by_partition(self._consumer.end_offsets(_kafka(stores.values())))
+            begins = _by_partition(self._consumer.beginning_offsets(_kafka(stores.values())))
+            bounds = {tp: (begins[tp], ends[tp]) for tp in stores.values()}
         source = choose_restore_source(task_id, state_manager.task_dir, stores, bounds, self._snapshot_loader)
         self.restore_sources[task_id] = source
         return source
@@ -256,6 +263,7 @@ class ChangelogReader:
                             "wiping store %s and replaying it from the beginning",
                             task_id, checkpoint, tp, begin, end, store_name)
                 state_manager.wipe_store(store_name)
+                self._note_wiped(task_id)
                 start = begin
             state = ChangelogState(tp, task_id, store_name, state_manager, role, start, end, start)
             self._changelogs[tp] = state
@@ -403,11 +411,17 @@ class ChangelogReader:
             log.warning("task %s: changelog %s offset %d is out of range; wiping store %s and replaying it "
                         "from the beginning", state.task_id, tp, state.position, state.store_name)
             state.state_manager.wipe_store(state.store_name)
+            self._note_wiped(state.task_id)
             state.start_offset = state.position = begins[tp]
             if state.role is TaskRole.ACTIVE:
                 state.end_offset = ends[tp]
             state.restored = 0
             self._consumer.seek(KafkaTopicPartition(*tp), state.position)
+
+    def _note_wiped(self, task_id: TaskId) -> None:
+        """A store of the task was wiped: its state now comes from the changelog alone."""
+        if task_id in self.restore_sources:
+            self.restore_sources[task_id] = RestoreSource(CHANGELOG)
 
     def _finish_task(self, task_id: TaskId) -> None:
         partitions = self._tasks.pop(task_id, [])

@@ -49,16 +49,18 @@ class RestoreSource:
 
 
 def choose_restore_source(task_id: object, task_dir: str, stores: Mapping[str, TopicPartition],
-                          bounds: Mapping[TopicPartition, tuple[int, int]],
+                          bounds: Mapping[TopicPartition, tuple[int, int]] | None,
                           loader: SnapshotLoader | None) -> RestoreSource:
     """Decide (and, for a snapshot, install) the source of a task's persistent logged
-    ``stores`` (name -> changelog partition), given each partition's (log start, log end)."""
+    ``stores`` (name -> changelog partition), given each partition's (log start, log end).
+    Without ``bounds`` (snapshots off) checkpoints are not checked against the changelogs:
+    the changelog reader does that when the task registers."""
     if not stores:
         return RestoreSource(CHANGELOG)
     unusable = _local_state_problem(task_dir, stores, bounds)
     if unusable is None:
         return RestoreSource(LOCAL)
-    if loader is None or all(bounds[tp][0] == bounds[tp][1] for tp in stores.values()):
+    if loader is None or bounds is None or all(bounds[tp][0] == bounds[tp][1] for tp in stores.values()):
         return RestoreSource(CHANGELOG)  # no snapshots configured, or nothing to restore anyway
     log.info("task %s: no usable local state (%s); looking for a snapshot", task_id, unusable)
     loaded, skipped = loader.load_newest_valid(task_id, task_dir, stores, bounds)
@@ -70,7 +72,7 @@ def choose_restore_source(task_id: object, task_dir: str, stores: Mapping[str, T
 
 
 def _local_state_problem(task_dir: str, stores: Mapping[str, TopicPartition],
-                         bounds: Mapping[TopicPartition, tuple[int, int]]) -> str | None:
+                         bounds: Mapping[TopicPartition, tuple[int, int]] | None) -> str | None:
     """Why the task's local state cannot be used, or None when it can."""
     try:
         checkpoint = OffsetCheckpoint.in_task_dir(task_dir).read()
@@ -79,8 +81,12 @@ def _local_state_problem(task_dir: str, stores: Mapping[str, TopicPartition],
     for store, tp in stores.items():
         if not os.path.exists(os.path.join(task_dir, store, METADATA_FILE_NAME)):
             return f"no directory of store {store!r}"
-        begin, end = bounds[tp]
         offset = checkpoint.get(tp)
+        if bounds is None:
+            if offset is None or offset == OFFSET_UNKNOWN:
+                return f"store {store!r} has no checkpointed offset"
+            continue
+        begin, end = bounds[tp]
         if offset is None or offset == OFFSET_UNKNOWN:
             if begin == end:
                 continue  # an empty changelog: nothing to miss

@@ -270,3 +270,13 @@ def test_retention_deleting_the_snapshot_being_restored_does_not_break_the_resto
     else:  # downloaded and verified first: the local copy is loaded
         assert source.snapshot_id == newer and not source.skipped
         assert contents(task_dir) == {b"k%06d" % i: b"v%d" % i for i in range(200)}
+
+
+def test_without_snapshots_the_source_comes_from_the_checkpoint_alone(tmp_path):
+    task_dir = str(tmp_path / "task")
+    store = new_store(tmp_path)
+    fill(store, 0, 10)
+    store.close()
+    assert choose_restore_source("0_0", task_dir, STORES, None, None).source == "changelog"  # no checkpoint
+    OffsetCheckpoint.in_task_dir(task_dir).write({TP: 9})
+    assert choose_restore_source("0_0", task_dir, STORES, None, None).source == "local"
