@@ -382,6 +382,7 @@ class StreamThread(threading.Thread):
             return  # the group is rebalancing: commit once the new assignment arrives
         for standby in self.standby_tasks.values():
             standby.checkpoint()
+        self.task_manager.snapshot_idle()
         self._last_commit_ms = now
 
     def _uncommitted_over_limit(self) -> bool:

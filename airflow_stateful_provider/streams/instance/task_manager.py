@@ -418,6 +418,16 @@ class TaskManager:
             if task.state is TaskState.RUNNING:
                 taker.after_commit(task.id, task.stores.task_dir, task.stores.snapshot_stores())
 
+    def snapshot_idle(self) -> None:
+        """After a commit round: running tasks with nothing uncommitted (their stores hold
+        their last commit) take a snapshot that came due while the previous one uploaded."""
+        taker = self._owner.snapshot_taker
+        if taker is None:
+            return
+        for task in self.running_tasks():
+            if not task.commit_needed and not task.commit_requested:
+                taker.after_commit(task.id, task.stores.task_dir, task.stores.snapshot_stores(), count_commit=False)
+
     # ------------------------------------------------------------------ close
 
     def close(self, *, clean: bool) -> None:

@@ -78,6 +78,8 @@ class SnapshotTaker:
         self.keep = keep
         self._clock_ms = clock_ms
         self._schedules: dict[str, _TaskSchedule] = {}
+        #: Snapshot ids sort by their time stamp: never reuse a millisecond.
+        self._last_stamp = 0
         self._lock = threading.Lock()
         self._queue: queue.Queue[_Upload | None] = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -91,9 +93,14 @@ class SnapshotTaker:
     # ------------------------------------------------------------------ stream thread side
 
     def after_commit(self, task_id: object, task_dir: str, stores: list[StoreToSnapshot], *,
-                     force: bool = False) -> str | None:
+                     force: bool = False, count_commit: bool = True) -> str | None:
         """Called right after ``task_id`` committed; takes the local checkpoint when a snapshot
-        is due and queues its upload. Returns the snapshot id, or None when none was taken."""
+        is due and queues its upload. Returns the snapshot id, or None when none was taken.
+
+        Also called with ``count_commit=False`` for tasks that did not process since their
+        last commit (their stores still hold exactly that commit): a snapshot that came due
+        while the previous upload was running is taken then, not only at the task's next
+        commit, which an idle task never makes."""
         if not stores:
             return None
         key = str(task_id)
@@ -103,7 +110,8 @@ class SnapshotTaker:
             if schedule is None:
                 schedule = self._schedules[key] = _TaskSchedule(last_at_ms=now)
                 _remove_local_snapshots(task_dir)  # left by a crash: nothing uploads them
-            schedule.commits += 1
+            if count_commit:
+                schedule.commits += 1
             if schedule.in_flight:
                 return None
             offsets = {s.name: s.offset for s in stores}
@@ -114,6 +122,7 @@ class SnapshotTaker:
             if not due:
                 return None
             schedule.in_flight = True
+            now = self._last_stamp = max(now, self._last_stamp + 1)
         snapshot_id = new_snapshot_id(now, uuid.uuid4().hex[:8])
         local_dir = os.path.join(task_dir, LOCAL_SNAPSHOT_PREFIX + snapshot_id)
         try:

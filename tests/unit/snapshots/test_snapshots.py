@@ -280,3 +280,39 @@ def test_without_snapshots_the_source_comes_from_the_checkpoint_alone(tmp_path):
     assert choose_restore_source("0_0", task_dir, STORES, None, None).source == "changelog"  # no checkpoint
     OffsetCheckpoint.in_task_dir(task_dir).write({TP: 9})
     assert choose_restore_source("0_0", task_dir, STORES, None, None).source == "local"
+
+
+class GatedStorage(SnapshotStorage):
+    """Uploads wait for ``gate``: holds a snapshot in flight as long as the test wants."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        import threading
+
+        self.gate = threading.Event()
+
+    def upload(self, *args, **kwargs):
+        assert self.gate.wait(30)
+        return super().upload(*args, **kwargs)
+
+
+def test_a_snapshot_due_during_an_upload_is_taken_once_the_task_is_idle(tmp_path):
+    storage = GatedStorage(f"file://{tmp_path / 'shared'}")
+    taker = SnapshotTaker(storage, APP, "at_least_once", interval_ms=0, interval_commits=1, keep=3, clock_ms=Clock())
+    store = new_store(tmp_path)
+    task_dir = str(tmp_path / "task")
+    fill(store, 0, 10)
+    first = taker.after_commit("0_0", task_dir, [StoreToSnapshot("counts", store, TP.topic, TP.partition, 9)])
+    fill(store, 10, 10)
+    entry = StoreToSnapshot("counts", store, TP.topic, TP.partition, 19)
+    assert first is not None and taker.after_commit("0_0", task_dir, [entry]) is None  # the first still uploads
+    storage.gate.set()
+    assert taker.wait_idle(30)
+    # the task is idle now (no further commit): the idle round takes the snapshot it missed
+    second = taker.after_commit("0_0", task_dir, [entry], count_commit=False)
+    assert second is not None and taker.wait_idle(30)
+    assert taker.after_commit("0_0", task_dir, [entry], count_commit=False) is None  # nothing new since
+    taker.close()
+    store.close()
+    newest = storage.list_snapshots(APP, "0_0")[0]
+    assert newest.snapshot_id == second and storage.read_manifest(newest).store("counts").offset == 19
