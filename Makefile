@@ -6,8 +6,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 KAFKA_DIR ?= .local/kafka
+SPARK_DIR ?= .local/spark
 
-.PHONY: demo test unit-test bench broker-start broker-stop jars clean
+.PHONY: demo test unit-test bench broker-start broker-stop spark-cluster-start spark-cluster-stop jars clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python >= 3.11 is required, found " + sys.version.split()[0])'
@@ -17,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 jars: $(STAMP)
-	$(BIN)/python tools/kafka/broker.py resolve
+	$(BIN)/python -m tools.kafka.broker resolve
 
 test: $(STAMP) jars
 	$(BIN)/python -m pytest
@@ -34,10 +35,18 @@ bench: $(STAMP) jars
 
 # A broker for interactive development; it keeps running until `make broker-stop`.
 broker-start: $(STAMP) jars
-	$(BIN)/python tools/kafka/broker.py start --dir $(KAFKA_DIR)
+	$(BIN)/python -m tools.kafka.broker start --dir $(KAFKA_DIR)
 
 broker-stop:
-	@test -x $(BIN)/python && $(BIN)/python tools/kafka/broker.py stop --dir $(KAFKA_DIR) || true
+	@test -x $(BIN)/python && $(BIN)/python -m tools.kafka.broker stop --dir $(KAFKA_DIR) || true
 
-clean: broker-stop
+# A Spark standalone cluster on loopback (a Master and two Workers of 2 task slots each);
+# it prints the master URL (spark://127.0.0.1:<port>) and keeps running until `make spark-cluster-stop`.
+spark-cluster-start: $(STAMP)
+	$(BIN)/python -m tools.spark_cluster start --dir $(SPARK_DIR)
+
+spark-cluster-stop:
+	@test -x $(BIN)/python && $(BIN)/python -m tools.spark_cluster stop --dir $(SPARK_DIR) || true
+
+clean: broker-stop spark-cluster-stop
 	rm -rf $(VENV) tools/kafka/lib .local

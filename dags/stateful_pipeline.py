@@ -8,7 +8,8 @@ until its state is restored and its standbys are warm, report.
    the rates) as ``instances`` supervised instances on Spark; returns once they report in.
    The application keeps running after this DAG: stop it with
    ``stateful-streams stop <application_id>`` (or the task's on_kill).
-3. ``wait_for_restoration`` (deferrable) and ``check_standby_lag``: gate on the state.
+3. ``wait_for_restoration`` and ``check_standby_lag`` (both deferrable: they wait in the
+   triggerer, not in a worker slot): gate on the state.
 4. ``report``: the status table and a sample of both outputs in the task log.
 
 Connections: ``stateful_streams_default`` (Kafka) and ``spark_default`` (the Spark master;
@@ -117,6 +118,7 @@ with DAG(
         application_id="{{ params.application_id }}",
         max_lag_records=1000,
         min_standbys_per_task=1,
+        deferrable=True,
         poll_interval=5,
         timeout=1800,
     )

@@ -1,10 +1,13 @@
-"""Wait for a stateful application's state: every task restored, then warm standbys.
+"""Wait for a stateful application's state: every task restored, and warm standbys.
 
 Run it after the application (re)starts or fails over, before work that needs its state to
 be current (queries against its stores, moving traffic to it). The sensors read the
 application's status topic through the ``stateful_streams_default`` connection; each poll
 logs a table of restored/total, rate and ETA per task, and a timeout fails with the table
-of the tasks still restoring, unassigned or owned by a stale instance.
+of the tasks still restoring, unassigned or owned by a stale instance. The two sensors wait
+side by side (standbys restore the same changelogs as the active tasks, so neither waits
+for the other); the run succeeds when both conditions hold. An application that does not
+exist yet is waited for too: start the DAG before submitting it.
 
 Two DAGs, one per way of waiting:
 - ``wait_for_state`` defers to the triggerer: no worker slot is held while state restores
@@ -32,22 +35,21 @@ for dag_id, deferrable in (("wait_for_state", True), ("wait_for_state_in_worker"
         params={"application_id": Param("clicks", type="string", minLength=1)},
         doc_md=__doc__,
     ) as dag:
-        restored = RestorationSensor(
+        RestorationSensor(
             task_id="state_restored",
             application_id="{{ params.application_id }}",
             max_remaining_records=0,
             deferrable=deferrable,
-            poll_interval=30,
+            poll_interval=10,
             timeout=6 * 3600,
         )
-        standbys_warm = StandbyLagSensor(
+        StandbyLagSensor(
             task_id="standbys_warm",
             application_id="{{ params.application_id }}",
             max_lag_records=10_000,
             min_standbys_per_task=1,
             deferrable=deferrable,
-            poll_interval=30,
-            timeout=3600,
+            poll_interval=10,
+            timeout=6 * 3600,
         )
-        restored >> standbys_warm
     globals()[dag_id] = dag

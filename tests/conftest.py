@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +25,7 @@ sys.path.insert(0, str(REPO_ROOT))  # for tools.kafka.broker
 # Airflow reads its configuration when first imported, so the isolated home is set before any
 # test module can import it.
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="airflow-home-"))
+atexit.register(shutil.rmtree, _AIRFLOW_HOME, ignore_errors=True)
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO_ROOT / "dags")
@@ -77,3 +80,18 @@ def example_dags(airflow_db):
     bag = DagBag(dag_folder=REPO_ROOT / "dags")
     assert not bag.import_errors, f"DAG import errors: {bag.import_errors}"
     return bag
+
+
+@pytest.fixture
+def spark_cluster(tmp_path_factory):
+    """A real Spark standalone cluster on loopback: a Master and two Workers of 2 task slots
+    and 1 GB each (tools/spark_cluster.py); stopped, with every executor, after the test."""
+    from tools.spark_cluster import LocalSparkCluster
+
+    cluster = LocalSparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, cores=2, memory="1g")
+    cluster.start()
+    print(f"\nSpark cluster {cluster.master_url} started in {cluster.start_seconds:.1f}s", file=sys.stderr)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -1,6 +1,6 @@
 """The spark-submit application as an OS process, for the tests and the benchmarks.
 
-``SparkApplication`` runs ``spark-submit --master local[...] airflow_stateful_provider/spark/app.py``
+``SparkApplication`` runs ``spark-submit --master <local[...] or spark://...> airflow_stateful_provider/spark/app.py``
 with its stdout and stderr in ``work_dir/<name>.log`` and parses the supervisor's
 ``STATEFUL-STREAMS {json}`` event lines from it.
 """
@@ -35,7 +35,7 @@ def read_events(log_path: Path, kind: str | None = None) -> list[dict]:
 class SparkApplication:
     def __init__(self, topology: str, config: dict[str, Any], work_dir: Path, *, instances: int,
                  master: str | None = None, name: str = "app", extra_args: list[str] | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 spark_conf: dict[str, str] | None = None, env: dict[str, str] | None = None) -> None:
         self.topology = topology
         self.config = config
         self.work_dir = Path(work_dir)
@@ -43,6 +43,7 @@ class SparkApplication:
         self.master = master or f"local[{instances + 1},2]"
         self.name = name
         self.extra_args = list(extra_args or [])
+        self.spark_conf = {"spark.ui.enabled": "false", "spark.driver.memory": "512m", **(spark_conf or {})}
         #: Extra environment of spark-submit (what the Airflow operator passes as ``env_vars``).
         self.env = dict(env or {})
         self.log_path = self.work_dir / f"{name}.log"
@@ -54,11 +55,12 @@ class SparkApplication:
         config_path = self.work_dir / f"{self.name}.json"
         config_path.write_text(json.dumps(self.config))
         bin_dir = Path(sys.executable).parent
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
+               "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
                "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **self.env}
-        command = [str(bin_dir / "spark-submit"), "--master", self.master, "--conf", "spark.ui.enabled=false",
-                   "--conf", "spark.driver.memory=512m", str(APP), "--topology", self.topology,
+        conf = [arg for key, value in self.spark_conf.items() for arg in ("--conf", f"{key}={value}")]
+        command = [str(bin_dir / "spark-submit"), "--master", self.master, *conf, str(APP), "--topology", self.topology,
                    "--config", str(config_path), "--instances", str(self.instances), *self.extra_args]
         self.submitted_at = time.monotonic()
         with open(self.log_path, "ab") as log:

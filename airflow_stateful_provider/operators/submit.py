@@ -4,8 +4,9 @@ instances report in.
 A streams application runs until it is stopped, so the Airflow task must not wait for the
 Spark application to finish (as ``SparkSubmitOperator`` does):
 
-- cluster deploy mode (YARN, Kubernetes, standalone): spark-submit returns after the
-  submission (``waitAppCompletion=false``);
+- cluster deploy mode (YARN, Kubernetes): spark-submit returns after the submission
+  (``waitAppCompletion=false``); Spark standalone masters (``spark://``) run Python drivers
+  in client mode only, so cluster mode there is refused before anything is launched;
 - local and client mode: spark-submit is launched detached (its own session, output to
   ``log_path``), so it outlives the Airflow task.
 
@@ -229,6 +230,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         spark_hook = self._get_hook()
         self._hook = spark_hook
         cluster = spark_hook._connection["deploy_mode"] == "cluster"
+        self._refuse_standalone_cluster_mode(spark_hook._connection["master"], cluster)
         submitted_at_ms = time.time_ns() // 1_000_000
         process: subprocess.Popen | None = None
         log_path: Path | None = None
@@ -262,6 +264,15 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         }
         context["ti"].xcom_push(key="application_id", value=application_id)
         return details
+
+    def _refuse_standalone_cluster_mode(self, master: str, cluster: bool) -> None:
+        """Spark standalone runs Python drivers in client mode only (spark-submit refuses the
+        rest only after starting a JVM); say so before, with what to change."""
+        if cluster and master.startswith("spark://"):
+            raise AirflowException(
+                f"the Spark connection {self._conn_id!r} asks for cluster deploy mode on the standalone master "
+                f"{master}, which does not run Python applications in cluster mode: set its deploy mode to "
+                f"'client' (the driver then runs detached on this Airflow worker's host; see docs/spark.md)")
 
     def _launch_detached(self, spark_hook: Any, log_path: Path) -> subprocess.Popen:
         command = spark_hook._build_spark_submit_command(self.application)

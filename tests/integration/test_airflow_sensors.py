@@ -124,7 +124,7 @@ def example_dag(dag_id: str):
 
 
 @pytest.mark.parametrize("dag_id", ["wait_for_state_in_worker", "wait_for_state"])
-def test_dag_waits_for_restoration_then_standby_lag(airflow_db, application, dag_id):
+def test_dag_waits_for_restoration_and_standby_lag(airflow_db, application, dag_id):
     trigger_reads = []
     original = StatefulStreamsHook.aget_status
 

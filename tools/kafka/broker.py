@@ -11,20 +11,18 @@ From Python::
 
 From a shell (the Makefile uses this)::
 
-    python tools/kafka/broker.py resolve
-    python tools/kafka/broker.py start --dir .local/kafka     # prints the bootstrap servers
-    python tools/kafka/broker.py stop --dir .local/kafka
+    python -m tools.kafka.broker resolve
+    python -m tools.kafka.broker start --dir .local/kafka     # prints the bootstrap servers
+    python -m tools.kafka.broker stop --dir .local/kafka
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
-import ctypes
 import hashlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -33,14 +31,14 @@ import time
 import uuid
 from pathlib import Path
 
+from tools.local_processes import (die_with_parent, free_loopback_port, own_process_group, port_in_use, terminate,
+                                   wait_pid)
+
 KAFKA_TOOLS_DIR = Path(__file__).resolve().parent
 POM = KAFKA_TOOLS_DIR / "pom.xml"
 LIB_DIR = KAFKA_TOOLS_DIR / "lib"
 # Hash of the pom that produced lib/, so an edited pom re-resolves and an unchanged one does not.
 RESOLVED_MARKER = LIB_DIR / ".resolved-from"
-
-STOP_GRACE_SECONDS = 15.0
-
 
 class BrokerError(RuntimeError):
     """The local broker could not be set up, started or stopped."""
@@ -91,22 +89,6 @@ def resolve_jars(quiet: bool = True) -> Path:
     return LIB_DIR
 
 
-def free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-        return False
-
-
 def _accepts_connections(port: int) -> bool:
     """A plain TCP probe, so the Kafka client is only used (and only logs) once the port is open."""
     try:
@@ -120,21 +102,6 @@ def _random_cluster_id() -> str:
     # Kafka cluster ids are 16 random bytes, url-safe base64 without padding. One in 64
     # starts with "-", which is why the format command passes it as --cluster-id=<id>.
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def _own_process_group() -> None:
-    """Runs in a detached broker child: no terminal Ctrl-C reaches it; `broker.py stop` ends it."""
-    os.setpgrp()
-
-
-def _die_with_parent() -> None:
-    """Runs in the broker child: Linux sends it SIGTERM when the Python parent dies (even by SIGKILL)."""
-    os.setpgrp()  # a terminal Ctrl-C goes to the Python parent, whose clean-up stops the broker
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 LOG4J2_PROPERTIES = """\
@@ -227,7 +194,7 @@ class LocalKafkaBroker:
         try:
             self.process = subprocess.Popen(jvm + ["kafka.Kafka", str(properties)], stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            preexec_fn=_own_process_group if self.detached else _die_with_parent)
+                                            preexec_fn=own_process_group if self.detached else die_with_parent)
         finally:
             log.close()
         (self.work_dir / "broker.pid").write_text(f"{self.process.pid}\n")
@@ -306,7 +273,7 @@ class LocalKafkaBroker:
         process, self.process = self.process, None
         if process is None:
             return
-        _terminate(process.pid, process.wait)
+        terminate(process.pid, process.wait)
         pid_file = self.work_dir / "broker.pid"
         pid_file.unlink(missing_ok=True)
         if self._owns_dir:
@@ -319,34 +286,8 @@ class LocalKafkaBroker:
         self.stop()
 
 
-def _terminate(pid: int, wait) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        wait(timeout=STOP_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        os.kill(pid, signal.SIGKILL)
-        wait(timeout=STOP_GRACE_SECONDS)
-
-
-def _wait_pid(pid: int):
-    """A ``wait(timeout=)`` for a process that is not our child (started by an earlier command)."""
-    def wait(timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.1)
-        raise subprocess.TimeoutExpired(f"pid {pid}", timeout)
-    return wait
-
-
 def _main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="broker.py", description="Local single-node Kafka broker (KRaft).")
+    parser = argparse.ArgumentParser(prog="python -m tools.kafka.broker", description="Local single-node Kafka broker (KRaft).")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("resolve", help="resolve the broker jars with Maven (once)")
     start = sub.add_parser("start", help="start a broker in the background; prints bootstrap servers")
@@ -369,7 +310,7 @@ def _main(argv: list[str] | None = None) -> int:
                 print(f"no broker is running from {args.dir}", file=sys.stderr)
                 return 0
             pid = int(pid_file.read_text())
-            _terminate(pid, _wait_pid(pid))
+            terminate(pid, wait_pid(pid))
             pid_file.unlink(missing_ok=True)
     except BrokerError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -186,3 +186,15 @@ def test_a_snapshot_connection_needs_a_url_and_usable_options(sasl_connection, m
     from airflow_stateful_provider.streams.snapshots.catalog import SNAPSHOT_STORAGE_OPTIONS_ENV
 
     assert json.loads(op.env_vars[SNAPSHOT_STORAGE_OPTIONS_ENV]) == {"token": "cloud"}
+
+
+def test_standalone_cluster_mode_is_refused_before_anything_runs(monkeypatch, sasl_connection):
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({
+        "conn_type": "spark", "host": "spark://master.example", "port": 7077, "extra": {"deploy-mode": "cluster"}}))
+    op = operator()
+    with mock.patch.object(SubmitTopologyOperator, "_refuse_if_running"), \
+            mock.patch("subprocess.Popen") as popen, pytest.raises(AirflowException) as info:
+        op.execute({})
+    assert "cluster deploy mode on the standalone master spark://master.example:7077" in str(info.value)
+    assert "set its deploy mode to 'client'" in str(info.value)
+    popen.assert_not_called()

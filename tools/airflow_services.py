@@ -1,0 +1,255 @@
+"""A real Airflow deployment on loopback: API server, scheduler, DAG processor and triggerer as
+separate processes, for tests and developers.
+
+The way Airflow runs for real, only small: the embedded SQLite metadata database with the
+LocalExecutor (the executor Airflow supports with it), the simple auth manager with one user,
+one JWT secret shared by every component, and the execution API on the API server. DAGs come
+from ``dags_folder``; connections are given as ``AIRFLOW_CONN_*`` variables in ``env``.
+
+From Python::
+
+    with LocalAirflow(home, dags_folder=Path("dags"), env={"AIRFLOW_CONN_...": "..."}) as airflow:
+        run_id = airflow.trigger("stateful_pipeline", conf={...})
+        airflow.wait_for_run("stateful_pipeline", run_id, timeout=300)
+
+The client methods speak Airflow's public REST API (``/api/v2``) with a token from
+``/auth/token``, as any external system would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tools.local_processes import die_with_parent, free_loopback_port
+
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+FINISHED_RUN_STATES = ("success", "failed")
+USER, PASSWORD = "admin", "admin-password"
+STOP_GRACE_SECONDS = 30.0
+
+
+class AirflowServicesError(RuntimeError):
+    """The local Airflow services could not be started, or a REST call failed."""
+
+
+class LocalAirflow:
+    """Airflow's four services on 127.0.0.1 with their home, database and logs in ``home``."""
+
+    def __init__(self, home: str | os.PathLike, *, dags_folder: str | os.PathLike,
+                 env: Mapping[str, str] | None = None, start_timeout: float = 180.0) -> None:
+        self.home = Path(home).resolve()
+        self.dags_folder = Path(dags_folder).resolve()
+        self.extra_env = dict(env or {})
+        self.start_timeout = start_timeout
+        self.port: int | None = None
+        self.processes: dict[str, subprocess.Popen] = {}
+        self._token: str | None = None
+        self.start_seconds: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def environment(self) -> dict[str, str]:
+        """What every component (and so every task) runs with."""
+        bin_dir = str(Path(sys.executable).parent)
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
+        return {
+            **inherited,
+            "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__API__BASE_URL": self.url,
+            "AIRFLOW__API_AUTH__JWT_SECRET": self._secret("jwt_secret"),
+            "AIRFLOW__API__SECRET_KEY": self._secret("secret_key"),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
+            # a new DAG file is seen within seconds, not the 5-minute default
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "True",
+            **self.extra_env,
+        }
+
+    def _secret(self, name: str) -> str:
+        path = self.home / f".{name}"
+        if not path.exists():
+            path.write_text(secrets.token_urlsafe(32))
+        return path.read_text()
+
+    def log_path(self, component: str) -> Path:
+        return self.home / f"{component}.log"
+
+    def log_tail(self, component: str, lines: int = 30) -> str:
+        path = self.log_path(component)
+        if not path.exists():
+            return f"({path} was not written)"
+        return f"--- {path}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def logs(self, lines: int = 30) -> str:
+        return "\n".join(self.log_tail(c, lines) for c in COMPONENTS)
+
+    # ---------------------------------------------------------------- start
+
+    def start(self) -> LocalAirflow:
+        if self.processes:
+            raise AirflowServicesError("these Airflow services are already started")
+        began = time.monotonic()
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.port = free_loopback_port()
+        (self.home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
+        env = self.environment()
+        migrate = subprocess.run([_airflow(), "db", "migrate"], env=env, capture_output=True, text=True)
+        if migrate.returncode != 0:
+            raise AirflowServicesError(f"airflow db migrate failed in {self.home}:\n{migrate.stdout[-2000:]}"
+                                       f"{migrate.stderr[-2000:]}")
+        try:
+            for component in COMPONENTS:
+                args = ["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"] \
+                    if component == "api-server" else []
+                with open(self.log_path(component), "ab") as log:
+                    self.processes[component] = subprocess.Popen(
+                        [_airflow(), component, *args], stdout=log, stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL, env=env, cwd=self.home, preexec_fn=die_with_parent)
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - began
+        return self
+
+    def _wait_healthy(self) -> None:
+        """Until the API server answers and reports the scheduler, DAG processor and triggerer healthy."""
+        deadline = time.monotonic() + self.start_timeout
+        health: Any = None
+        while time.monotonic() < deadline:
+            self.check_running()
+            try:
+                health = self.api("GET", "/api/v2/monitor/health", authenticated=False)
+            except (AirflowServicesError, OSError) as exc:
+                health = repr(exc)
+            else:
+                if all(health.get(part, {}).get("status") == "healthy"
+                       for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")):
+                    return
+            time.sleep(1)
+        raise AirflowServicesError(f"Airflow was not healthy within {self.start_timeout:.0f}s (last health: "
+                                   f"{health}):\n{self.logs()}")
+
+    def check_running(self) -> None:
+        for component, process in self.processes.items():
+            if process.poll() is not None:
+                raise AirflowServicesError(f"airflow {component} exited with {process.returncode}:\n"
+                                           f"{self.log_tail(component, 60)}")
+
+    # ---------------------------------------------------------------- REST client
+
+    def api(self, method: str, path: str, body: Any = None, *, authenticated: bool = True) -> Any:
+        """One call of the REST API; the JSON answer, or AirflowServicesError with the body."""
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if authenticated:
+            headers["Authorization"] = f"Bearer {self.token()}"
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                text = response.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise AirflowServicesError(f"{method} {path} answered {exc.code}: "
+                                       f"{exc.read().decode(errors='replace')[:2000]}") from None
+        return json.loads(text) if text else None
+
+    def token(self) -> str:
+        if self._token is None:
+            answer = self.api("POST", "/auth/token", {"username": USER, "password": PASSWORD}, authenticated=False)
+            self._token = answer["access_token"]
+        return self._token
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 120) -> dict:
+        """Until the DAG processor has parsed ``dag_id``; fails at once on an import error."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_running()
+            errors = self.api("GET", "/api/v2/importErrors")
+            if errors["total_entries"]:
+                raise AirflowServicesError(f"DAG import errors: {json.dumps(errors['import_errors'], indent=1)}")
+            try:
+                return self.api("GET", f"/api/v2/dags/{dag_id}")
+            except AirflowServicesError:
+                if time.monotonic() > deadline:
+                    raise AirflowServicesError(f"DAG {dag_id} not parsed within {timeout}s:\n"
+                                               f"{self.log_tail('dag-processor')}") from None
+            time.sleep(1)
+
+    def trigger(self, dag_id: str, conf: Mapping[str, Any]) -> str:
+        """Unpause ``dag_id`` and trigger a run with ``conf``; returns the run id."""
+        self.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+        run = self.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": dict(conf)})
+        return run["dag_run_id"]
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
+        answer = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances")
+        return {ti["task_id"]: ti["state"] for ti in answer["task_instances"]}
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        return self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")["state"]
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+        entry = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances/"
+                                f"{task_id}/xcomEntries/{key}")
+        return entry["value"]
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        """The task's log as the UI shows it: the events of the try, one per line."""
+        answer = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances/"
+                                 f"{task_id}/logs/{try_number}?full_content=true")
+        content = answer["content"]
+        return "\n".join(e.get("event", "") if isinstance(e, dict) else str(e) for e in content) \
+            if isinstance(content, list) else str(content)
+
+    # ---------------------------------------------------------------- stop
+
+    def stop(self) -> dict[str, int | None]:
+        """SIGTERM every component (the scheduler first: it ends its executor's workers);
+        returns their exit codes (None: had to be killed)."""
+        codes: dict[str, int | None] = {}
+        processes, self.processes = self.processes, {}
+        for component in ("scheduler", "triggerer", "dag-processor", "api-server"):
+            process = processes.get(component)
+            if process is None:
+                continue
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+            try:
+                codes[component] = process.wait(STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(STOP_GRACE_SECONDS)
+                codes[component] = None
+        return codes
+
+    def __enter__(self) -> LocalAirflow:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _airflow() -> str:
+    return str(Path(sys.executable).parent / "airflow")
