@@ -3,6 +3,8 @@
     stateful-streams status <application_id> [--bootstrap-servers H:P] [--client-config FILE] [--json] [--watch SECONDS]
     stateful-streams stores <state_dir> [--json]
     stateful-streams stop <application_id> [--bootstrap-servers H:P] [--client-config FILE] [--instance ID ...] [--timeout SECONDS] [--json]
+    stateful-streams snapshots list <snapshot_url> <application_id> [--task ID] [--storage-options FILE] [--json]
+    stateful-streams snapshots delete <snapshot_url> <application_id> --keep K [--task ID] [--dry-run] [--storage-options FILE] [--json]
 
 ``status`` answers "which tasks are restoring, how far along, when done, which standbys
 lag?" from the application's status topic and live end offsets; instances whose last
@@ -12,7 +14,11 @@ retention, observed stream time); it opens them read-only, so it works while the
 application runs. ``stop`` sends a stop command on the control topic
 (docs/control-topic.md) to every live instance, or to the ``--instance`` ones, and waits
 until each has stopped cleanly (committed, checkpointed, left the group, removed its status
-document). Bootstrap servers default to ``$STATEFUL_STREAMS_BOOTSTRAP_SERVERS``.
+document). ``snapshots`` lists the store snapshots of an application on shared storage
+(docs/snapshots.md: age, size, changelog offsets, and why a restore would skip one) and
+deletes all but the newest K per task. Bootstrap servers default to
+``$STATEFUL_STREAMS_BOOTSTRAP_SERVERS``; snapshot storage options (credentials) come from
+``--storage-options`` or ``$STATEFUL_STREAMS_SNAPSHOT_STORAGE_OPTIONS`` (JSON).
 
 Exit codes: 0 success, 1 unknown application or instance, unreadable store, or instances
 that did not stop within ``--timeout``; 2 usage or broker unreachable.
@@ -42,17 +48,22 @@ def _add_broker_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default ${CLIENT_CONFIG_ENV})")
 
 
+def _json_object_file(path: str, option: str, what: str) -> dict[str, Any]:
+    """A file holding a JSON object; raises ValueError naming the option, the file and the problem."""
+    try:
+        values = json.loads(open(path, encoding="utf-8").read())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{option} {path!r}: {exc}") from None
+    if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
+        raise ValueError(f"{option} {path!r} must hold a JSON object of {what}, got {type(values).__name__}")
+    return values
+
+
 def _client_configs(path: str | None) -> dict[str, Any]:
     """The --client-config file; raises ValueError naming the file and the problem."""
     if not path:
         return {}
-    try:
-        values = json.loads(open(path, encoding="utf-8").read())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"--client-config {path!r}: {exc}") from None
-    if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
-        raise ValueError(f"--client-config {path!r} must hold a JSON object of kafka-python settings, "
-                         f"got {type(values).__name__}")
+    values = _json_object_file(path, "--client-config", "kafka-python settings")
     values.pop("bootstrap_servers", None)
     return values
 
@@ -85,6 +96,22 @@ def build_parser() -> argparse.ArgumentParser:
     stores = commands.add_parser("stores", help="state stores in a state directory (read-only)")
     stores.add_argument("state_dir")
     stores.add_argument("--json", action="store_true", help="machine-readable output")
+
+    snapshots = commands.add_parser("snapshots", help="store snapshots on shared storage: list, delete old ones")
+    actions = snapshots.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for name, text in (("list", "every snapshot per task, newest first"),
+                       ("delete", "delete all but the newest --keep complete snapshots of each task")):
+        action = actions.add_parser(name, help=text)
+        action.add_argument("snapshot_url", help="e.g. file:///mnt/shared/snapshots or s3://bucket/prefix")
+        action.add_argument("application_id")
+        action.add_argument("--task", metavar="ID", help="only this task (e.g. 0_3)")
+        action.add_argument("--storage-options", metavar="FILE",
+                            help="JSON object of fsspec storage options (default $STATEFUL_STREAMS_SNAPSHOT_"
+                                 "STORAGE_OPTIONS)")
+        action.add_argument("--json", action="store_true", help="machine-readable output")
+        if name == "delete":
+            action.add_argument("--keep", type=int, required=True, metavar="K", help="snapshots kept per task (>= 1)")
+            action.add_argument("--dry-run", action="store_true", help="only say what would be deleted")
     return parser
 
 
@@ -112,6 +139,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         if args.timeout <= 0:
             parser.error(f"--timeout takes a positive number of seconds, got {args.timeout:g}")
         return _stop(args, out)
+    if args.command == "snapshots":
+        if args.action == "delete" and args.keep < 1:
+            parser.error(f"--keep takes a number >= 1, got {args.keep}")
+        return _snapshots(args, out)
     return _stores(args, out)
 
 
@@ -248,6 +279,56 @@ def _stores(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(_stores_table(rows) + "\n")
     return 1 if failures else 0
+
+
+def _snapshots(args: argparse.Namespace, out: TextIO) -> int:
+    from airflow_stateful_provider.streams.errors import SnapshotError
+    from airflow_stateful_provider.streams.snapshots.catalog import (
+        delete_old_snapshots,
+        list_snapshots,
+        storage_options_from_env,
+    )
+    from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
+    from airflow_stateful_provider.streams.status.readable import age_text
+
+    try:
+        if args.storage_options:
+            options = _json_object_file(args.storage_options, "--storage-options", "fsspec storage options")
+        else:
+            options = storage_options_from_env()
+        storage = SnapshotStorage(args.snapshot_url, options)
+        if args.action == "delete":
+            deleted = delete_old_snapshots(storage, args.application_id, args.keep, task_id=args.task,
+                                           dry_run=args.dry_run)
+        else:
+            entries = list_snapshots(storage, args.application_id, args.task)
+    except (ValueError, SnapshotError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.action == "delete":
+        verb = "would delete" if args.dry_run else "deleted"
+        if args.json:
+            out.write(json.dumps({"dry_run": args.dry_run, "deleted": [d.as_dict() for d in deleted]}, indent=2) + "\n")
+        else:
+            for info in deleted:
+                out.write(f"{verb} {info.task_id}/{info.snapshot_id}{'' if info.complete else ' (partial)'}\n")
+            out.write(f"{verb} {len(deleted)} snapshot(s); kept the newest {args.keep} of each task\n")
+        return 0
+    if args.json:
+        out.write(json.dumps([e.as_dict() for e in entries], indent=2) + "\n")
+        return 0
+    if not entries:
+        out.write(f"no snapshots of {args.application_id} at {args.snapshot_url}\n")
+        return 0
+    now = time.time() * 1000
+    lines = [("TASK", "SNAPSHOT", "AGE", "SIZE", "OFFSETS", "PROBLEM")]
+    for e in entries:
+        offsets = ", ".join(f"{store}@{offset}" for store, offset in sorted(e.offsets.items())) or "-"
+        lines.append((e.task_id, e.snapshot_id, age_text(int(now - e.taken_at)), "-" if e.total_bytes is None
+                      else _size(e.total_bytes), offsets, e.problem or ""))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    out.write("\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines) + "\n")
+    return 0
 
 
 def _stores_table(rows: list[dict[str, Any]]) -> str:

@@ -27,11 +27,13 @@ def get_provider_info() -> dict:
         ],
         "hooks": [
             {"integration-name": INTEGRATION,
-             "python-modules": ["airflow_stateful_provider.hooks.stateful_streams"]},
+             "python-modules": ["airflow_stateful_provider.hooks.snapshot_storage",
+                                "airflow_stateful_provider.hooks.stateful_streams"]},
         ],
         "operators": [
             {"integration-name": INTEGRATION,
              "python-modules": ["airflow_stateful_provider.operators.maintenance",
+                                "airflow_stateful_provider.operators.snapshots",
                                 "airflow_stateful_provider.operators.submit"]},
         ],
         "sensors": [

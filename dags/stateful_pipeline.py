@@ -57,6 +57,11 @@ with DAG(
         "users": Param(100, type="integer", minimum=1),
         "clicks": Param(3000, type="integer", minimum=1),
         "payments": Param(600, type="integer", minimum=0),
+        "snapshot_url": Param("", type="string",
+                              description="store snapshots on shared storage, e.g. file:///mnt/shared/snapshots "
+                                          "(docs/snapshots.md); empty: off"),
+        "snapshot_conn_id": Param(None, type=["null", "string"],
+                                  description="Airflow connection of the snapshot location (credentials)"),
     },
     doc_md=__doc__,
 ) as dag:
@@ -85,6 +90,8 @@ with DAG(
         topology=TOPOLOGY,
         instances="{{ params.instances }}",
         processing_guarantee="{{ params.processing_guarantee }}",
+        snapshot_url="{{ params.snapshot_url }}",
+        snapshot_conn_id="{{ params.snapshot_conn_id }}",
         streams_config={
             "application_id": "{{ params.application_id }}",
             "num_standby_replicas": "{{ params.num_standby_replicas }}",

@@ -37,7 +37,7 @@ def read_events(log_path: Path, kind: str | None = None) -> list[dict]:
 class SparkApplication:
     def __init__(self, topology: str, config: dict[str, Any], work_dir: Path, *, instances: int,
                  master: str | None = None, name: str = "app", extra_args: list[str] | None = None,
-                 spark_conf: dict[str, str] | None = None) -> None:
+                 spark_conf: dict[str, str] | None = None, env: dict[str, str] | None = None) -> None:
         self.topology = topology
         self.config = config
         self.work_dir = Path(work_dir)
@@ -46,6 +46,8 @@ class SparkApplication:
         self.name = name
         self.extra_args = list(extra_args or [])
         self.spark_conf = {"spark.ui.enabled": "false", "spark.driver.memory": "512m", **(spark_conf or {})}
+        #: Extra environment of spark-submit (what the Airflow operator passes as ``env_vars``).
+        self.env = dict(env or {})
         self.log_path = self.work_dir / f"{name}.log"
         self.process: subprocess.Popen | None = None
         self.submitted_at: float | None = None
@@ -58,7 +60,7 @@ class SparkApplication:
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-               "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+               "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **self.env}
         conf = [arg for key, value in self.spark_conf.items() for arg in ("--conf", f"{key}={value}")]
         command = [str(bin_dir / "spark-submit"), "--master", self.master, *conf, str(APP), "--topology", self.topology,
                    "--config", str(config_path), "--instances", str(self.instances), *self.extra_args]

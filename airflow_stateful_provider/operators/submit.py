@@ -24,6 +24,10 @@ process environment; on YARN and Kubernetes the Spark provider turns ``env_vars`
 ``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*`` (masked in the task
 log, redacted in Spark's UI); Spark standalone cluster mode cannot pass it at all.
 
+Snapshots (docs/snapshots.md): ``snapshot_url`` sets the config's ``snapshot_url``, and the
+storage options of ``snapshot_conn_id`` (credentials) travel the same way as the password,
+in ``STATEFUL_STREAMS_SNAPSHOT_STORAGE_OPTIONS`` (JSON) of the driver's environment.
+
 Submitting an application whose instances still report in (a live, non-stale status
 document) is refused: two Spark applications would run the same instance ids.
 """
@@ -44,9 +48,11 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk.exceptions import AirflowException
 
 import airflow_stateful_provider.spark.app as spark_app
+from airflow_stateful_provider.hooks.snapshot_storage import get_snapshot_storage_options
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
 from airflow_stateful_provider.spark.app import PASSWORD_ENV
 from airflow_stateful_provider.streams.durations import duration_arg_ms
+from airflow_stateful_provider.streams.snapshots.catalog import SNAPSHOT_STORAGE_OPTIONS_ENV
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -71,6 +77,11 @@ class SubmitTopologyOperator(SparkSubmitOperator):
     :param processing_guarantee: "at_least_once" or "exactly_once_v2" (templated); when
         given it overrides ``streams_config``'s value (docs/exactly-once.md).
     :param stateful_streams_conn_id: Kafka connection (brokers, security) and status reads.
+    :param snapshot_url: where store snapshots go (templated; overrides ``streams_config``'s
+        ``snapshot_url``), e.g. ``file:///mnt/shared/snapshots`` or ``s3://bucket/prefix``.
+    :param snapshot_conn_id: Airflow connection of the snapshot location (``aws``, or any type
+        whose extra holds ``storage_options``); its options reach the driver through the
+        environment, never the command line.
     :param submit_timeout: how long to wait for every instance's first status document.
     :param log_path: where a detached spark-submit writes its output (local/client mode).
     :param max_failures, failure_window, initial_backoff, max_backoff, stop_timeout: the
@@ -82,7 +93,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "topology", "streams_config",
                                       "instances", "processing_guarantee", "log_path",
-                                      "stateful_streams_conn_id")
+                                      "stateful_streams_conn_id", "snapshot_url", "snapshot_conn_id")
     template_fields_renderers = {"streams_config": "json"}
     ui_color = "#cfe8ff"
 
@@ -94,6 +105,8 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         instances: int | str = 1,
         processing_guarantee: str | None = None,
         stateful_streams_conn_id: str = StatefulStreamsHook.default_conn_name,
+        snapshot_url: str | None = None,
+        snapshot_conn_id: str | None = None,
         submit_timeout: timedelta | int = timedelta(minutes=5),
         log_path: str | None = None,
         max_failures: int = 5,
@@ -118,6 +131,8 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         self.instances = instances
         self.processing_guarantee = processing_guarantee
         self.stateful_streams_conn_id = stateful_streams_conn_id
+        self.snapshot_url = snapshot_url
+        self.snapshot_conn_id = snapshot_conn_id
         self.submit_timeout = submit_timeout
         self.log_path = log_path
         self.restart_args = ["--max-failures", str(max_failures),
@@ -148,6 +163,8 @@ class SubmitTopologyOperator(SparkSubmitOperator):
                 raise AirflowException(f"processing_guarantee must be one of {list(_GUARANTEES)}, "
                                        f"got {self.processing_guarantee!r}")
             values["processing_guarantee"] = self.processing_guarantee
+        if self.snapshot_url:
+            values["snapshot_url"] = self.snapshot_url
         connection = hook.get_client_configs()
         values.setdefault("bootstrap_servers", connection.pop("bootstrap_servers"))
         connection.pop("bootstrap_servers", None)
@@ -178,6 +195,15 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         password = self._password(hook)
         if password:
             self.env_vars = {**(self.env_vars or {}), PASSWORD_ENV: str(password)}
+        if self.snapshot_conn_id:
+            if not values.get("snapshot_url"):
+                raise AirflowException(f"snapshot_conn_id={self.snapshot_conn_id!r} needs a snapshot_url (the "
+                                       f"operator's or the streams_config's)")
+            try:
+                options = get_snapshot_storage_options(self.snapshot_conn_id)
+            except ValueError as exc:
+                raise AirflowException(str(exc)) from None
+            self.env_vars = {**(self.env_vars or {}), SNAPSHOT_STORAGE_OPTIONS_ENV: json.dumps(options)}
         return values
 
     # ------------------------------------------------------------------ execute

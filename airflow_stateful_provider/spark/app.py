@@ -37,7 +37,8 @@ from airflow_stateful_provider.spark.instance_job import InstanceSpec, run_insta
 from airflow_stateful_provider.spark.restart_policy import RestartPolicy
 from airflow_stateful_provider.spark.supervisor import Supervisor
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.errors import ConfigError, StreamsError, TopologyError
+from airflow_stateful_provider.streams.errors import ConfigError, SnapshotError, StreamsError, TopologyError
+from airflow_stateful_provider.streams.snapshots.catalog import storage_options_from_env
 
 __all__ = ["EVENT_PREFIX", "PASSWORD_ENV", "main", "parse_config_values", "task_attempts"]
 
@@ -81,6 +82,9 @@ def parse_config_values(path: str | None, inline: str | None, overrides: list[st
     password = os.environ.get(PASSWORD_ENV)
     if password:
         values["client_configs"] = {"sasl_plain_password": password, **dict(values.get("client_configs") or {})}
+    storage_options = storage_options_from_env()  # snapshot credentials, off the command line too
+    if storage_options:
+        values["snapshot_storage_options"] = {**storage_options, **dict(values.get("snapshot_storage_options") or {})}
     for managed in ("instance_id", "instance_epoch"):
         if managed in values:
             raise ConfigError(f"{managed!r} is set by the supervisor for each instance; remove it from the config "
@@ -242,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         load_topology(args.topology, config).validate()
         policy = RestartPolicy(initial_backoff_s=args.initial_backoff, max_backoff_s=args.max_backoff,
                                max_failures=args.max_failures, failure_window_s=args.failure_window)
-    except (ConfigError, TopologyError, ValueError) as exc:
+    except (ConfigError, TopologyError, SnapshotError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

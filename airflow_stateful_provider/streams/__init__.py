@@ -30,7 +30,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".errors": (
         "BrokerUnreachableError", "ConfigError", "ControlFormatError", "CorruptCheckpointError",
         "DeserializationError", "FencedInstanceError", "GroupProtocolError", "IllegalStateError",
-        "InvalidRecordError", "InvalidStoreError", "ProcessingError", "ReadOnlyStoreError", "SerializationError",
+        "InvalidRecordError", "InvalidSnapshotError", "InvalidStoreError", "ProcessingError", "ReadOnlyStoreError",
+        "SerializationError", "SnapshotError",
         "StatusFormatError", "StatusReadTimeoutError", "StreamsError", "TopologyError", "UnknownApplicationError",
         "UnsupportedGroupProtocolVersionError", "UnsupportedStatusVersionError",
     ),
@@ -45,6 +46,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     ".restoration.changelog_reader": ("StandbyUpdateListener", "StateRestoreListener", "SuspendReason"),
     ".serdes": ("Serde", "Serdes"),
+    ".snapshots.catalog": ("SnapshotEntry", "delete_old_snapshots", "list_snapshots"),
+    ".snapshots.storage": ("SnapshotStorage",),
     ".state.store_dir": ("open_store",),
     ".state.typed_stores": (
         "TypedKeyValueStore", "TypedSessionStore", "TypedVersionedKeyValueStore", "VersionedRecord",
@@ -54,7 +57,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "build_application_status",
     ),
     ".status.conditions": ("ConditionResult", "TaskCheck", "restoration_condition", "standby_lag_condition"),
-    ".status.document": ("InstanceStatus",),
+    ".status.document": ("InstanceStatus", "TaskRestore"),
     ".status.publisher": ("StatusPublisher",),
     ".status.reader": ("fetch_application_status", "read_status_documents"),
     ".status.rendering": ("progress_bar", "render_status_table"),

@@ -111,6 +111,18 @@ class StreamsConfig:
     #: False is Kafka Streams' own behaviour: stores are written at once, and after a crash
     #: a task's stores are wiped and restored from the whole changelog.
     transactional_state_stores: bool = True
+    #: Store snapshots on shared storage (docs/snapshots.md): a URL fsspec opens
+    #: (``file:///mnt/shared/snapshots``, ``s3://bucket/prefix``, ...); None turns them off.
+    snapshot_url: str | None = None
+    #: fsspec storage options for ``snapshot_url`` (credentials, endpoint). Never logged or
+    #: published; on Spark the submit operator passes them outside the command line.
+    snapshot_storage_options: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    #: A task's snapshot is due this long after its last one (0: only by commits).
+    snapshot_interval_ms: int | timedelta = 600_000
+    #: ... or after this many commits of the task (0: only by time).
+    snapshot_interval_commits: int = 0
+    #: Snapshots kept per task (the newest ones); older ones are deleted after each upload.
+    snapshot_retention_count: int = 3
     #: High availability (SEMANTICS §3): hot standby copies of each stateful task.
     num_standby_replicas: int = 0
     #: A client at most this many changelog records behind on a task is caught up.
@@ -217,6 +229,7 @@ class StreamsConfig:
         if not isinstance(self.transactional_state_stores, bool):
             raise ConfigError(f"transactional_state_stores must be true or false, "
                               f"got {self.transactional_state_stores!r}")
+        self._check_snapshot_settings()
         self.assignment_configs()  # validates the high-availability settings
         if not isinstance(self.client_tags, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in self.client_tags.items()):
@@ -251,6 +264,27 @@ class StreamsConfig:
             if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
                 raise ConfigError(f"{field} must be a mapping of kafka-python setting names to values, got {value!r}")
             set_(self, field, dict(value))
+
+    def _check_snapshot_settings(self) -> None:
+        url = self.snapshot_url
+        if url is not None and (not isinstance(url, str) or "://" not in url):
+            raise ConfigError(f"snapshot_url must be a URL such as 'file:///mnt/shared/snapshots' or "
+                              f"'s3://bucket/prefix', got {url!r}")
+        options = self.snapshot_storage_options
+        if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+            raise ConfigError(f"snapshot_storage_options must map fsspec option names to values, "
+                              f"got a {type(options).__name__}")  # never the values: they may be secrets
+        object.__setattr__(self, "snapshot_storage_options", dict(options))
+        object.__setattr__(self, "snapshot_interval_ms",
+                           duration_ms(self.snapshot_interval_ms, "snapshot_interval_ms", minimum=0))
+        _check_int(self.snapshot_interval_commits, "snapshot_interval_commits", minimum=0)
+        _check_int(self.snapshot_retention_count, "snapshot_retention_count", minimum=1)
+        if url is not None and self.snapshot_interval_ms == 0 and self.snapshot_interval_commits == 0:
+            raise ConfigError("snapshot_interval_ms and snapshot_interval_commits are both 0: "
+                              "snapshots would never be taken; set one of them or snapshot_url=None")
+        if url is not None and self.exactly_once and not self.transactional_state_stores:
+            raise ConfigError("snapshot_url needs transactional_state_stores=True under exactly-once: without the "
+                              "transaction buffer the stores hold uncommitted writes, which a snapshot must not")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> StreamsConfig:

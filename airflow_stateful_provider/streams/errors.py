@@ -122,3 +122,12 @@ class TransactionFailedError(StreamsError):
     def __init__(self, message: str, *, migrated: bool = False) -> None:
         super().__init__(message)
         self.migrated = migrated
+
+
+class SnapshotError(StreamsError):
+    """A store snapshot could not be taken, listed, read or deleted (docs/snapshots.md)."""
+
+
+class InvalidSnapshotError(SnapshotError):
+    """A snapshot is partial, corrupt, too old for its changelog or does not fit the task: it
+    is skipped and the next one (or the changelog) is used."""

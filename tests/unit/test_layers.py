@@ -24,17 +24,18 @@ FOUNDATION = {"errors", "durations", "task_id", "serdes", "processor", "windows"
 #: and FOUNDATION: from the ground up, the order docs/architecture.md draws.
 MAY_IMPORT: dict[str, set[str]] = {
     "state": set(),
+    "snapshots": {"state"},
     "topology": {"state"},
     "assignment": {"topology"},
     "config": {"assignment"},
     "dsl": {"topology", "state"},
-    "processing": {"config", "topology", "state"},
-    "restoration": {"processing", "state", "topology"},
+    "processing": {"config", "topology", "state", "snapshots"},
+    "restoration": {"processing", "state", "topology", "snapshots"},
     "topics": {"topology", "state"},
     "status": {"topics", "topology"},
     "control": {"status", "processing", "topology", "topics", "state"},
     "instance": {"control", "status", "topics", "restoration", "processing", "assignment", "config", "topology",
-                 "state"},
+                 "state", "snapshots"},
     "testing": {"processing", "config", "topology", "state"},
     "runner": {"instance", "config", "topology"},
 }

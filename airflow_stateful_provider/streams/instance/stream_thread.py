@@ -56,6 +56,7 @@ from airflow_stateful_provider.streams.errors import StreamsError, TransactionFa
 from airflow_stateful_provider.streams.instance.group_join import keep_completed_join_results
 from airflow_stateful_provider.streams.instance.parked_fetches import release_parked_fetches
 from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
+from airflow_stateful_provider.streams.instance.snapshotting import snapshot_clients
 from airflow_stateful_provider.streams.instance.task_manager import TaskManager
 from airflow_stateful_provider.streams.processing.record_collector import ProductionError
 from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata, TopicPartition
@@ -67,6 +68,7 @@ from airflow_stateful_provider.streams.restoration.changelog_reader import (
     StateRestoreListener,
 )
 from airflow_stateful_provider.streams.restoration.standby_task import StandbyTask
+from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.topology import Topology
 
@@ -180,6 +182,7 @@ class StreamThread(threading.Thread):
         #: Exactly-once: commit early once the stores' buffered writes pass this many bytes.
         self._uncommitted_max_bytes = config.statestore_uncommitted_max_bytes // config.num_stream_threads
         self.changelog_reader: ChangelogReader | None = None
+        self.snapshot_taker: SnapshotTaker | None = None
         self.error: BaseException | None = None
         #: time.monotonic() of the first poll that returned records, and of the last commit
         #: (benchmarks measure processing throughput between the two).
@@ -272,7 +275,9 @@ class StreamThread(threading.Thread):
         # kafka-python 3.0.12 loses joins that finish after the poll that started them
         # returned, and can leave a leader's join unfinished (group_join.py).
         keep_completed_join_results(self.consumer)
-        self.changelog_reader = ChangelogReader(self.restore_consumer, self._restore_listener, self._standby_listener)
+        self.snapshot_taker, loader = snapshot_clients(self.config)
+        self.changelog_reader = ChangelogReader(self.restore_consumer, self._restore_listener, self._standby_listener,
+                                                snapshot_loader=loader)
         topics = sorted(self.task_manager.topic_to_subtopology)
         # Load the topics' metadata first: a member that joins without it is assigned
         # nothing, and a second rebalance follows as soon as the metadata arrives.
@@ -377,6 +382,7 @@ class StreamThread(threading.Thread):
             return  # the group is rebalancing: commit once the new assignment arrives
         for standby in self.standby_tasks.values():
             standby.checkpoint()
+        self.task_manager.snapshot_idle()
         self._last_commit_ms = now
 
     def _uncommitted_over_limit(self) -> bool:
@@ -431,6 +437,7 @@ class StreamThread(threading.Thread):
                     self._purgeable[tp] = om.offset
         for task in tasks:
             task.post_commit(enforce_checkpoint=enforce_checkpoint)
+        self.task_manager.snapshot_committed(tasks)
         return len(offsets)
 
     def _commit_transaction(self, tasks: Iterable[StreamTask] | None, *, enforce_checkpoint: bool) -> int | None:
@@ -580,7 +587,8 @@ class StreamThread(threading.Thread):
                 self.error = self.error or exc
                 clean = False
         self.task_manager.close(clean=clean)
-        for client, close in ((self._admin, lambda c: c.close()),
+        for client, close in ((self.snapshot_taker, lambda c: c.close()),
+                              (self._admin, lambda c: c.close()),
                               (self.consumer, lambda c: c.close(autocommit=False)),
                               (self.restore_consumer, lambda c: c.close(autocommit=False)),
                               (self.producer, lambda c: c.close(timeout=10))):

@@ -30,6 +30,7 @@ from airflow_stateful_provider.streams.processing.state_manager import TaskState
 from airflow_stateful_provider.streams.processing.task import StreamTask, TaskState
 from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
 from airflow_stateful_provider.streams.restoration.standby_task import StandbyTask
+from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
 from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.topology import Topology
@@ -50,6 +51,7 @@ class TaskOwner(Protocol):
     consumer: Any
     producer: Any
     changelog_reader: ChangelogReader | None
+    snapshot_taker: SnapshotTaker | None
 
     def commit(self, tasks: Iterable[StreamTask] | None = None, *,
                enforce_checkpoint: bool = False) -> int | None: ...
@@ -322,6 +324,7 @@ class TaskManager:
                 existing.warmup = task_id in warmups
                 continue
             collector, stores = self._new_stores(task_id)
+            reader.prepare_stores(task_id, stores)
             stores.initialize()
             self._add_standby(task_id, stores, collector, warmup=task_id in warmups)
 
@@ -343,6 +346,7 @@ class TaskManager:
         standby = self.standby_tasks.get(task_id)
         if suspended is not None:
             task = suspended
+            reader.keeps_local_state(task_id)
             restored = reader.register(task_id, task.stores)
         elif standby is not None:
             task = self._create_task(task_id, partitions, standby.stores, standby.collector)
@@ -351,6 +355,7 @@ class TaskManager:
         else:
             task = self._create_task(task_id, partitions)
             try:
+                reader.prepare_stores(task_id, task.stores)  # local state, a snapshot, or the changelog
                 task.initialize()
                 restored = reader.register(task_id, task.stores)
             except BaseException:
@@ -402,6 +407,26 @@ class TaskManager:
         if state is None or not state.has_valid_position:
             return None
         return state.position.offset
+
+    def snapshot_committed(self, tasks: Iterable[StreamTask]) -> None:
+        """Right after ``tasks`` committed: let the snapshot taker checkpoint the running ones
+        whose snapshot is due (the upload runs on its own thread)."""
+        taker = self._owner.snapshot_taker
+        if taker is None:
+            return
+        for task in tasks:
+            if task.state is TaskState.RUNNING:
+                taker.after_commit(task.id, task.stores.task_dir, task.stores.snapshot_stores())
+
+    def snapshot_idle(self) -> None:
+        """After a commit round: running tasks with nothing uncommitted (their stores hold
+        their last commit) take a snapshot that came due while the previous one uploaded."""
+        taker = self._owner.snapshot_taker
+        if taker is None:
+            return
+        for task in self.running_tasks():
+            if not task.commit_needed and not task.commit_requested:
+                taker.after_commit(task.id, task.stores.task_dir, task.stores.snapshot_stores(), count_commit=False)
 
     # ------------------------------------------------------------------ close
 

@@ -29,6 +29,7 @@ from airflow_stateful_provider.streams.errors import StreamsError
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.records import TopicPartition
 from airflow_stateful_provider.streams.serdes import resolve_serde
+from airflow_stateful_provider.streams.snapshots.taking import StoreToSnapshot
 from airflow_stateful_provider.streams.state.caching import CachingSessionStore
 from airflow_stateful_provider.streams.state.changelogging import (
     ChangeloggingKeyValueStore,
@@ -269,6 +270,30 @@ class TaskStateManager:
             self._checkpointed.pop(entry.changelog, None)
         self._entries[name] = self._build(entry.builder)
 
+    # ------------------------------------------------------------------ snapshots
+
+    def persistent_changelogs(self) -> dict[str, TopicPartition]:
+        """Store name -> changelog partition of the persistent logged stores, known before
+        the stores are opened (a snapshot is loaded into their directories first)."""
+        found = {}
+        for name in self._store_names:
+            builder = self._topology.store_builder(name)
+            if builder.logging_enabled and self._is_persistent(builder):
+                found[name] = TopicPartition(changelog_topic_name(self._config.application_id, name),
+                                             self.task_id.partition)
+        return found
+
+    def snapshot_stores(self) -> list[StoreToSnapshot]:
+        """The persistent logged stores with the changelog offset their content is at; call
+        right after a commit (the stores then hold exactly that, and no uncommitted write)."""
+        stores = []
+        for entry in self._entries.values():
+            if entry.persistent and entry.changelog is not None:
+                offset = self._checkpointed.get(entry.changelog)
+                known = offset if offset is not None and offset >= 0 else None  # unknown: replay it all
+                stores.append(StoreToSnapshot(entry.name, entry.raw, entry.changelog[0], entry.changelog[1], known))
+        return stores
+
     # ------------------------------------------------------------------ checkpoint
 
     def checkpoint(self, changelog_offsets: Mapping[TopicPartition, int], *, force: bool = False) -> bool:
@@ -320,12 +345,7 @@ class TaskStateManager:
         what = f"store {builder.name!r}"
         key_serde = resolve_serde(builder.key_serde, config.default_key_serde, f"key serde of {what}")
         value_serde = resolve_serde(builder.value_serde, config.default_value_serde, f"value serde of {what}")
-        if self._store_type is not None:
-            persistent = self._store_type == "rocksdb"
-        elif builder.persistent is None:
-            persistent = config.default_dsl_store == "rocksdb"
-        else:
-            persistent = bool(builder.persistent)
+        persistent = self._is_persistent(builder)
         path = os.path.join(self.task_dir, builder.name)
         if persistent:
             os.makedirs(self.task_dir, exist_ok=True)
@@ -381,6 +401,13 @@ class TaskStateManager:
                      "versioned": TypedVersionedKeyValueStore}[kind]
         return StoreEntry(builder.name, kind, builder, raw, typed_cls(logged, key_serde, value_serde),
                           persistent, changelog, cache)
+
+    def _is_persistent(self, builder: StoreBuilder) -> bool:
+        if self._store_type is not None:
+            return self._store_type == "rocksdb"
+        if builder.persistent is None:
+            return self._config.default_dsl_store == "rocksdb"
+        return bool(builder.persistent)
 
     def _current_timestamp(self) -> int:
         override = self._timestamp_override

@@ -34,6 +34,13 @@ from typing import Any, Protocol
 from kafka import TopicPartition as KafkaTopicPartition
 
 from airflow_stateful_provider.streams.processing.records import TopicPartition
+from airflow_stateful_provider.streams.restoration.restore_source import (
+    CHANGELOG,
+    LOCAL,
+    RestoreSource,
+    choose_restore_source,
+)
+from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
 from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["ChangelogReader", "StateRestoreListener", "StandbyUpdateListener", "SuspendReason", "TaskRole"]
@@ -115,8 +122,12 @@ class ChangelogReader:
     """Restores active tasks and updates standby tasks from one restore consumer."""
 
     def __init__(self, restore_consumer: Any, listener: StateRestoreListener | None = None,
-                 standby_listener: StandbyUpdateListener | None = None, poll_timeout_ms: int = 100) -> None:
+                 standby_listener: StandbyUpdateListener | None = None, poll_timeout_ms: int = 100,
+                 snapshot_loader: SnapshotLoader | None = None) -> None:
         self._consumer = restore_consumer
+        self._snapshot_loader = snapshot_loader
+        #: Per task, where its state came from at its last assignment (status reports it).
+        self.restore_sources: dict[TaskId, RestoreSource] = {}
         self.listener: StateRestoreListener = listener or _Silent()
         self.standby_listener: StandbyUpdateListener = standby_listener or _Silent()
         self._poll_timeout_ms = poll_timeout_ms
@@ -130,6 +141,28 @@ class ChangelogReader:
         self._cut_partition: KafkaTopicPartition | None = None
 
     # ------------------------------------------------------------------ registration
+
+    def prepare_stores(self, task_id: TaskId, state_manager: Any) -> RestoreSource | None:
+        """Before a new task's stores open: keep usable local state, else load the newest
+        valid snapshot, else leave it to the changelog (restore_source.py). None (and nothing
+        reported) for a task without persistent logged stores."""
+        stores = state_manager.persistent_changelogs()
+        if not stores:
+            self.restore_sources.pop(task_id, None)
+            return None
+        bounds = None  # without snapshots, register() checks the checkpoint against the changelog
+        if self._snapshot_loader is not None:
+            ends = _by_partition(self._consumer.end_offsets(_kafka(stores.values())))
+            begins = _by_partition(self._consumer.beginning_offsets(_kafka(stores.values())))
+            bounds = {tp: (begins[tp], ends[tp]) for tp in stores.values()}
+        source = choose_restore_source(task_id, state_manager.task_dir, stores, bounds, self._snapshot_loader)
+        self.restore_sources[task_id] = source
+        return source
+
+    def keeps_local_state(self, task_id: TaskId) -> None:
+        """A task comes back with its stores still open (resumed): its state is local."""
+        if task_id in self.restore_sources:
+            self.restore_sources[task_id] = RestoreSource(LOCAL)
 
     def register(self, task_id: TaskId, state_manager: Any) -> bool:
         """Start restoring an active task's logged stores. Returns True when there is
@@ -168,6 +201,7 @@ class ChangelogReader:
         partitions = self._tasks[task_id]
         ends = _by_partition(self._consumer.end_offsets(_kafka(partitions)))
         self._roles[task_id] = TaskRole.ACTIVE
+        self.restore_sources[task_id] = RestoreSource(LOCAL)  # the standby's stores
         pending = False
         for tp in partitions:
             state = self._changelogs[tp]
@@ -229,6 +263,7 @@ class ChangelogReader:
                             "wiping store %s and replaying it from the beginning",
                             task_id, checkpoint, tp, begin, end, store_name)
                 state_manager.wipe_store(store_name)
+                self._note_wiped(task_id)
                 start = begin
             state = ChangelogState(tp, task_id, store_name, state_manager, role, start, end, start)
             self._changelogs[tp] = state
@@ -338,6 +373,9 @@ class ChangelogReader:
         last = records[-1].offset
         state.position = last + 1
         state.restored += applied
+        source = self.restore_sources.get(state.task_id)
+        if source is not None:
+            source.changelog_records += applied
         self.listener.on_batch_restored(state.partition, state.store_name, last, applied)
 
     def _apply_standby(self, state: ChangelogState, records: list[Any], kafka_tp: KafkaTopicPartition) -> None:
@@ -373,11 +411,17 @@ class ChangelogReader:
             log.warning("task %s: changelog %s offset %d is out of range; wiping store %s and replaying it "
                         "from the beginning", state.task_id, tp, state.position, state.store_name)
             state.state_manager.wipe_store(state.store_name)
+            self._note_wiped(state.task_id)
             state.start_offset = state.position = begins[tp]
             if state.role is TaskRole.ACTIVE:
                 state.end_offset = ends[tp]
             state.restored = 0
             self._consumer.seek(KafkaTopicPartition(*tp), state.position)
+
+    def _note_wiped(self, task_id: TaskId) -> None:
+        """A store of the task was wiped: its state now comes from the changelog alone."""
+        if task_id in self.restore_sources:
+            self.restore_sources[task_id] = RestoreSource(CHANGELOG)
 
     def _finish_task(self, task_id: TaskId) -> None:
         partitions = self._tasks.pop(task_id, [])

@@ -25,6 +25,7 @@ from airflow_stateful_provider.streams.status.document import (
     ChangelogProgress,
     InstanceStatus,
     InstanceTask,
+    TaskRestore,
 )
 from airflow_stateful_provider.streams.status.readable import age_text
 from airflow_stateful_provider.streams.task_id import TaskId
@@ -110,6 +111,9 @@ class TaskStatus:
     restoration: RestorationProgress | None
     standbys: tuple[StandbyReplica, ...]
     notes: tuple[str, ...] = ()
+    #: Where the owner got the task's state (local / snapshot / changelog); None when its
+    #: document does not say (earlier builds).
+    restore: TaskRestore | None = None
 
     @property
     def warmups(self) -> tuple[StandbyReplica, ...]:
@@ -198,6 +202,7 @@ def _task_json(task: TaskStatus) -> dict[str, Any]:
         "restoration": None if task.restoration is None else dataclasses.asdict(task.restoration),
         "standbys": [dataclasses.asdict(s) for s in task.standbys],
         "notes": list(task.notes),
+        "restore": None if task.restore is None else task.restore.to_dict(),
     }
 
 
@@ -250,7 +255,7 @@ def build_application_status(
 
     tasks = []
     for task_id in sorted(task_ids, key=_task_sort_key):
-        tasks.append(_task_status(task_id, claims.get(task_id, []), ends, age, stale))
+        tasks.append(_task_status(task_id, claims.get(task_id, []), ends, age, stale, now_ms))
 
     instances = tuple(
         InstanceSummary(
@@ -276,7 +281,7 @@ def _tasks_with_role(doc: InstanceStatus, role: str) -> tuple[str, ...]:
 
 
 def _task_status(task_id: str, claims: list[tuple[InstanceStatus, InstanceTask]], ends: Mapping[tuple[str, int], int],
-                 age: Mapping[str, int], stale: Mapping[str, bool]) -> TaskStatus:
+                 age: Mapping[str, int], stale: Mapping[str, bool], now_ms: int) -> TaskStatus:
     notes: list[str] = []
     actives = [(d, t) for d, t in claims if t.role == "active"]
     ranked = sorted(actives, key=lambda c: (stale[c[0].instance_id], _STATE_PREFERENCE[c[1].state],
@@ -297,6 +302,10 @@ def _task_status(task_id: str, claims: list[tuple[InstanceStatus, InstanceTask]]
             state = task.state
         if task.state == "restoring":
             restoration = _restoration(task.changelogs, notes)
+            if task.restore is not None:
+                notes.append(restore_note(task.restore, now_ms))
+        if task.restore is not None and task.restore.skipped:
+            notes.append(f"{len(task.restore.skipped)} snapshot(s) skipped: {task.restore.skipped[0]}")
         for other_doc, other in ranked[1:]:
             flag = " (stale)" if stale[other_doc.instance_id] else ""
             notes.append(f"also claimed active by {other_doc.instance_id}{flag} ({other.state})")
@@ -305,7 +314,20 @@ def _task_status(task_id: str, claims: list[tuple[InstanceStatus, InstanceTask]]
         _standby(doc, task, partitions, ends, stale[doc.instance_id], notes)
         for doc, task in sorted(((d, t) for d, t in claims if t.role != "active"),
                                 key=lambda c: (c[1].role, c[0].instance_id)))
-    return TaskStatus(task_id, state, active, restoration, standbys, tuple(notes))
+    return TaskStatus(task_id, state, active, restoration, standbys, tuple(notes),
+                      None if owner is None else owner[1].restore)
+
+
+def restore_note(restore: TaskRestore, now_ms: int) -> str:
+    """One line on where a task's state comes from, e.g. ``from snapshot 1700...-ab12cd34
+    (taken 12m ago, 4,000,000 offsets) + changelog 1,234``."""
+    if restore.source == "snapshot":
+        age = restore.snapshot_age_ms(now_ms)
+        return (f"from snapshot {restore.snapshot_id} (taken {age_text(age or 0)} ago, "
+                f"{restore.snapshot_offsets:,} offsets) + changelog {restore.changelog_records:,}")
+    if restore.source == "local":
+        return f"from local state + changelog {restore.changelog_records:,}"
+    return f"from the changelog alone: {restore.changelog_records:,} records"
 
 
 def _restoration(changelogs: Sequence[ChangelogProgress], notes: list[str]) -> RestorationProgress:

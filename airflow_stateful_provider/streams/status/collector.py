@@ -87,6 +87,15 @@ def _changelog_entry(entry: Any, task_id: str, now_ms: int, tracker: RestoreRate
             "end_offset": getattr(entry, "end_offset", None), "restore_rate": max(0.0, rate)}
 
 
+def _restore_entry(source: Any) -> dict[str, Any]:
+    """``{"restore": ...}`` for a task whose restore source is known (optional field)."""
+    if source is None:
+        return {}
+    return {"restore": {"source": source.source, "changelog_records": source.changelog_records,
+                        "snapshot_id": source.snapshot_id, "snapshot_taken_at": source.snapshot_taken_at,
+                        "snapshot_offsets": source.snapshot_offsets, "skipped": list(source.skipped)}}
+
+
 def _generation(thread: Any) -> int | None:
     consumer = getattr(thread, "consumer", None)
     if consumer is None:
@@ -104,6 +113,8 @@ def _thread_tasks(thread: Any, now_ms: int, tracker: RestoreRateTracker | None, 
     by_task: dict[str, list[Any]] = {}
     for entry in (reader.progress() if reader is not None else []):
         by_task.setdefault(str(entry.task_id), []).append(entry)
+    # dict() copies in one step: the stream thread records sources outside tasks_lock
+    sources = {str(t): s for t, s in dict(getattr(reader, "restore_sources", None) or {}).items()}
     tasks: list[dict[str, Any]] = []
     for task_id, task in sorted(thread.tasks.items(), key=lambda item: _sort_key(item[0])):
         state = _task_state(task)
@@ -112,7 +123,7 @@ def _thread_tasks(thread: Any, now_ms: int, tracker: RestoreRateTracker | None, 
         key = str(task_id)
         tasks.append({"task_id": key, "role": "active", "state": state,
                       "changelogs": [_changelog_entry(e, key, now_ms, tracker, observed)
-                                     for e in by_task.get(key, [])]})
+                                     for e in by_task.get(key, [])], **_restore_entry(sources.get(key))})
     warmup_ids = {str(t) for t in (getattr(thread, "warmup_tasks", None) or ())}
     standby_map = getattr(thread, "standby_tasks", None) or {}
     for task_id, standby in sorted(standby_map.items(), key=lambda item: _sort_key(item[0])):
@@ -125,7 +136,8 @@ def _thread_tasks(thread: Any, now_ms: int, tracker: RestoreRateTracker | None, 
         own_progress = getattr(standby, "changelog_progress", None)
         entries = list(own_progress()) if callable(own_progress) else by_task.get(key, [])
         tasks.append({"task_id": key, "role": "warmup" if warmup else "standby", "state": state,
-                      "changelogs": [_changelog_entry(e, key, now_ms, tracker, observed) for e in entries]})
+                      "changelogs": [_changelog_entry(e, key, now_ms, tracker, observed) for e in entries],
+                      **_restore_entry(sources.get(key))})
     return tasks
 
 

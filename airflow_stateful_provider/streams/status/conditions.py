@@ -23,7 +23,7 @@ from airflow_stateful_provider.streams.errors import (
     StatusReadTimeoutError,
     UnknownApplicationError,
 )
-from airflow_stateful_provider.streams.status.application import ApplicationStatus, TaskStatus
+from airflow_stateful_provider.streams.status.application import ApplicationStatus, TaskStatus, restore_note
 from airflow_stateful_provider.streams.status.readable import age_text, duration_text
 from airflow_stateful_provider.streams.status.rendering import columns, restoration_cells
 from airflow_stateful_provider.streams.task_id import TaskId
@@ -154,7 +154,7 @@ def _stale_problem(status: ApplicationStatus) -> list[str]:
 
 # ---------------------------------------------------------------------------- restoration
 
-_RESTORATION_HEADER = ("TASK", "STATE", "OWNER", "RESTORED/TOTAL", "RATE", "ETA", "DONE", "WAITING FOR")
+_RESTORATION_HEADER = ("TASK", "STATE", "OWNER", "RESTORED/TOTAL", "RATE", "ETA", "SOURCE", "DONE", "WAITING FOR")
 
 
 def restoration_condition(
@@ -173,7 +173,8 @@ def restoration_condition(
     checks = []
     for task_id, task in selected:
         progress, rate, eta = restoration_cells(None if task is None else task.restoration)
-        cells = (task_id, "unassigned" if task is None else task.state, _owner_text(task), progress, rate, eta)
+        cells = (task_id, "unassigned" if task is None else task.state, _owner_text(task), progress, rate, eta,
+                 _source_text(task, status.now_ms))
         waiting = _restoration_waiting_for(status, task, max_remaining_records)
         checks.append(TaskCheck(task_id, not waiting, waiting, cells))
     problems = [] if selected else ["no task reported yet (no instance has claimed a task)"]
@@ -185,6 +186,16 @@ def restoration_condition(
                f"remaining): {len(checks) - len(stuck)}/{len(checks)} task(s) done"
                + (f"; waiting for {', '.join(stuck)}" if stuck else "") + (" - COMPLETE" if done else ""))
     return ConditionResult(done, summary, _RESTORATION_HEADER, tuple(checks), tuple(problems))
+
+
+def _source_text(task: TaskStatus | None, now_ms: int) -> str:
+    """Where the owner got the task's state: ``local``, ``changelog`` or ``snapshot (12m old)``."""
+    restore = None if task is None else task.restore
+    if restore is None:
+        return "-"
+    if restore.source == "snapshot":
+        return f"snapshot ({age_text(restore.snapshot_age_ms(now_ms) or 0)} old)"
+    return restore.source
 
 
 def _restoration_waiting_for(status: ApplicationStatus, task: TaskStatus | None, max_remaining: int) -> str:
@@ -202,7 +213,8 @@ def _restoration_waiting_for(status: ApplicationStatus, task: TaskStatus | None,
         if r.remaining <= max_remaining:
             return ""
         eta = "unknown (no progress)" if r.eta_seconds is None else duration_text(r.eta_seconds)
-        return f"restoring: {r.remaining:,} offsets remaining (> {max_remaining:,}), ETA {eta}"
+        source = "" if task.restore is None else f"; {restore_note(task.restore, status.now_ms)}"
+        return f"restoring: {r.remaining:,} offsets remaining (> {max_remaining:,}), ETA {eta}{source}"
     return f"owner reports the task {task.state}"
 
 

@@ -24,6 +24,8 @@ __all__ = [
     "INSTANCE_STATES",
     "TASK_ROLES",
     "TASK_STATES",
+    "RESTORE_SOURCES",
+    "TaskRestore",
     "AT_LEAST_ONCE",
     "PROCESSING_GUARANTEES",
     "STALE",
@@ -98,6 +100,33 @@ class ChangelogProgress:
                 "end_offset": self.end_offset, "restore_rate": self.restore_rate}
 
 
+#: Where a task's state came from at its assignment (docs/snapshots.md).
+RESTORE_SOURCES = ("local", "snapshot", "changelog")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskRestore:
+    """Where a task's state came from when this instance got the task: ``local`` state,
+    a ``snapshot`` (its id, when it was taken, the changelog offsets it covered) or the
+    ``changelog`` alone; plus the changelog records restored on top, and why newer
+    snapshots were skipped. Optional in the document (earlier builds leave it out)."""
+
+    source: str
+    changelog_records: int
+    snapshot_id: str | None = None
+    snapshot_taken_at: int | None = None
+    snapshot_offsets: int = 0
+    skipped: tuple[str, ...] = ()
+
+    def snapshot_age_ms(self, now_ms: int) -> int | None:
+        return None if self.snapshot_taken_at is None else max(0, now_ms - self.snapshot_taken_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "changelog_records": self.changelog_records, "snapshot_id": self.snapshot_id,
+                "snapshot_taken_at": self.snapshot_taken_at, "snapshot_offsets": self.snapshot_offsets,
+                "skipped": list(self.skipped)}
+
+
 @dataclasses.dataclass(frozen=True)
 class InstanceTask:
     """A task an instance holds: its role, its state and its changelog partitions.
@@ -109,10 +138,14 @@ class InstanceTask:
     role: str
     state: str
     changelogs: tuple[ChangelogProgress, ...] = ()
+    restore: TaskRestore | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "role": self.role, "state": self.state,
-                "changelogs": [c.to_dict() for c in self.changelogs]}
+        out = {"task_id": self.task_id, "role": self.role, "state": self.state,
+               "changelogs": [c.to_dict() for c in self.changelogs]}
+        if self.restore is not None:
+            out["restore"] = self.restore.to_dict()
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,8 +328,26 @@ class _DocumentParser:
             raise self.fail(f"{path}.task_id", str(exc)) from None
         changelogs = tuple(self.changelog(c, f"{path}.changelogs[{i}]")
                            for i, c in enumerate(self.listing(obj, "changelogs", f"{path}.changelogs")))
+        restore = self.restore(obj["restore"], f"{path}.restore") if obj.get("restore") is not None else None
         return InstanceTask(task_id, self.text(obj, "role", f"{path}.role", choices=TASK_ROLES),
-                            self.text(obj, "state", f"{path}.state", choices=TASK_STATES), changelogs)
+                            self.text(obj, "state", f"{path}.state", choices=TASK_STATES), changelogs, restore)
+
+    def restore(self, raw: Any, path: str) -> TaskRestore:
+        obj = self.mapping(raw, path)
+        snapshot_id = self.field(obj, "snapshot_id", f"{path}.snapshot_id")
+        if snapshot_id is not None and (not isinstance(snapshot_id, str) or not snapshot_id):
+            raise self.fail(f"{path}.snapshot_id", f"must be a non-empty string or null, got {snapshot_id!r}")
+        skipped = self.listing(obj, "skipped", f"{path}.skipped")
+        if not all(isinstance(reason, str) for reason in skipped):
+            raise self.fail(f"{path}.skipped", "must be a list of strings")
+        return TaskRestore(
+            source=self.text(obj, "source", f"{path}.source", choices=RESTORE_SOURCES),
+            changelog_records=self.integer(obj, "changelog_records", f"{path}.changelog_records"),
+            snapshot_id=snapshot_id,
+            snapshot_taken_at=self.integer(obj, "snapshot_taken_at", f"{path}.snapshot_taken_at", nullable=True),
+            snapshot_offsets=self.integer(obj, "snapshot_offsets", f"{path}.snapshot_offsets"),
+            skipped=tuple(skipped),
+        )
 
     def changelog(self, raw: Any, path: str) -> ChangelogProgress:
         obj = self.mapping(raw, path)

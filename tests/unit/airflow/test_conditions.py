@@ -82,7 +82,7 @@ def test_pending_restoration_is_not_done_whatever_the_bound():
         result = restoration_condition(status, max_remaining_records=bound)
         assert not result.done
         assert result.stuck[0].waiting_for == "restoring; waiting for the owner to report its changelog end offsets"
-    assert result.stuck[0].cells[3:] == ("0/? (pending)", "0.0/s", "?")
+    assert result.stuck[0].cells[3:] == ("0/? (pending)", "0.0/s", "?", "-")  # "-": no restore source reported
 
 
 def test_subset_ignores_other_tasks_and_names_missing_ones():

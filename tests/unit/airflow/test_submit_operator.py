@@ -150,6 +150,44 @@ def test_an_application_still_reporting_in_is_not_submitted_twice(sasl_connectio
         op._refuse_if_running(StatefulStreamsHook(), "clicks")
 
 
+def test_snapshot_url_and_connection_reach_the_driver_outside_the_arguments(sasl_connection, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SNAPSHOTS", json.dumps({
+        "conn_type": "aws", "login": "AKIAEXAMPLE", "password": "aws-s3cret",
+        "extra": {"endpoint_url": "http://minio:9000", "region_name": "eu-west-1"}}))
+    op = operator(snapshot_url="s3://bucket/snapshots", snapshot_conn_id="snapshots")
+    values = op._prepare(StatefulStreamsHook())
+    assert values["snapshot_url"] == "s3://bucket/snapshots" and "snapshot_storage_options" not in values
+    assert "aws-s3cret" not in " ".join(op.application_args)
+    from airflow_stateful_provider.streams.snapshots.catalog import SNAPSHOT_STORAGE_OPTIONS_ENV
+
+    assert json.loads(op.env_vars[SNAPSHOT_STORAGE_OPTIONS_ENV]) == {
+        "key": "AKIAEXAMPLE", "secret": "aws-s3cret",
+        "client_kwargs": {"endpoint_url": "http://minio:9000", "region_name": "eu-west-1"}}
+
+    # the driver side: the environment becomes the config's storage options
+    from airflow_stateful_provider.spark.app import parse_config_values
+
+    monkeypatch.setenv(SNAPSHOT_STORAGE_OPTIONS_ENV, op.env_vars[SNAPSHOT_STORAGE_OPTIONS_ENV])
+    driver = parse_config_values(None, op.application_args[op.application_args.index("--config-json") + 1], [])
+    assert driver["snapshot_storage_options"]["secret"] == "aws-s3cret"
+
+
+def test_a_snapshot_connection_needs_a_url_and_usable_options(sasl_connection, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_GCS", json.dumps({"conn_type": "google_cloud_platform", "extra": {}}))
+    with pytest.raises(AirflowException, match="needs a snapshot_url"):
+        operator(snapshot_conn_id="gcs")._prepare(StatefulStreamsHook())
+    with pytest.raises(AirflowException, match=r"connection 'gcs' of type 'google_cloud_platform': put the fsspec "
+                                               r"storage options in its extra"):
+        operator(snapshot_url="gs://b/p", snapshot_conn_id="gcs")._prepare(StatefulStreamsHook())
+    monkeypatch.setenv("AIRFLOW_CONN_GCS", json.dumps({"conn_type": "google_cloud_platform",
+                                                        "extra": {"storage_options": {"token": "cloud"}}}))
+    op = operator(snapshot_url="gs://b/p", snapshot_conn_id="gcs")
+    op._prepare(StatefulStreamsHook())
+    from airflow_stateful_provider.streams.snapshots.catalog import SNAPSHOT_STORAGE_OPTIONS_ENV
+
+    assert json.loads(op.env_vars[SNAPSHOT_STORAGE_OPTIONS_ENV]) == {"token": "cloud"}
+
+
 def test_standalone_cluster_mode_is_refused_before_anything_runs(monkeypatch, sasl_connection):
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({
         "conn_type": "spark", "host": "spark://master.example", "port": 7077, "extra": {"deploy-mode": "cluster"}}))

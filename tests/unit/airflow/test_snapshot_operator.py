@@ -1,0 +1,58 @@
+"""SnapshotRetentionOperator on a file:// location with real snapshots: lists them, keeps the
+newest K per task, dry run deletes nothing, bad input is named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_stateful_provider.operators.snapshots import SnapshotRetentionOperator
+from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
+from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker, StoreToSnapshot
+from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
+
+
+def make_snapshots(tmp_path, per_task: int) -> str:
+    url = f"file://{tmp_path / 'shared'}"
+    now = [1_700_000_000_000]
+    taker = SnapshotTaker(SnapshotStorage(url), "app", "at_least_once", interval_ms=0, interval_commits=1, keep=99,
+                          clock_ms=lambda: now[0])
+    for task in ("0_0", "0_1"):
+        store = RocksDBKeyValueStore(str(tmp_path / task / "counts"), name="counts")
+        for i in range(per_task):
+            store.put(b"k%d" % i, b"v")
+            now[0] += 1000
+            taker.after_commit(task, str(tmp_path / task), [StoreToSnapshot("counts", store, "c", 0, i)])
+            assert taker.wait_idle(30)
+        store.close()
+    taker.close()
+    return url
+
+
+def test_keeps_the_newest_k_per_task_and_reports_every_snapshot(tmp_path):
+    url = make_snapshots(tmp_path, 3)
+    dry = SnapshotRetentionOperator(task_id="t", application_id="app", snapshot_url=url, keep=2, dry_run=True)
+    result = dry.execute({})
+    assert len(result["snapshots"]) == 6 and len(result["deleted"]) == 2 and result["dry_run"]
+    assert len(SnapshotStorage(url).list_snapshots("app", "0_0")) == 3
+    result = SnapshotRetentionOperator(task_id="t", application_id="app", snapshot_url=url, keep=2).execute({})
+    assert sorted(d["task_id"] for d in result["deleted"]) == ["0_0", "0_1"]
+    oldest = {t: min(s["snapshot_id"] for s in result["snapshots"] if s["task_id"] == t) for t in ("0_0", "0_1")}
+    assert all(d["snapshot_id"] == oldest[d["task_id"]] for d in result["deleted"])
+    assert [len(SnapshotStorage(url).list_snapshots("app", t)) for t in ("0_0", "0_1")] == [2, 2]
+    json.dumps(result)  # XCom-ready
+
+
+def test_one_streams_task_and_bad_input(tmp_path, monkeypatch):
+    url = make_snapshots(tmp_path, 2)
+    result = SnapshotRetentionOperator(task_id="t", application_id="app", snapshot_url=url, keep=1,
+                                       streams_task="0_1").execute({})
+    assert [d["task_id"] for d in result["deleted"]] == ["0_1"]
+    with pytest.raises(ValueError, match="keep must be an int >= 1, got 0"):
+        SnapshotRetentionOperator(task_id="t", application_id="app", snapshot_url=url, keep=0)
+    monkeypatch.setenv("AIRFLOW_CONN_WEIRD", json.dumps({"conn_type": "http", "extra": {"storage_options": 3}}))
+    with pytest.raises(AirflowException, match="extra 'storage_options' must be a JSON object, got int"):
+        SnapshotRetentionOperator(task_id="t", application_id="app", snapshot_url=url, keep=1,
+                                  snapshot_conn_id="weird").execute({})
