@@ -11,8 +11,9 @@ the changelogs) with a higher epoch, and its active tasks move to the other inst
 standbys meanwhile (``acceptable_recovery_lag=0``: an empty store is never caught up).
 
 Asserted: each victim comes back RUNNING with a new epoch on another executor (after the
-Worker kill: on the surviving Worker); the survivor's standbys became active while the
-victim was gone; every input and repartition record is committed; and the outputs, read
+Worker kill: on the surviving Worker), and its status document shows tasks restored from
+the changelogs (source ``changelog``, records > 0); the survivor's standbys became active
+while the victim was gone; every input and repartition record is committed; and the outputs, read
 ``read_committed``, equal the oracle of the input key by key (0 missing, 0 duplicated, 0
 wrong).
 """
@@ -103,6 +104,15 @@ def standby_tasks(document) -> set[str]:
     return {t.task_id for t in document.tasks if t.role == "standby"}
 
 
+def restored_from_changelog(document, epoch: int) -> dict[str, int]:
+    """Task -> changelog records restored, of the tasks ``document`` (of run ``epoch``) says it
+    restored from the changelogs alone."""
+    if document is None or document.epoch != epoch:
+        return {}
+    return {t.task_id: t.restore.changelog_records for t in document.tasks
+            if t.restore is not None and t.restore.source == "changelog" and t.restore.changelog_records > 0}
+
+
 def test_instances_survive_a_killed_executor_and_a_killed_worker(spark_cluster, bootstrap_servers, tmp_path):
     timeline = Timeline()
     app = App(f"cluster-{uuid.uuid4().hex[:8]}", WORKLOAD)
@@ -154,10 +164,16 @@ def test_instances_survive_a_killed_executor_and_a_killed_worker(spark_cluster, 
                    f"{victim_id} to run again after its {what} was killed", context, interval=0.5)
         after = status.latest()[victim_id]
         timeline.add(f"{victim_id} RUNNING again: epoch {after.epoch}, pid {after.pid}")
+        # on a new executor its state directory is empty: status shows its tasks restored from the changelogs
+        wait_until(lambda: restored_from_changelog(status.latest().get(victim_id), after.epoch), 60,
+                   f"{victim_id}'s status to show its tasks restored from the changelogs",
+                   lambda: f"its tasks: {status.latest().get(victim_id)}\n{context()}", interval=0.5)
+        restored = restored_from_changelog(status.latest()[victim_id], after.epoch)
+        timeline.add(f"{victim_id} restored from the changelogs: {restored}")
         # the survivor's standbys took over the victim's active tasks while it was gone
         took_over = set().union(*(active_tasks(d[survivor.instance_id]) for d in status.since(killed_at)
                                   if survivor.instance_id in d)) & standby_tasks(survivor) & active_tasks(victim)
-        return {"victim": victim, "after": after, "took_over": took_over, "new_executor":
+        return {"victim": victim, "after": after, "took_over": took_over, "restored": restored, "new_executor":
                 spark_cluster.executor_of(after.pid), "old_executor": executor, "killed": target}
 
     try:

@@ -363,26 +363,29 @@ class ChangelogReader:
         state = None if tp is None else self._changelogs.get(TopicPartition(tp.topic, tp.partition))
         return state is not None and state.role is TaskRole.STANDBY
 
+    def _apply(self, state: ChangelogState, records: list[Any]) -> int:
+        """Write ``records`` into the task's stores; count them for its restore source (a
+        standby counts every record it applied since it got the task)."""
+        applied = state.state_manager.restore(state.partition, records)
+        state.position = records[-1].offset + 1
+        state.restored += applied
+        source = self.restore_sources.get(state.task_id)
+        if source is not None:
+            source.changelog_records += applied
+        return applied
+
     def _apply_active(self, state: ChangelogState, records: list[Any]) -> None:
         end = state.end_offset
         if records[-1].offset >= end:
             records = [r for r in records if r.offset < end]
             if not records:
                 return
-        applied = state.state_manager.restore(state.partition, records)
-        last = records[-1].offset
-        state.position = last + 1
-        state.restored += applied
-        source = self.restore_sources.get(state.task_id)
-        if source is not None:
-            source.changelog_records += applied
-        self.listener.on_batch_restored(state.partition, state.store_name, last, applied)
+        applied = self._apply(state, records)
+        self.listener.on_batch_restored(state.partition, state.store_name, records[-1].offset, applied)
 
     def _apply_standby(self, state: ChangelogState, records: list[Any], kafka_tp: KafkaTopicPartition) -> None:
-        applied = state.state_manager.restore(state.partition, records)
+        applied = self._apply(state, records)
         last = records[-1].offset
-        state.position = last + 1
-        state.restored += applied
         highwater = self._consumer.highwater(kafka_tp)
         if highwater is not None:
             state.end_offset = highwater
