@@ -138,11 +138,7 @@ class TaskManager:
         total = 0
         now = self.wall_clock_ms()
         for task in self.running_tasks():
-            done = 0
-            while done < RECORDS_PER_TASK_ITERATION and task.is_processable(now) and task.process(now):
-                task.maybe_punctuate_stream_time()
-                done += 1
-            total += done
+            total += task.process_batch(now, RECORDS_PER_TASK_ITERATION)
         return total
 
     def uncommitted_bytes(self) -> int:
