@@ -133,7 +133,8 @@ class RecordCollector:
         if metadata.offset > self._offsets.get(tp, -1):
             self._offsets[tp] = metadata.offset
 
-    def _on_error(self, exc: BaseException, topic: str) -> None:
+    def _on_error(self, topic: str, exc: BaseException) -> None:
+        # add_errback(fn, topic) calls fn(topic, exception): bound arguments come first
         if self._send_error is None:
             self._send_error = ProductionError(
                 f"error sending a record to topic {topic!r} for task {self._task_id}: {exc!r}"
