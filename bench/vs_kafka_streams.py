@@ -107,6 +107,7 @@ def measure(engine: str, command: list[str], admin: KafkaAdminClient, app: str, 
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, cwd=REPO_ROOT)
     started, last_report = time.monotonic(), 0.0
+    first_commit: tuple[float, int] | None = None  # (when, committed) at the first report with commits
     try:
         while True:
             committed = sum(committed_offsets(admin, app, INPUT).values())
@@ -117,7 +118,13 @@ def measure(engine: str, command: list[str], admin: KafkaAdminClient, app: str, 
                                  + "\n".join(log_path.read_text(errors="replace").splitlines()[-30:]))
             if time.monotonic() - last_report >= 10:
                 last_report = time.monotonic()
-                print(f"  {engine}: {committed:,}/{events:,} committed, {last_report - started:.0f}s", flush=True)
+                if committed and first_commit is None:
+                    first_commit = (last_report, committed)
+                progress = f"  {engine}: {committed:,}/{events:,} committed, {last_report - started:.0f}s"
+                if first_commit is not None and committed > first_commit[1]:
+                    rate = (committed - first_commit[1]) / (last_report - first_commit[0])
+                    progress += f", {rate:,.0f} records/s, ETA {(events - committed) / rate:.0f}s"
+                print(progress, flush=True)
             if time.monotonic() - started > 900:
                 raise SystemExit(f"{engine} did not commit its input within 900 s (log: {log_path})")
             time.sleep(0.2)
