@@ -379,7 +379,12 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
                     f"session changelog record at offset {record.offset} has a {size}-byte key; "
                     f"expected key + end + start (>= 16 bytes): {key!r:.80}"
                 )
-            end = unpack_from(key, size - 16)[0]
+            end, start = unpack_from(key, size - 16)
+            if start < 0 or end < start:  # reads trust stored bounds: refuse them here
+                raise InvalidRecordError(
+                    f"session changelog record at offset {record.offset} has session window "
+                    f"[{start}, {end}]; expected 0 <= start <= end: {key!r:.80}"
+                )
             if end > max_end:
                 max_end = end
             rows.append((end, key, record.value))
