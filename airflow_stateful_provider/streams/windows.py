@@ -61,6 +61,24 @@ class Windowed(Generic[K]):
         return f"[{self.key}@{self.window.start}/{self.window.end}]"
 
 
+_new = object.__new__
+_set_start, _set_end = SessionWindow.__dict__["start"].__set__, SessionWindow.__dict__["end"].__set__
+_set_windowed_key, _set_window = Windowed.__dict__["key"].__set__, Windowed.__dict__["window"].__set__
+
+
+def trusted_windowed(key: Any, start: int, end: int) -> Windowed:
+    """``Windowed(key, SessionWindow(start, end))`` for bounds known valid (0 <= start <=
+    end: read from a store, or merged from valid ones), without the checks: stores and
+    session aggregations build one or more per record."""
+    window = _new(SessionWindow)
+    _set_start(window, start)
+    _set_end(window, end)
+    windowed = _new(Windowed)
+    _set_windowed_key(windowed, key)
+    _set_window(windowed, window)
+    return windowed
+
+
 class SessionWindows:
     """Session window specification: inactivity gap and grace period.
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from airflow_stateful_provider.streams.dsl.change import Change
 from airflow_stateful_provider.streams.dsl.dropped import log_dropped
-from airflow_stateful_provider.streams.processor import Processor, Record
+from airflow_stateful_provider.streams.processor import Processor, Record, trusted_record
 from airflow_stateful_provider.streams.state.segments import session_segment_interval
-from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindow, SessionWindows, Windowed
+from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindows, Windowed, trusted_windowed
 
 __all__ = ["SessionWindowAggregateProcessor", "StreamAggregateProcessor"]
 
@@ -120,13 +120,12 @@ class SessionWindowAggregateProcessor(Processor):
                 f"(stream time {self._observed_stream_time}, timestamp {ts})",
             )
         else:
-            merged_window = SessionWindow(start, end)
-            if merged_window != SessionWindow(ts, ts):
+            if start != ts or end != ts:  # merged with stored sessions (0 <= start <= ts <= end)
                 for session, value in merged:
                     store.remove(session)
                     self._forward_update(session, None, value)
             agg = self._aggregator(key, record.value, agg)
-            windowed = Windowed(key, merged_window)
+            windowed = trusted_windowed(key, start, end)
             store.put(windowed, agg)
             self._forward_update(windowed, agg, None)
         if self._on_close:
@@ -138,7 +137,7 @@ class SessionWindowAggregateProcessor(Processor):
         previous = context.current_node
         context.current_node = self._node
         try:
-            context.forward(Record(windowed, Change(new, old), windowed.window.end))
+            context.forward(trusted_record(windowed, Change(new, old), windowed.window.end, ()))
         finally:
             context.current_node = previous
 
@@ -146,7 +145,7 @@ class SessionWindowAggregateProcessor(Processor):
         if self._on_close or self._cached:
             return
         # a new record (no input headers), stamped with the window end, as Kafka does
-        self.context.forward(Record(windowed, Change(new, old), windowed.window.end))
+        self.context.forward(trusted_record(windowed, Change(new, old), windowed.window.end, ()))
 
     def _forward_before_expiry(self, record: Record) -> None:
         """Forward the sessions the store is about to drop, before this record's put drops them.

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_stateful_provider.streams.dsl.change import Change
-from airflow_stateful_provider.streams.processor import Processor, Record
+from airflow_stateful_provider.streams.processor import Processor, Record, trusted_record
 
 __all__ = [
     "FilterProcessor",
@@ -48,7 +48,7 @@ class MapProcessor(Processor):
             key, value = result
         except (TypeError, ValueError):
             raise TypeError(f"map() mapper must return a (key, value) pair, got {result!r}") from None
-        self.context.forward(Record(key, value, record.timestamp, record.headers))
+        self.context.forward(trusted_record(key, value, record.timestamp, record.headers))
 
 
 class SelectKeyProcessor(Processor):

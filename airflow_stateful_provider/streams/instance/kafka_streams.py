@@ -37,6 +37,7 @@ from airflow_stateful_provider.streams.errors import (
     StreamsError,
     UnknownApplicationError,
 )
+from airflow_stateful_provider.streams.instance.garbage_collection import raise_gc_thresholds
 from airflow_stateful_provider.streams.instance.stream_thread import StreamThread, StreamThreadState
 from airflow_stateful_provider.streams.processing.deserialization import (
     DeadLetterQueueExceptionHandler,
@@ -253,6 +254,7 @@ class KafkaStreams:
             self.control_listener = None
             self._close_status_publisher(clean=True)
             raise
+        raise_gc_thresholds()  # fewer collections while processing (garbage_collection.py)
         for thread in self.threads:
             thread.start()
         log.info("stream-client %s started %d stream thread(s) on %s", self.client_id, len(self.threads),

@@ -80,6 +80,9 @@ log = logging.getLogger(__name__)
 LEADER_END_OFFSETS_TIMEOUT_MS = 5_000
 #: Longest poll while there is nothing to process or restore.
 IDLE_POLL_MS = 100
+#: Poll timeout of the main consumer while its group rejoins and tasks restore (the
+#: restore consumer's poll between two of them waits too, so the join still gets its time).
+RESTORING_REBALANCE_POLL_MS = 20
 
 
 class StreamThreadState(enum.Enum):
@@ -296,8 +299,13 @@ class StreamThread(threading.Thread):
         busy = bool(reader.restoring_tasks) or self.task_manager.has_processable()
         # An idle thread with standbys splits its wait between the two consumers.
         idle_wait = IDLE_POLL_MS // 2 if reader.standby_tasks else IDLE_POLL_MS
-        # While the group rebalances, give the join its round trip (see REBALANCE_POLL_MS).
-        timeout = REBALANCE_POLL_MS if group_rejoining(self.consumer) else (0 if busy else idle_wait)
+        # While the group rebalances, give the join its round trip (see REBALANCE_POLL_MS);
+        # restoring, in shorter polls: the join runs on the consumer's IO thread meanwhile,
+        # and a 200 ms poll would stall restoration as long.
+        if group_rejoining(self.consumer):
+            timeout = RESTORING_REBALANCE_POLL_MS if reader.restoring_tasks else REBALANCE_POLL_MS
+        else:
+            timeout = 0 if busy else idle_wait
         release_parked_fetches(self.consumer)  # a resumed partition gets its parked records back
         fetched = self.consumer.poll(timeout_ms=timeout, max_records=self.config.buffered_records_per_partition)
         if self._pending_assignment is not None:

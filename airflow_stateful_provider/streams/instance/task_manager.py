@@ -140,11 +140,7 @@ class TaskManager:
         total = 0
         now = self.wall_clock_ms()
         for task in self.running_tasks():
-            done = 0
-            while done < RECORDS_PER_TASK_ITERATION and task.is_processable(now) and task.process(now):
-                task.maybe_punctuate_stream_time()
-                done += 1
-            total += done
+            total += task.process_batch(now, RECORDS_PER_TASK_ITERATION)
         return total
 
     def uncommitted_bytes(self) -> int:
@@ -309,12 +305,19 @@ class TaskManager:
 
         for task_id in sorted(set(self.tasks_to_revive) - set(active)):
             del self.tasks_to_revive[task_id]
-        for task_id, partitions in sorted(active.items()):
-            task = self.tasks.get(task_id)
-            if task is not None and task.state is not TaskState.SUSPENDED:
-                continue  # unchanged: never revoked under the cooperative protocol
-            self._start_active(task_id, sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions),
-                               rewind=self.tasks_to_revive.pop(task_id, None) is not None)
+        new_tasks = self._open_new_tasks({task_id: partitions for task_id, partitions in active.items()
+                                          if task_id not in self.tasks and task_id not in self.standby_tasks})
+        try:
+            for task_id, partitions in sorted(active.items()):
+                task = self.tasks.get(task_id)
+                if task is not None and task.state is not TaskState.SUSPENDED:
+                    continue  # unchanged: never revoked under the cooperative protocol
+                self._start_active(task_id, sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions),
+                                   rewind=self.tasks_to_revive.pop(task_id, None) is not None,
+                                   opened=new_tasks.pop(task_id, None))
+        finally:
+            for task in new_tasks.values():  # not started: a start before them failed
+                task.close(clean=False)
 
         for task_id in sorted(standby):
             if task_id in active:
@@ -328,12 +331,32 @@ class TaskManager:
             stores.initialize()
             self._add_standby(task_id, stores, collector, warmup=task_id in warmups)
 
-    def _start_active(self, task_id: TaskId, partitions: list[TopicPartition], *, rewind: bool = False) -> None:
+    def _open_new_tasks(self, assigned: Mapping[TaskId, Iterable[Any]]) -> dict[TaskId, StreamTask]:
+        """Create the newly assigned tasks and open their stores, all before any of them
+        registers for restoration: the changelogs of all of them are then fetched together
+        from the first restore poll on, instead of the first task's restoration waiting
+        while the stores of the others open."""
+        opened: dict[TaskId, StreamTask] = {}
+        try:
+            for task_id, partitions in sorted(assigned.items()):
+                task = self._create_task(task_id, sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions))
+                opened[task_id] = task
+                self.changelog_reader.prepare_stores(task_id, task.stores)  # local state, a snapshot, or the changelog
+                task.initialize()
+        except BaseException:
+            for task in opened.values():
+                task.close(clean=False)  # not in tasks yet: nobody else would close their stores
+            raise
+        return opened
+
+    def _start_active(self, task_id: TaskId, partitions: list[TopicPartition], *, rewind: bool = False,
+                      opened: StreamTask | None = None) -> None:
         """Run ``task_id`` here: resume it (it was suspended), promote its standby, or create
         it. Its changelog offsets are looked up before the task enters ``tasks``, so the
         status publisher never sees it restoring without its restoration progress.
         ``rewind``: the consumer read past the committed offsets (a rolled-back task), so
-        seek its partitions back to them."""
+        seek its partitions back to them. ``opened``: the task, created with its stores
+        open (:meth:`_open_new_tasks`)."""
         reader = self.changelog_reader
         committed = {tp: self.consumer.committed(KafkaTopicPartition(*tp), metadata=True) for tp in partitions}
         if rewind:
@@ -353,10 +376,11 @@ class TaskManager:
             task.initialize()
             restored = reader.promote(task_id)
         else:
-            task = self._create_task(task_id, partitions)
+            task = opened if opened is not None else self._create_task(task_id, partitions)
             try:
-                reader.prepare_stores(task_id, task.stores)  # local state, a snapshot, or the changelog
-                task.initialize()
+                if opened is None:
+                    reader.prepare_stores(task_id, task.stores)  # local state, a snapshot, or the changelog
+                    task.initialize()
                 restored = reader.register(task_id, task.stores)
             except BaseException:
                 task.close(clean=False)  # not in tasks yet: nobody else would close its stores

@@ -150,6 +150,13 @@ class PartitionGroup:
         """Whether processing now keeps timestamp order (or idling has lasted long enough)."""
         if self._buffered <= 0:
             return False
+        for queue in self._order:  # the common case first: every partition has a record
+            if queue.head_timestamp == UNKNOWN:
+                break
+        else:
+            if self._idle_since:
+                self._idle_since.clear()
+            return True
         empty = [q.partition for q in self._order if q.head_timestamp == UNKNOWN]
         if not empty:
             self._idle_since.clear()

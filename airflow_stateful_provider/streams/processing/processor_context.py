@@ -53,14 +53,17 @@ class ContextTask(Protocol):
 class ProcessorContextImpl(ProcessorContext):
     """Context of an active task (``standby=True`` for a standby: scheduling is refused)."""
 
-    __slots__ = ("_task", "_standby", "current_node", "record_context", "timestamp")
+    __slots__ = ("_task", "_standby", "current_node", "_record_context", "_input_raw", "_input_record", "timestamp")
 
     def __init__(self, task: ContextTask, *, standby: bool = False) -> None:
         self._task = task
         self._standby = standby
         self.current_node: ProcessorNode | None = None
-        #: Metadata of the input record being processed; None during punctuation.
-        self.record_context: RecordMetadata | None = None
+        self._record_context: RecordMetadata | None = None
+        #: The input record being processed, raw (topic, partition, offset) and typed; its
+        #: RecordMetadata is built only when asked for (most records never are).
+        self._input_raw: Any = None
+        self._input_record: Record | None = None
         #: Timestamp of the record being processed (the forwarded record's, downstream of a
         #: forward; the punctuation time in a punctuator). Changelog records carry it.
         self.timestamp = -1
@@ -82,6 +85,27 @@ class ProcessorContextImpl(ProcessorContext):
     @property
     def app_configs(self) -> Mapping[str, Any]:
         return self._task.config.app_configs
+
+    @property
+    def record_context(self) -> RecordMetadata | None:
+        """Metadata of the input record being processed; None during punctuation."""
+        metadata = self._record_context
+        if metadata is None and self._input_raw is not None:
+            raw, record = self._input_raw, self._input_record
+            metadata = self._record_context = RecordMetadata(
+                raw.topic, raw.partition, raw.offset, record.timestamp, record.headers)  # type: ignore[union-attr]
+        return metadata
+
+    @record_context.setter
+    def record_context(self, metadata: RecordMetadata | None) -> None:
+        self._record_context = metadata
+        self._input_raw = self._input_record = None
+
+    def set_input(self, raw: Any, record: Record) -> None:
+        """The input record about to be processed (``raw``: topic, partition, offset)."""
+        self._record_context = None
+        self._input_raw = raw
+        self._input_record = record
 
     @property
     def record_metadata(self) -> RecordMetadata | None:

@@ -59,6 +59,9 @@ class RecordCollector:
         self._producer = producer
         self._task_id = task_id
         self._offsets: dict[TopicPartition, int] = {}
+        #: The last send result per (topic, partition) given by the caller, not yet asked
+        #: for its offset: one callback per partition and checkpoint instead of one per record.
+        self._last_sent: dict[tuple[str, int], Any] = {}
         self._send_error: BaseException | None = None
 
     @property
@@ -109,26 +112,29 @@ class RecordCollector:
         partition: int | None = None,
     ) -> None:
         """Send an already serialized record (changelogs, dead letters)."""
-        self._check_error()
+        if self._send_error is not None:
+            self._check_error()
         future = self._producer.send(
             topic,
             value=value,
             key=key,
-            headers=[(k, v) for k, v in headers] or None,
+            headers=list(headers) if headers else None,
             partition=partition,
             timestamp_ms=timestamp,
         )
-        add_callback = getattr(future, "add_callback", None)
-        if add_callback is not None:
-            add_callback(self._on_success)
-            future.add_errback(self._on_error, topic)
+        add_errback = getattr(future, "add_errback", None)
+        if add_errback is not None:
+            add_errback(self._on_error, topic)
+            if partition is not None:
+                self._last_sent[(topic, partition)] = future
 
     def _on_success(self, metadata: Any) -> None:
         tp = TopicPartition(metadata.topic, metadata.partition)
         if metadata.offset > self._offsets.get(tp, -1):
             self._offsets[tp] = metadata.offset
 
-    def _on_error(self, exc: BaseException, topic: str) -> None:
+    def _on_error(self, topic: str, exc: BaseException) -> None:
+        # add_errback(fn, topic) calls fn(topic, exception): bound arguments come first
         if self._send_error is None:
             self._send_error = ProductionError(
                 f"error sending a record to topic {topic!r} for task {self._task_id}: {exc!r}"
@@ -146,7 +152,12 @@ class RecordCollector:
         self._check_error()
 
     def offsets(self) -> dict[TopicPartition, int]:
-        """Offset of the last acknowledged record per partition written by this task."""
+        """Offset of the last acknowledged record per partition this task wrote to with an
+        explicit partition (changelogs: what a checkpoint records). The offsets come from
+        the last record sent to each partition; after :meth:`flush` all are acknowledged."""
+        last_sent, self._last_sent = self._last_sent, {}
+        for future in last_sent.values():
+            future.add_callback(self._on_success)  # at once when acknowledged, else on acknowledgement
         return dict(self._offsets)
 
     def close(self) -> None:

@@ -48,6 +48,9 @@ class StreamsProducer:
         self.transactional_id = transactional_id
         self._producer = self._new_producer()
         self._in_transaction = False
+        if transactional_id is None:
+            # at-least-once: nothing to add to each send (one call less per record)
+            self.send = self._producer.send  # type: ignore[method-assign]
 
     def _new_producer(self) -> Any:
         if self.transactional_id is None:

@@ -53,8 +53,9 @@ class CachingSessionStore:
         #: session -> (aggregate bytes or None for a removal, timestamp of the last write,
         #: whether the store has the session)
         self._dirty: OrderedDict[SessionKey, tuple[bytes | None, int, int]] = OrderedDict()
-        #: The last find_sessions: key, range, and the sessions the store returned.
-        self._last_find: tuple[bytes, int, int, frozenset[SessionKey]] | None = None
+        #: The last find_sessions: key, range, and the (session, value) rows the store
+        #: returned (a handful at most: one key's sessions near one timestamp).
+        self._last_find: tuple[bytes, int, int, list[tuple[SessionKey, bytes]]] | None = None
         #: record key -> its sessions in ``_dirty`` (find_sessions merges them with the store)
         self._by_key: dict[bytes, set[SessionKey]] = {}
         self._bytes = 0
@@ -89,7 +90,11 @@ class CachingSessionStore:
             self._forget_key(session)  # created and removed between two flushes
             return
         self._dirty[session] = (value, self._record_timestamp(), in_store)
-        self._by_key.setdefault(session.key, set()).add(session)
+        sessions = self._by_key.get(session.key)
+        if sessions is None:
+            self._by_key[session.key] = {session}
+        else:
+            sessions.add(session)
         self._bytes += _size(session, value)
         if self._bytes > self.max_bytes:
             self._evict()
@@ -98,7 +103,10 @@ class CachingSessionStore:
         last = self._last_find
         if last is None or last[0] != session.key or session.end < last[1] or session.start > last[2]:
             return _UNKNOWN
-        return _IN_STORE if session in last[3] else _NOT_IN_STORE
+        for stored, _ in last[3]:
+            if stored == session:
+                return _IN_STORE
+        return _NOT_IN_STORE
 
     def _evict(self) -> None:
         """Write through the least recently touched entries until under 90 % of the budget."""
@@ -112,11 +120,10 @@ class CachingSessionStore:
 
     def find_sessions(self, key: bytes, earliest_session_end: int, latest_session_start: int) -> list:
         stored = self.inner.find_sessions(key, earliest_session_end, latest_session_start)
-        self._last_find = (key, earliest_session_end, latest_session_start,
-                           frozenset(session for session, _ in stored))
+        self._last_find = (key, earliest_session_end, latest_session_start, stored)
         cached = self._by_key.get(key)
         if not cached:
-            return stored
+            return list(stored)
         merged = {session: value for session, value in stored}
         for session in cached:
             if session.end >= earliest_session_end and session.start <= latest_session_start:
@@ -125,7 +132,9 @@ class CachingSessionStore:
                     merged.pop(session, None)
                 else:
                     merged[session] = value
-        return sorted(merged.items(), key=lambda item: (item[0].end, item[0].start))
+        if len(merged) < 2:
+            return list(merged.items())
+        return sorted(merged.items(), key=_end_then_start)
 
     def fetch(self, key: bytes) -> list:
         return self.find_sessions(key, 0, 2**63 - 1)
@@ -195,6 +204,10 @@ class CachingSessionStore:
                 self._listener(session, value, old)
         finally:
             self._set_record_timestamp(None)
+
+
+def _end_then_start(item: tuple[SessionKey, bytes]) -> tuple[int, int]:
+    return item[0].end, item[0].start
 
 
 def _size(session: SessionKey, value: bytes | None) -> int:

@@ -366,38 +366,47 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
         records were applied.
         """
         self._check_writable()
-        batch_records = [r for r in records if r.key is not None]
         unpack_from = _TS2.unpack_from
         max_end = self._observed
-        for record in batch_records:
+        rows = []  # (end, key, value) of the records with a key, each key's end read once
+        for record in records:
             key = record.key
-            if len(key) < 16:
+            if key is None:
+                continue
+            size = len(key)
+            if size < 16:
                 raise InvalidRecordError(
-                    f"session changelog record at offset {record.offset} has a {len(key)}-byte key; "
+                    f"session changelog record at offset {record.offset} has a {size}-byte key; "
                     f"expected key + end + start (>= 16 bytes): {key!r:.80}"
                 )
-            end = unpack_from(key, len(key) - 16)[0]
+            end, start = unpack_from(key, size - 16)
+            if start < 0 or end < start:  # reads trust stored bounds: refuse them here
+                raise InvalidRecordError(
+                    f"session changelog record at offset {record.offset} has session window "
+                    f"[{start}, {end}]; expected 0 <= start <= end: {key!r:.80}"
+                )
             if end > max_end:
                 max_end = end
+            rows.append((end, key, record.value))
         if max_end > self._observed:
             self._advance(max_end)
         batch = rocksdict.WriteBatch(raw_mode=True)
         interval = self.segment_interval_ms
         min_live = self._min_live
         segments = self._segments
+        seg_prefix = _SEGP.pack
         applied = 0
-        for record in batch_records:
-            key = record.key
-            segment_id = unpack_from(key, len(key) - 16)[0] // interval
+        for end, key, value in rows:
+            segment_id = end // interval
             if segment_id < min_live:
                 continue
-            row_key = _SEGP.pack(_SEG_MARK, segment_id) + key
-            if record.value is None:
+            row_key = seg_prefix(_SEG_MARK, segment_id) + key
+            if value is None:
                 batch.delete(row_key)
             else:
                 if segment_id not in segments:
                     segments.add(segment_id)
-                batch.put(row_key, record.value)
+                batch.put(row_key, value)
             applied += 1
         self._db.write(batch)
         return applied

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 from airflow_stateful_provider.streams.errors import InvalidRecordError
 from airflow_stateful_provider.streams.processor import KeyValue
 from airflow_stateful_provider.streams.state.session_key import SessionKey
-from airflow_stateful_provider.streams.windows import SessionWindow, Windowed
+from airflow_stateful_provider.streams.windows import Windowed, trusted_windowed
 
 __all__ = [
     "TypedKeyValueStore",
@@ -132,7 +132,7 @@ class TypedSessionStore(_Typed):
 
     def _sessions(self, rows: Iterable[tuple[Any, bytes]]) -> list[KeyValue]:
         kd, vd = self._kd, self._vd
-        return [KeyValue(Windowed(kd(s.key), SessionWindow(s.start, s.end)), vd(agg)) for s, agg in rows]
+        return [KeyValue(trusted_windowed(kd(s.key), s.start, s.end), vd(agg)) for s, agg in rows]
 
     def _session_key(self, windowed: Windowed) -> tuple[bytes, int, int]:
         if not isinstance(windowed, Windowed):
@@ -144,7 +144,7 @@ class TypedSessionStore(_Typed):
         rows = self.inner.find_sessions(self._key(key), earliest_session_end, latest_session_start)
         vd = self._vd
         # every row is of this very key: reuse it instead of deserializing it per session
-        return [KeyValue(Windowed(key, SessionWindow(s.start, s.end)), vd(agg)) for s, agg in rows]
+        return [KeyValue(trusted_windowed(key, s.start, s.end), vd(agg)) for s, agg in rows]
 
     def backward_find_sessions(self, key: Any, earliest_session_end: int, latest_session_start: int) -> list[KeyValue]:
         return self._sessions(
@@ -180,7 +180,7 @@ class TypedSessionStore(_Typed):
         kd, vd = self._kd, self._vd
 
         def decode(session: SessionKey, new: bytes | None, old: bytes | None) -> None:
-            listener(Windowed(kd(session.key), SessionWindow(session.start, session.end)),
+            listener(trusted_windowed(kd(session.key), session.start, session.end),
                      None if new is None else vd(new), None if old is None else vd(old))
 
         set_listener(decode)

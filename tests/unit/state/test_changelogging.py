@@ -138,6 +138,13 @@ def test_session_restore_rejects_short_keys(make_session):
         store.restore_batch([ChangelogRecord(b"short", b"x", 0, 7)])
 
 
+def test_session_restore_rejects_a_window_that_ends_before_it_starts(make_session):
+    store = make_session(HR)
+    good = ChangelogRecord(b"k" + struct.pack(">qq", 10, 5), b"x", 0, 8)
+    with pytest.raises(InvalidRecordError, match=r"start <= end"):
+        store.restore_batch([good, ChangelogRecord(b"k" + struct.pack(">qq", 1, 5), b"x", 0, 9)])
+
+
 def test_restored_store_matches_original_for_every_type(make_kv, make_session, make_versioned):
     from airflow_stateful_provider.streams.state import ChangeloggingKeyValueStore
 

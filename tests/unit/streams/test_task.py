@@ -28,7 +28,7 @@ from airflow_stateful_provider.streams.processing.records import (
 )
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.processing.task import StreamTask, TaskState
-from airflow_stateful_provider.streams.processor import Processor, Record
+from airflow_stateful_provider.streams.processor import Processor, PunctuationType, Record
 from airflow_stateful_provider.streams.serdes import Serdes
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.store_builders import Stores
@@ -466,3 +466,44 @@ def test_restore_from_the_changelog_reproduces_the_stores(tmp_path):
                 restored[store] = {k: manager.get(store).get_versions(k) for k in "ab"}
             manager.close()
         assert restored == {"sessions": expected_sessions, "rates": expected_rates}
+
+
+def test_process_batch_is_the_per_record_loop_in_one_call():
+    """process_batch processes in the same order as process() one by one, fires the same
+    stream-time punctuations between records, stops at its limit and while a partition is
+    empty and may still get data (max_task_idle_ms), and counts what it processed."""
+
+    def build():
+        seen, fired = [], []
+
+        class Punctuating(Recorder):
+            def init(self, context):
+                super().init(context)
+                context.schedule(4, PunctuationType.STREAM_TIME, lambda t: fired.append((t, len(seen))))
+
+        topology = (Topology().add_source("src", "left", "right")
+                    .add_processor("rec", lambda: Punctuating(seen), "src").add_sink("sink", "out", "rec"))
+        lags = {TopicPartition("left", 1): 0, TopicPartition("right", 1): 0}
+        task = StreamTask(TaskId(0, 1), topology, _config(max_task_idle_ms=60_000), wall_clock=lambda: 0,
+                          record_collector=RecordCollector(FakeProducer()), fetched_lag=lags.get)
+        _run(task)
+        task.add_records(("left", 1), [_rec("left", 1, o, ts) for o, ts in enumerate((5, 1, 9, 10, 17))])
+        task.add_records(("right", 1), [_rec("right", 1, 10, 3), _rec("right", 1, 11, 7)])
+        return task, seen, fired, lags
+
+    one_by_one, seen_1, fired_1, _ = build()
+    while one_by_one.is_processable(0) and one_by_one.process(0):
+        one_by_one.maybe_punctuate_stream_time()
+    task, seen, fired, lags = build()
+    assert task.process_batch(0, 2) == 2  # the limit
+    assert [(s[3], s[5]) for s in seen] == [("right", 10), ("left", 0)]
+    lags[TopicPartition("right", 1)] = 5  # right's next records are on their way:
+    assert task.process_batch(0, 100) == 2  # the batch stops once right is empty
+    assert [(s[3], s[5]) for s in seen] == [(s[3], s[5]) for s in seen_1[:4]]
+    assert task.process_batch(0, 100) == 0
+    lags[TopicPartition("right", 1)] = 0
+    assert task.process_batch(0, 100) == 3
+    assert seen == seen_1 and len(seen) == 7
+    assert fired == fired_1 and len(fired) >= 3
+    assert task.metrics.process_total == one_by_one.metrics.process_total == 7
+    assert task.process_batch(0, 100) == 0
