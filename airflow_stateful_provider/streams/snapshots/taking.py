@@ -55,6 +55,9 @@ class _TaskSchedule:
     commits: int = 0
     last_offsets: dict[str, int | None] | None = None
     in_flight: bool = False
+    #: the last upload failed: take the next snapshot as soon as the task allows, even an
+    #: idle one (its commit count was spent on the failed snapshot)
+    retry: bool = False
 
 
 @dataclasses.dataclass
@@ -117,7 +120,8 @@ class SnapshotTaker:
             offsets = {s.name: s.offset for s in stores}
             if offsets == schedule.last_offsets:
                 return None  # nothing changed since the last snapshot
-            due = force or (self.interval_ms > 0 and now - schedule.last_at_ms >= self.interval_ms) or \
+            due = force or schedule.retry or \
+                (self.interval_ms > 0 and now - schedule.last_at_ms >= self.interval_ms) or \
                 (self.interval_commits > 0 and schedule.commits >= self.interval_commits)
             if not due:
                 return None
@@ -146,7 +150,7 @@ class SnapshotTaker:
                 self.failed += 1
             return None
         with self._lock:
-            schedule.last_at_ms, schedule.commits, schedule.last_offsets = now, 0, offsets
+            schedule.last_at_ms, schedule.commits, schedule.last_offsets, schedule.retry = now, 0, offsets, False
             self.taken += 1
         manifest = SnapshotManifest(application_id=self.application_id, task_id=key, snapshot_id=snapshot_id,
                                     taken_at=now, processing_guarantee=self.processing_guarantee,
@@ -202,7 +206,8 @@ class SnapshotTaker:
                     self.failed += 1
                     schedule = self._schedules.get(job.task_id)
                     if schedule is not None:
-                        schedule.last_offsets = None  # try again at the next due commit
+                        # again at the next commit, or the next idle round, even with the same offsets
+                        schedule.last_offsets, schedule.retry = None, True
             finally:
                 shutil.rmtree(job.local_dir, ignore_errors=True)
                 with self._lock:

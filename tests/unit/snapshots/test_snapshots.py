@@ -316,3 +316,36 @@ def test_a_snapshot_due_during_an_upload_is_taken_once_the_task_is_idle(tmp_path
     store.close()
     newest = storage.list_snapshots(APP, "0_0")[0]
     assert newest.snapshot_id == second and storage.read_manifest(newest).store("counts").offset == 19
+
+
+class FailingOnceStorage(SnapshotStorage):
+    """The first upload fails (an unreachable store, a timeout), the next ones work."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.failures_left = 1
+
+    def upload(self, *args, **kwargs):
+        if self.failures_left:
+            self.failures_left -= 1
+            raise OSError("storage unreachable")
+        return super().upload(*args, **kwargs)
+
+
+def test_an_idle_task_takes_again_the_snapshot_whose_upload_failed(tmp_path):
+    storage = FailingOnceStorage(f"file://{tmp_path / 'shared'}")
+    taker = SnapshotTaker(storage, APP, "at_least_once", interval_ms=0, interval_commits=1, keep=3, clock_ms=Clock())
+    store = new_store(tmp_path)
+    task_dir = str(tmp_path / "task")
+    fill(store, 0, 10)
+    entry = StoreToSnapshot("counts", store, TP.topic, TP.partition, 9)
+    assert taker.after_commit("0_0", task_dir, [entry]) is not None
+    assert taker.wait_idle(30) and taker.failed == 1
+    # no commit since (the task went idle): the idle round takes it again, same offsets and all
+    retried = taker.after_commit("0_0", task_dir, [entry], count_commit=False)
+    assert retried is not None and taker.wait_idle(30)
+    assert taker.after_commit("0_0", task_dir, [entry], count_commit=False) is None  # done: nothing new since
+    taker.close()
+    store.close()
+    [snapshot] = [s for s in storage.list_snapshots(APP, "0_0") if s.complete]
+    assert snapshot.snapshot_id == retried and storage.read_manifest(snapshot).store("counts").offset == 9
