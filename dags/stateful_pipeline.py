@@ -57,6 +57,8 @@ with DAG(
         "users": Param(100, type="integer", minimum=1),
         "clicks": Param(3000, type="integer", minimum=1),
         "payments": Param(600, type="integer", minimum=0),
+        "status_interval_ms": Param(1000, type="integer", minimum=50,
+                                    description="how often each instance publishes its status document"),
         "snapshot_url": Param("", type="string",
                               description="store snapshots on shared storage, e.g. file:///mnt/shared/snapshots "
                                           "(docs/snapshots.md); empty: off"),
@@ -96,7 +98,7 @@ with DAG(
             "application_id": "{{ params.application_id }}",
             "num_standby_replicas": "{{ params.num_standby_replicas }}",
             "commit_interval_ms": 1000,
-            "status_interval_ms": 1000,
+            "status_interval_ms": "{{ params.status_interval_ms }}",
             # a failed instance's tasks move after 10 s, not the 45 s default
             "consumer_configs": {"session_timeout_ms": 10_000},
             "app_configs": "{{ ti.xcom_pull(task_ids='generate_data')['topics'] }}",

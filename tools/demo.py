@@ -3,7 +3,8 @@
 1. a local Kafka broker (KRaft, loopback) and an Airflow metadata database (SQLite under
    ``.local/airflow``; DAGs run with ``dag.test()``);
 2. the ``stateful_pipeline`` DAG: generated clicks, payments and currency rates; the example
-   topology submitted to Spark ``local[3,2]`` as 2 supervised instances with a standby of
+   topology submitted to Spark ``local[3,2]`` (``--spark-master spark://...``: a standalone
+   cluster, e.g. ``make spark-cluster-start``'s) as 2 supervised instances with a standby of
    every task; the restoration and standby-lag sensors; what the topology produced;
 3. an instance killed (SIGKILL of its Python worker): the supervisor restarts it with a
    higher epoch while the group moves its tasks;
@@ -45,7 +46,7 @@ os.environ["AIRFLOW_HOME"] = str(AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO_ROOT / "dags")
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{AIRFLOW_HOME / 'airflow.db'}"
-os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = '{"conn_type": "spark", "host": "local[3,2]"}'
+LOCAL_MASTER = "local[3,2]"
 os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -120,7 +121,7 @@ class RestorationWatch(threading.Thread):
     def run(self) -> None:
         from airflow_stateful_provider.streams import StreamsError, fetch_application_status
 
-        while not self.stopping.wait(0.5):
+        while not self.stopping.wait(0.1):
             try:
                 status = fetch_application_status(self.servers, self.application_id, timeout_ms=5_000)
             except StreamsError:
@@ -372,7 +373,11 @@ def quiet_logs(verbose: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--verbose", action="store_true", help="show Airflow, Spark and Kafka client logs")
+    parser.add_argument("--spark-master", default=LOCAL_MASTER,
+                        help=f"where the topology runs (default {LOCAL_MASTER}); e.g. the spark://127.0.0.1:<port> "
+                             f"that `make spark-cluster-start` prints (client deploy mode)")
     args = parser.parse_args(argv)
+    use_spark_master(args.spark_master)
     quiet_logs(args.verbose)
     story = Story()
     AIRFLOW_HOME.mkdir(parents=True, exist_ok=True)
@@ -387,6 +392,22 @@ def main(argv: list[str] | None = None) -> int:
             story.error(exc.code)
             return 1
         raise
+
+
+def use_spark_master(master: str) -> None:
+    """``spark_default`` for the DAG: the embedded master, or a standalone one in client mode."""
+    global SPARK_MASTER
+    SPARK_MASTER = master
+    if master.startswith("spark://"):
+        host, _, port = master.rpartition(":")
+        connection = {"conn_type": "spark", "host": host, "port": int(port), "extra": {"deploy-mode": "client"}}
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver on loopback, like the local cluster
+    else:
+        connection = {"conn_type": "spark", "host": master}
+    os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(connection)
+
+
+SPARK_MASTER = LOCAL_MASTER
 
 
 def run(story: Story, verbose: bool) -> int:
@@ -409,7 +430,7 @@ def run(story: Story, verbose: bool) -> int:
 
         conf = {"application_id": app_id, "topic_prefix": f"{app_id}-", **DATA}
         story.step(f"Submit the topology: {DATA['clicks']:,} clicks and {DATA['payments']:,} payments, "
-                   f"{app_id} on Spark local[3,2]")
+                   f"{app_id} on Spark {SPARK_MASTER}")
         story.say("DAG stateful_pipeline: generate data -> SubmitTopologyOperator (2 instances, 1 standby each) "
                   "-> RestorationSensor -> StandbyLagSensor -> report")
         running = True
@@ -432,7 +453,10 @@ def run(story: Story, verbose: bool) -> int:
         watch = RestorationWatch(story, servers, app_id)
         watch.start()
         try:
-            run_dag(story, "stateful_pipeline.py", "stateful_pipeline", {**conf, "generate": False})
+            # Restoring this state takes under a second here: the instances publish their status
+            # every 100 ms (not every second) so that the restoration is seen, and drawn, while it runs.
+            run_dag(story, "stateful_pipeline.py", "stateful_pipeline",
+                    {**conf, "generate": False, "status_interval_ms": 100})
         finally:
             watch.finish()
         if not watch.total:
