@@ -27,12 +27,11 @@ import os
 import uuid
 
 import pytest
-from kafka import KafkaProducer
 
-from airflow_stateful_provider.streams import open_store
 from airflow_stateful_provider.streams.snapshots.manifest import MANIFEST_FILE_NAME
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
 from airflow_stateful_provider.streams.status.reader import fetch_application_status
+from tests.integration.counts_input import STORE, produce, store_contents
 from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
 from tools.instances import InstanceProcess, wait_until
 
@@ -43,24 +42,7 @@ KEYS = 800
 CHUNK = 1_500
 CHUNKS = 4
 WAVE_2 = 2_000
-STORE = "counts"
 TOPOLOGY = "tests.integration.topologies:configured_counts"
-
-
-def produce(bootstrap_servers: str, topic: str, start: int, count: int) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=20)
-    for i in range(start, start + count):
-        producer.send(topic, key=f"k{i % KEYS:04d}".encode(), value=json.dumps({"n": i}).encode())
-    producer.flush()
-    producer.close()
-
-
-def store_contents(state_dir: str, app: str) -> dict[int, dict[bytes, bytes]]:
-    found = {}
-    for partition in range(PARTITIONS):
-        with open_store(os.path.join(state_dir, app, f"0_{partition}", STORE), read_only=True) as store:
-            found[partition] = dict(store.all())
-    return found
 
 
 def newest_offsets(storage: SnapshotStorage, app: str) -> dict[int, int | None]:
@@ -123,7 +105,7 @@ def test_task_moves_to_an_empty_instance_through_its_snapshot(bootstrap_servers,
                                 "first").start()
         instances.append(first)
         for chunk in range(CHUNKS):
-            produce(bootstrap_servers, source, chunk * CHUNK, CHUNK)
+            produce(bootstrap_servers, source, chunk * CHUNK, CHUNK, KEYS)
             ends = end_offsets(bootstrap_servers, source)
             wait_until(lambda: first.check_alive() or committed_offsets(bootstrap_servers, app, source) == ends,
                        120, f"chunk {chunk} to be committed", first.log_tail)
@@ -140,7 +122,7 @@ def test_task_moves_to_an_empty_instance_through_its_snapshot(bootstrap_servers,
         # 2. a changelog tail after the newest snapshots, counted from local state
         second = InstanceProcess(TOPOLOGY, config(state_a, "second", **rarely), tmp_path, "second").start()
         instances.append(second)
-        produce(bootstrap_servers, source, CHUNK * CHUNKS, WAVE_2)
+        produce(bootstrap_servers, source, CHUNK * CHUNKS, WAVE_2, KEYS)
         ends = end_offsets(bootstrap_servers, source)
         wait_until(lambda: second.check_alive() or committed_offsets(bootstrap_servers, app, source) == ends,
                    120, "wave 2 to be committed", second.log_tail)
@@ -148,7 +130,7 @@ def test_task_moves_to_an_empty_instance_through_its_snapshot(bootstrap_servers,
         assert not [e for e in second.events() if e["event"] == "restore_batch"], \
             "the instance with local state restored changelog records"
         records = changelog_offsets(bootstrap_servers, changelog)
-        expected = store_contents(state_a, app)
+        expected = store_contents(state_a, app, PARTITIONS)
 
         # 3. damage the newest snapshot of three tasks
         chosen: dict[int, int] = {}
@@ -193,7 +175,7 @@ def test_task_moves_to_an_empty_instance_through_its_snapshot(bootstrap_servers,
     assert starts == {p: chosen[p] + 1 for p in range(PARTITIONS)}, "restoration did not start after the snapshot"
     totals = {e["partition"]: e["total"] for e in third.events() if e["event"] == "restore_end"}
     assert totals == tails
-    assert store_contents(state_b, app) == expected, "the restored stores differ from the original ones"
+    assert store_contents(state_b, app, PARTITIONS) == expected, "the restored stores differ from the original ones"
     log = third.log_path.read_text()
     for how_partition in range(3):
         assert f"skipping snapshot {url}/{app}/0_{how_partition}/" in log

@@ -8,16 +8,13 @@ the instances get the endpoint and the (dummy) credentials as fsspec storage opt
 
 from __future__ import annotations
 
-import json
-import os
 import uuid
 
 import pytest
-from kafka import KafkaProducer
 
-from airflow_stateful_provider.streams import open_store
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
 from airflow_stateful_provider.streams.status.reader import fetch_application_status
+from tests.integration.counts_input import STORE, produce, store_contents
 from tests.integration.instances import committed_offsets, create_topics, end_offsets
 from tests.integration.s3_server import moto_s3_server, s3_storage_options
 from tools.instances import InstanceProcess, wait_until
@@ -26,7 +23,6 @@ pytestmark = pytest.mark.kafka
 
 PARTITIONS = 2
 KEYS = 300
-STORE = "counts"
 TOPOLOGY = "tests.integration.topologies:configured_counts"
 
 
@@ -34,22 +30,6 @@ TOPOLOGY = "tests.integration.topologies:configured_counts"
 def s3_endpoint(tmp_path):
     with moto_s3_server(tmp_path) as endpoint:
         yield endpoint
-
-
-def produce(bootstrap_servers: str, topic: str, start: int, count: int) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=20)
-    for i in range(start, start + count):
-        producer.send(topic, key=f"k{i % KEYS:04d}".encode(), value=json.dumps({"n": i}).encode())
-    producer.flush()
-    producer.close()
-
-
-def contents(state_dir: str, app: str) -> dict[int, dict[bytes, bytes]]:
-    found = {}
-    for partition in range(PARTITIONS):
-        with open_store(os.path.join(state_dir, app, f"0_{partition}", STORE), read_only=True) as store:
-            found[partition] = dict(store.all())
-    return found
 
 
 def test_snapshots_on_s3_move_a_task_to_an_empty_instance(bootstrap_servers, tmp_path, s3_endpoint):
@@ -75,7 +55,7 @@ def test_snapshots_on_s3_move_a_task_to_an_empty_instance(bootstrap_servers, tmp
                                 tmp_path, "first").start()
         instances.append(first)
         for chunk in range(3):
-            produce(bootstrap_servers, source, chunk * 1000, 1000)
+            produce(bootstrap_servers, source, chunk * 1000, 1000, KEYS)
             ends = end_offsets(bootstrap_servers, source)
             wait_until(lambda: first.check_alive() or committed_offsets(bootstrap_servers, app, source) == ends,
                        120, f"chunk {chunk} to be committed", first.log_tail)
@@ -119,5 +99,5 @@ def test_snapshots_on_s3_move_a_task_to_an_empty_instance(bootstrap_servers, tmp
     finally:
         for instance in instances:
             instance.ensure_stopped()
-    assert contents(str(tmp_path / "b"), app) == contents(str(tmp_path / "a"), app)
+    assert store_contents(str(tmp_path / "b"), app, PARTITIONS) == store_contents(str(tmp_path / "a"), app, PARTITIONS)
     assert options["secret"] not in second.log_path.read_text(), "a credential reached the log"

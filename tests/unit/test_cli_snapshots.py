@@ -10,8 +10,7 @@ import os
 from airflow_stateful_provider.cli import main
 from airflow_stateful_provider.streams.snapshots.manifest import MANIFEST_FILE_NAME
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
-from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker, StoreToSnapshot
-from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
+from tests.unit.snapshots.two_tasks import take_snapshots
 
 
 def run(*argv: str) -> tuple[int, str]:
@@ -21,21 +20,8 @@ def run(*argv: str) -> tuple[int, str]:
 
 
 def snapshots(tmp_path, count: int) -> tuple[str, SnapshotStorage]:
-    url = f"file://{tmp_path / 'shared'}"
-    storage = SnapshotStorage(url)
-    now = [1_700_000_000_000]
-    taker = SnapshotTaker(storage, "app", "at_least_once", interval_ms=0, interval_commits=1, keep=10,
-                          clock_ms=lambda: now[0])
-    for task in ("0_0", "0_1"):
-        store = RocksDBKeyValueStore(str(tmp_path / task / "counts"), name="counts")
-        for i in range(count):
-            store.put(b"k%d" % i, b"v")
-            now[0] += 1000
-            taker.after_commit(task, str(tmp_path / task), [StoreToSnapshot("counts", store, "c", 0, i)])
-            assert taker.wait_idle(30)
-        store.close()
-    taker.close()
-    return url, storage
+    storage = take_snapshots(tmp_path, count, keep=10)
+    return storage.url, storage
 
 
 def test_list_shows_every_snapshot_and_what_is_wrong_with_one(tmp_path):

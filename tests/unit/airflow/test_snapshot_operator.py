@@ -10,25 +10,11 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_stateful_provider.operators.snapshots import SnapshotRetentionOperator
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
-from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker, StoreToSnapshot
-from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
+from tests.unit.snapshots.two_tasks import take_snapshots
 
 
 def make_snapshots(tmp_path, per_task: int) -> str:
-    url = f"file://{tmp_path / 'shared'}"
-    now = [1_700_000_000_000]
-    taker = SnapshotTaker(SnapshotStorage(url), "app", "at_least_once", interval_ms=0, interval_commits=1, keep=99,
-                          clock_ms=lambda: now[0])
-    for task in ("0_0", "0_1"):
-        store = RocksDBKeyValueStore(str(tmp_path / task / "counts"), name="counts")
-        for i in range(per_task):
-            store.put(b"k%d" % i, b"v")
-            now[0] += 1000
-            taker.after_commit(task, str(tmp_path / task), [StoreToSnapshot("counts", store, "c", 0, i)])
-            assert taker.wait_idle(30)
-        store.close()
-    taker.close()
-    return url
+    return take_snapshots(tmp_path, per_task, keep=99).url
 
 
 def test_keeps_the_newest_k_per_task_and_reports_every_snapshot(tmp_path):

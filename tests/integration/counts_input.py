@@ -1,0 +1,31 @@
+"""Input and store contents of ``tests.integration.topologies:configured_counts`` (a count per
+key in the store "counts"), as the snapshot tests move its tasks between instances."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from kafka import KafkaProducer
+
+from airflow_stateful_provider.streams import open_store
+
+STORE = "counts"
+
+
+def produce(bootstrap_servers: str, topic: str, start: int, count: int, keys: int) -> None:
+    """Records ``start`` .. ``start + count - 1``, keyed over ``keys`` keys."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=20)
+    for i in range(start, start + count):
+        producer.send(topic, key=f"k{i % keys:04d}".encode(), value=json.dumps({"n": i}).encode())
+    producer.flush()
+    producer.close()
+
+
+def store_contents(state_dir: str, app: str, partitions: int) -> dict[int, dict[bytes, bytes]]:
+    """Partition -> every row of the counts store of task 0_<partition> under ``state_dir``."""
+    found = {}
+    for partition in range(partitions):
+        with open_store(os.path.join(state_dir, app, f"0_{partition}", STORE), read_only=True) as store:
+            found[partition] = dict(store.all())
+    return found
