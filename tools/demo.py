@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
           file=story.out, flush=True)
     try:
         with into_log(args.verbose):
-            return run(story, args.verbose)
+            return run(story, args.verbose, args.spark_master)
     except SystemExit as exc:
         if isinstance(exc.code, str):
             story.error(exc.code)
@@ -396,8 +396,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def use_spark_master(master: str) -> None:
     """``spark_default`` for the DAG: the embedded master, or a standalone one in client mode."""
-    global SPARK_MASTER
-    SPARK_MASTER = master
     if master.startswith("spark://"):
         host, _, port = master.rpartition(":")
         connection = {"conn_type": "spark", "host": host, "port": int(port), "extra": {"deploy-mode": "client"}}
@@ -407,10 +405,8 @@ def use_spark_master(master: str) -> None:
     os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(connection)
 
 
-SPARK_MASTER = LOCAL_MASTER
 
-
-def run(story: Story, verbose: bool) -> int:
+def run(story: Story, verbose: bool, spark_master: str) -> int:
     began = time.monotonic()
     story.step("Kafka broker and Airflow")
     try:
@@ -430,7 +426,7 @@ def run(story: Story, verbose: bool) -> int:
 
         conf = {"application_id": app_id, "topic_prefix": f"{app_id}-", **DATA}
         story.step(f"Submit the topology: {DATA['clicks']:,} clicks and {DATA['payments']:,} payments, "
-                   f"{app_id} on Spark {SPARK_MASTER}")
+                   f"{app_id} on Spark {spark_master}")
         story.say("DAG stateful_pipeline: generate data -> SubmitTopologyOperator (2 instances, 1 standby each) "
                   "-> RestorationSensor -> StandbyLagSensor -> report")
         running = True

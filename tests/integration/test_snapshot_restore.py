@@ -30,8 +30,7 @@ import pytest
 
 from airflow_stateful_provider.streams.snapshots.manifest import MANIFEST_FILE_NAME
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
-from airflow_stateful_provider.streams.status.reader import fetch_application_status
-from tests.integration.counts_input import STORE, produce, store_contents
+from tests.integration.counts_input import STORE, produce, store_contents, wait_all_tasks_running
 from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
 from tools.instances import InstanceProcess, wait_until
 
@@ -146,20 +145,9 @@ def test_task_moves_to_an_empty_instance_through_its_snapshot(bootstrap_servers,
         # 4. an empty state directory
         third = InstanceProcess(TOPOLOGY, config(state_b, "third", **rarely), tmp_path, "third").start()
         instances.append(third)
-        last: list = []
-
-        def restored() -> bool:
-            third.check_alive()
-            try:
-                status = fetch_application_status(bootstrap_servers, app)
-            except Exception:  # noqa: BLE001 - no document yet
-                return False
-            last[:] = [status]
-            return len(status.tasks) == PARTITIONS and all(t.state == "running" for t in status.tasks)
-
-        wait_until(restored, 120, "every task to run on the empty instance",
-                   lambda: f"{last and last[0].tasks}\n{third.log_tail()}")
-        by_task = {t.task_id: t for t in last[0].tasks}
+        status = wait_all_tasks_running(bootstrap_servers, app, PARTITIONS, third,
+                                        "every task to run on the empty instance")
+        by_task = {t.task_id: t for t in status.tasks}
         for partition in range(PARTITIONS):
             restore = by_task[f"0_{partition}"].restore
             assert restore is not None and restore.source == "snapshot", restore

@@ -13,8 +13,7 @@ import uuid
 import pytest
 
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
-from airflow_stateful_provider.streams.status.reader import fetch_application_status
-from tests.integration.counts_input import STORE, produce, store_contents
+from tests.integration.counts_input import STORE, produce, store_contents, wait_all_tasks_running
 from tests.integration.instances import committed_offsets, create_topics, end_offsets
 from tests.integration.s3_server import moto_s3_server, s3_storage_options
 from tools.instances import InstanceProcess, wait_until
@@ -79,19 +78,9 @@ def test_snapshots_on_s3_move_a_task_to_an_empty_instance(bootstrap_servers, tmp
         second = InstanceProcess(TOPOLOGY, config(str(tmp_path / "b"), "second", snapshot_interval_ms=3_600_000),
                                  tmp_path, "second").start()
         instances.append(second)
-        last: list = []
-
-        def running() -> bool:
-            second.check_alive()
-            try:
-                status = fetch_application_status(bootstrap_servers, app)
-            except Exception:  # noqa: BLE001 - no document yet
-                return False
-            last[:] = [status]
-            return len(status.tasks) == PARTITIONS and all(t.state == "running" for t in status.tasks)
-
-        wait_until(running, 120, "the tasks to run on the empty instance", second.log_tail)
-        for task in last[0].tasks:
+        status = wait_all_tasks_running(bootstrap_servers, app, PARTITIONS, second,
+                                        "the tasks to run on the empty instance")
+        for task in status.tasks:
             assert task.restore is not None and task.restore.source == "snapshot", task
             assert task.restore.snapshot_id == newest[int(task.task_id.split("_")[1])]
             assert task.restore.changelog_records == 0 and not task.restore.skipped

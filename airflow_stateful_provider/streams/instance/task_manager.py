@@ -341,13 +341,18 @@ class TaskManager:
             for task_id, partitions in sorted(assigned.items()):
                 task = self._create_task(task_id, sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions))
                 opened[task_id] = task
-                self.changelog_reader.prepare_stores(task_id, task.stores)  # local state, a snapshot, or the changelog
-                task.initialize()
+                self._open_stores(task_id, task)
         except BaseException:
             for task in opened.values():
                 task.close(clean=False)  # not in tasks yet: nobody else would close their stores
             raise
         return opened
+
+    def _open_stores(self, task_id: TaskId, task: StreamTask) -> None:
+        """A new task's state from local files, a snapshot or (left to restoration) the
+        changelog, then its stores opened: a loaded snapshot replaces their directories."""
+        self.changelog_reader.prepare_stores(task_id, task.stores)
+        task.initialize()
 
     def _start_active(self, task_id: TaskId, partitions: list[TopicPartition], *, rewind: bool = False,
                       opened: StreamTask | None = None) -> None:
@@ -379,8 +384,7 @@ class TaskManager:
             task = opened if opened is not None else self._create_task(task_id, partitions)
             try:
                 if opened is None:
-                    reader.prepare_stores(task_id, task.stores)  # local state, a snapshot, or the changelog
-                    task.initialize()
+                    self._open_stores(task_id, task)
                 restored = reader.register(task_id, task.stores)
             except BaseException:
                 task.close(clean=False)  # not in tasks yet: nobody else would close its stores

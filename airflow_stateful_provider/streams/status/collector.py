@@ -91,9 +91,7 @@ def _restore_entry(source: Any) -> dict[str, Any]:
     """``{"restore": ...}`` for a task whose restore source is known (optional field)."""
     if source is None:
         return {}
-    return {"restore": {"source": source.source, "changelog_records": source.changelog_records,
-                        "snapshot_id": source.snapshot_id, "snapshot_taken_at": source.snapshot_taken_at,
-                        "snapshot_offsets": source.snapshot_offsets, "skipped": list(source.skipped)}}
+    return {"restore": source.as_dict()}
 
 
 def _generation(thread: Any) -> int | None:
