@@ -83,6 +83,10 @@ IDLE_POLL_MS = 100
 #: Poll timeout of the main consumer while its group rejoins and tasks restore (the
 #: restore consumer's poll between two of them waits too, so the join still gets its time).
 RESTORING_REBALANCE_POLL_MS = 20
+#: While every active task restores (none runs) and the group is stable, the main consumer
+#: is polled at most this often: it has no records to give, and each poll costs the
+#: restoration about a millisecond of hand-offs to the consumer's IO thread.
+RESTORING_MAIN_POLL_MS = 50
 
 
 class StreamThreadState(enum.Enum):
@@ -190,6 +194,7 @@ class StreamThread(threading.Thread):
         #: time.monotonic() of the first poll that returned records, and of the last commit
         #: (benchmarks measure processing throughput between the two).
         self.first_records_polled_at: float | None = None
+        self._main_polled_at = 0.0  # monotonic time of the last main consumer poll
         self.last_committed_at: float | None = None
         #: Actions (control commands) waiting for the next safe point; see run_at_safe_point.
         self._safe_points = SafePointActions(self.name)
@@ -282,11 +287,13 @@ class StreamThread(threading.Thread):
         self.changelog_reader = ChangelogReader(self.restore_consumer, self._restore_listener, self._standby_listener,
                                                 snapshot_loader=loader)
         topics = sorted(self.task_manager.topic_to_subtopology)
-        # Load the topics' metadata first: a member that joins without it is assigned
-        # nothing, and a second rebalance follows as soon as the metadata arrives.
-        for topic in topics:
-            self.consumer.partitions_for_topic(topic)
         self.consumer.subscribe(topics, listener=_RebalanceListener(self))
+        # Load the topics' metadata before the first poll joins the group, and after
+        # subscribing: kafka-python takes the subscribed topics' partitions (the snapshot a
+        # leader's assignment is checked against) from metadata updates that arrive after
+        # subscribe(). Joined without them, a member is assigned nothing, or a leader finds
+        # its assignment outdated at once and a second rebalance follows.
+        self.consumer.topics()
 
     def _run_loop(self) -> None:
         self._last_commit_ms = self.wall_clock_ms()
@@ -306,8 +313,12 @@ class StreamThread(threading.Thread):
             timeout = RESTORING_REBALANCE_POLL_MS if reader.restoring_tasks else REBALANCE_POLL_MS
         else:
             timeout = 0 if busy else idle_wait
-        release_parked_fetches(self.consumer)  # a resumed partition gets its parked records back
-        fetched = self.consumer.poll(timeout_ms=timeout, max_records=self.config.buffered_records_per_partition)
+        if self._main_poll_due(timeout):
+            release_parked_fetches(self.consumer)  # a resumed partition gets its parked records back
+            fetched = self.consumer.poll(timeout_ms=timeout, max_records=self.config.buffered_records_per_partition)
+            self._main_polled_at = time.monotonic()
+        else:
+            fetched = {}
         if self._pending_assignment is not None:
             info, self._pending_assignment = self._pending_assignment, None
             self._apply_assignment(info)
@@ -338,6 +349,14 @@ class StreamThread(threading.Thread):
             self._run_safe_point_actions()
         if self.state is StreamThreadState.PARTITIONS_ASSIGNED and not reader.restoring_tasks:
             self._set_state(StreamThreadState.RUNNING)
+
+    def _main_poll_due(self, timeout: int) -> bool:
+        """Whether this iteration polls the main consumer: always, except while only
+        restoration runs in a stable group, where once per RESTORING_MAIN_POLL_MS is enough
+        (heartbeats have their own thread; a rebalance is noticed through group_rejoining)."""
+        if timeout or not self.changelog_reader.restoring_tasks or self.task_manager.running_tasks():
+            return True
+        return time.monotonic() - self._main_polled_at >= RESTORING_MAIN_POLL_MS / 1000
 
     # ------------------------------------------------------------------ input
 

@@ -253,9 +253,10 @@ class TaskStateManager:
         entry = self.store_for_changelog(TopicPartition(partition[0], partition[1]))
         records = records if isinstance(records, list) else list(records)
         entry.raw.restore_batch(records)
-        if records:
-            self._checkpointed[entry.changelog] = records[-1].offset  # type: ignore[index]
-        return sum(1 for record in records if record.key is not None)
+        if not records:
+            return 0
+        self._checkpointed[entry.changelog] = records[-1].offset  # type: ignore[index]
+        return len(records) - [record.key for record in records].count(None)
 
     def wipe_store(self, name: str) -> None:
         """Drop a (corrupted) store's content and checkpoint entry; it is rebuilt empty

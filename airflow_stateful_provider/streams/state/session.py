@@ -27,6 +27,7 @@ import struct
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+import numpy as np
 import rocksdict
 
 from airflow_stateful_provider.streams.durations import duration_ms
@@ -364,52 +365,71 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
         Like Kafka, observed stream time first advances to the batch's largest end, then
         records for dead segments are skipped. Null keys are skipped. Returns how many
         records were applied.
+
+        The session windows are read for the whole batch at once (numpy): replaying a long
+        changelog, most records land in segments that are dead by the batch's end, and only
+        the live ones reach the Python loop that fills the write batch.
         """
         self._check_writable()
-        unpack_from = _TS2.unpack_from
-        max_end = self._observed
-        rows = []  # (end, key, value) of the records with a key, each key's end read once
-        for record in records:
-            key = record.key
-            if key is None:
-                continue
-            size = len(key)
-            if size < 16:
-                raise InvalidRecordError(
-                    f"session changelog record at offset {record.offset} has a {size}-byte key; "
-                    f"expected key + end + start (>= 16 bytes): {key!r:.80}"
-                )
-            end, start = unpack_from(key, size - 16)
-            if start < 0 or end < start:  # reads trust stored bounds: refuse them here
-                raise InvalidRecordError(
-                    f"session changelog record at offset {record.offset} has session window "
-                    f"[{start}, {end}]; expected 0 <= start <= end: {key!r:.80}"
-                )
-            if end > max_end:
-                max_end = end
-            rows.append((end, key, record.value))
+        records = records if isinstance(records, list) else list(records)
+        keys = [record.key for record in records]
+        if None in keys:
+            records = [record for record, key in zip(records, keys) if key is not None]
+            keys = [record.key for record in records]
+        if not keys:
+            return 0
+        ends = _session_ends(keys, records)
+        max_end = int(ends.max())
         if max_end > self._observed:
             self._advance(max_end)
+        segment_ids = ends // self.segment_interval_ms
+        live = np.flatnonzero(segment_ids >= self._min_live)
+        if not len(live):
+            return 0
         batch = rocksdict.WriteBatch(raw_mode=True)
-        interval = self.segment_interval_ms
-        min_live = self._min_live
         segments = self._segments
-        seg_prefix = _SEGP.pack
-        applied = 0
-        for end, key, value in rows:
-            segment_id = end // interval
-            if segment_id < min_live:
-                continue
-            row_key = seg_prefix(_SEG_MARK, segment_id) + key
+        prefixes = {segment_id: _SEGP.pack(_SEG_MARK, segment_id)
+                    for segment_id in np.unique(segment_ids[live]).tolist()}
+        for i, segment_id in zip(live.tolist(), segment_ids[live].tolist()):
+            value = records[i].value
             if value is None:
-                batch.delete(row_key)
+                batch.delete(prefixes[segment_id] + keys[i])
             else:
                 if segment_id not in segments:
                     segments.add(segment_id)
-                batch.put(row_key, value)
-            applied += 1
+                batch.put(prefixes[segment_id] + keys[i], value)
         self._db.write(batch)
-        return applied
+        return len(live)
+
+
+#: Positions of the end and start fields (16 bytes) from the start of a key's window suffix.
+_WINDOW_BYTES = np.arange(16)
+
+
+def _session_ends(keys: list[bytes], records: list[Any]) -> np.ndarray:
+    """The session end of each changelog key (key bytes + end + start, big-endian), checked:
+    a key shorter than the window, or a window with start < 0 or end < start, is refused
+    naming its record's offset (reads trust stored bounds)."""
+    lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+    short = np.flatnonzero(lengths < 16)
+    if len(short):
+        record = records[short[0]]
+        raise InvalidRecordError(
+            f"session changelog record at offset {record.offset} has a {len(record.key)}-byte key; "
+            f"expected key + end + start (>= 16 bytes): {record.key!r:.80}"
+        )
+    blob = np.frombuffer(b"".join(keys), dtype=np.uint8)
+    suffix_at = np.cumsum(lengths) - 16
+    windows = blob[suffix_at[:, None] + _WINDOW_BYTES].view(">i8").astype(np.int64)  # rows: end, start
+    ends, starts = windows[:, 0], windows[:, 1]
+    bad = np.flatnonzero((starts < 0) | (ends < starts))
+    if len(bad):
+        record = records[bad[0]]
+        raise InvalidRecordError(
+            f"session changelog record at offset {record.offset} has session window "
+            f"[{starts[bad[0]]}, {ends[bad[0]]}]; expected 0 <= start <= end: {record.key!r:.80}"
+        )
+    return ends
 
 
 class InMemorySessionStore(InMemoryStore, _SessionBase):
