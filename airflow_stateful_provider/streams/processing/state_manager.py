@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
+from operator import attrgetter, countOf
 from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
@@ -59,6 +60,7 @@ from airflow_stateful_provider.streams.topology.topology import Topology
 __all__ = ["StoreEntry", "TaskStateManager"]
 
 log = logging.getLogger(__name__)
+_record_key = attrgetter("key")
 
 #: Checkpoint on commit only after this many changelog offsets were applied since the
 #: last write (SEMANTICS §1); suspend/close/restore-complete always write.
@@ -256,7 +258,7 @@ class TaskStateManager:
         if not records:
             return 0
         self._checkpointed[entry.changelog] = records[-1].offset  # type: ignore[index]
-        return len(records) - [record.key for record in records].count(None)
+        return len(records) - countOf(map(_record_key, records), None)
 
     def wipe_store(self, name: str) -> None:
         """Drop a (corrupted) store's content and checkpoint entry; it is rebuilt empty

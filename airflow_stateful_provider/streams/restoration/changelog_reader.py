@@ -17,6 +17,9 @@ Invariants:
 - an out-of-range position (changelog truncated, deleted or recreated) marks the store
   corrupted: its checkpoint entry is dropped, the store wiped and replayed from the
   beginning, once per detection; it never crashes and never loops;
+- ``on_restore_start`` is called when the reader starts reading a partition (its next
+  poll), as Kafka Streams' StoreChangelogReader does, not while the tasks of the same
+  assignment are still being set up; a partition never read gets no restore callbacks;
 - while active tasks restore, standby partitions are fetched only every
   ``STANDBY_TURN``-th poll: restoration comes first, standbys still move. A standby
   partition is not paused while the consumer holds the rest of a batch of it that a poll
@@ -116,6 +119,8 @@ class ChangelogState:
     position: int = 0
     restored: int = 0
     completed: bool = False
+    #: Active: on_restore_start was called (at the first poll that reads the partition).
+    announced: bool = False
 
 
 class ChangelogReader:
@@ -175,7 +180,6 @@ class ChangelogReader:
             if state.position >= state.end_offset:
                 state.completed = True
             else:
-                self.listener.on_restore_start(state.partition, state.store_name, state.position, state.end_offset)
                 pending = True
         if not pending:
             self._finish_task(task_id)
@@ -211,7 +215,6 @@ class ChangelogReader:
             if state.position >= state.end_offset:
                 state.completed = True
             else:
-                self.listener.on_restore_start(tp, state.store_name, state.position, state.end_offset)
                 pending = True
         if not pending:
             self._finish_task(task_id)
@@ -233,7 +236,7 @@ class ChangelogReader:
             if role is TaskRole.STANDBY:
                 self.standby_listener.on_update_suspended(tp, state.store_name, state.position, state.end_offset,
                                                           SuspendReason.MIGRATED)
-            elif not state.completed:
+            elif state.announced and not state.completed:
                 self.listener.on_restore_suspended(tp, state.store_name, state.restored)
         if manager is not None:
             manager.checkpoint({}, force=True)
@@ -301,6 +304,7 @@ class ChangelogReader:
 
         if not self._tasks:
             return {}
+        self._announce_restorations()
         self._give_standbys_their_turn()
         timeout = self._poll_timeout_ms if poll_timeout_ms is None else poll_timeout_ms
         self._cut_partition = None
@@ -340,6 +344,13 @@ class ChangelogReader:
         if completed:
             self._reassign()
         return completed
+
+    def _announce_restorations(self) -> None:
+        """on_restore_start for the active partitions this poll starts reading."""
+        for state in self._changelogs.values():
+            if state.role is TaskRole.ACTIVE and not state.completed and not state.announced:
+                state.announced = True
+                self.listener.on_restore_start(state.partition, state.store_name, state.position, state.end_offset)
 
     def _give_standbys_their_turn(self) -> None:
         self._polls += 1

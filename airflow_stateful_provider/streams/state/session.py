@@ -387,17 +387,18 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
         if not len(live):
             return 0
         batch = rocksdict.WriteBatch(raw_mode=True)
-        segments = self._segments
-        prefixes = {segment_id: _SEGP.pack(_SEG_MARK, segment_id)
-                    for segment_id in np.unique(segment_ids[live]).tolist()}
-        for i, segment_id in zip(live.tolist(), segment_ids[live].tolist()):
+        live_segment_ids = segment_ids[live]
+        prefixes = {segment_id: _SEGP.pack(_SEG_MARK, segment_id) for segment_id in np.unique(live_segment_ids).tolist()}
+        written = set()  # segments that get a row
+        for i, segment_id in zip(live.tolist(), live_segment_ids.tolist()):
             value = records[i].value
             if value is None:
                 batch.delete(prefixes[segment_id] + keys[i])
             else:
-                if segment_id not in segments:
-                    segments.add(segment_id)
+                written.add(segment_id)
                 batch.put(prefixes[segment_id] + keys[i], value)
+        for segment_id in written:
+            self._segments.add(segment_id)
         self._db.write(batch)
         return len(live)
 
@@ -409,27 +410,34 @@ _WINDOW_BYTES = np.arange(16)
 def _session_ends(keys: list[bytes], records: list[Any]) -> np.ndarray:
     """The session end of each changelog key (key bytes + end + start, big-endian), checked:
     a key shorter than the window, or a window with start < 0 or end < start, is refused
-    naming its record's offset (reads trust stored bounds)."""
+    naming its record's offset."""
     lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
     short = np.flatnonzero(lengths < 16)
     if len(short):
-        record = records[short[0]]
-        raise InvalidRecordError(
-            f"session changelog record at offset {record.offset} has a {len(record.key)}-byte key; "
-            f"expected key + end + start (>= 16 bytes): {record.key!r:.80}"
-        )
+        raise _short_key(records[short[0]])
     blob = np.frombuffer(b"".join(keys), dtype=np.uint8)
     suffix_at = np.cumsum(lengths) - 16
     windows = blob[suffix_at[:, None] + _WINDOW_BYTES].view(">i8").astype(np.int64)  # rows: end, start
     ends, starts = windows[:, 0], windows[:, 1]
     bad = np.flatnonzero((starts < 0) | (ends < starts))
     if len(bad):
-        record = records[bad[0]]
-        raise InvalidRecordError(
-            f"session changelog record at offset {record.offset} has session window "
-            f"[{starts[bad[0]]}, {ends[bad[0]]}]; expected 0 <= start <= end: {record.key!r:.80}"
-        )
+        raise _bad_window(records[bad[0]], int(starts[bad[0]]), int(ends[bad[0]]))
     return ends
+
+
+def _short_key(record: Any) -> InvalidRecordError:
+    return InvalidRecordError(
+        f"session changelog record at offset {record.offset} has a {len(record.key)}-byte key; "
+        f"expected key + end + start (>= 16 bytes): {record.key!r:.80}"
+    )
+
+
+def _bad_window(record: Any, start: int, end: int) -> InvalidRecordError:
+    """Reads trust the stored bounds: a restore refuses them here."""
+    return InvalidRecordError(
+        f"session changelog record at offset {record.offset} has session window "
+        f"[{start}, {end}]; expected 0 <= start <= end: {record.key!r:.80}"
+    )
 
 
 class InMemorySessionStore(InMemoryStore, _SessionBase):
@@ -528,10 +536,11 @@ class InMemorySessionStore(InMemoryStore, _SessionBase):
         sessions = []
         max_end = self._observed
         for record in batch_records:
-            try:
-                session = session_key_from_bytes(record.key)
-            except InvalidRecordError as exc:
-                raise InvalidRecordError(f"session changelog record at offset {record.offset}: {exc}") from None
+            if len(record.key) < 16:
+                raise _short_key(record)
+            session = session_key_from_bytes(record.key)
+            if session.start < 0 or session.end < session.start:
+                raise _bad_window(record, session.start, session.end)
             sessions.append((session, record.value))
             max_end = max(max_end, session.end)
         if max_end > self._observed:

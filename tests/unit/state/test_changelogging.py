@@ -141,8 +141,26 @@ def test_session_restore_rejects_short_keys(make_session):
 def test_session_restore_rejects_a_window_that_ends_before_it_starts(make_session):
     store = make_session(HR)
     good = ChangelogRecord(b"k" + struct.pack(">qq", 10, 5), b"x", 0, 8)
-    with pytest.raises(InvalidRecordError, match=r"start <= end"):
+    with pytest.raises(InvalidRecordError, match=r"offset 9 has session window \[5, 1\]; expected 0 <= start <= end"):
         store.restore_batch([good, ChangelogRecord(b"k" + struct.pack(">qq", 1, 5), b"x", 0, 9)])
+
+
+def test_session_restore_names_the_bad_record_among_keys_of_any_length(make_session):
+    # the windows of a batch are read at once: the error must still name the right record
+    # after null keys were skipped, whatever the lengths of the keys before it
+    store = make_session(HR)
+    batch = [
+        ChangelogRecord(None, b"x", 0, 20),
+        ChangelogRecord(b"a-long-user-key" + struct.pack(">qq", 10, 5), b"x", 0, 21),
+        ChangelogRecord(b"" + struct.pack(">qq", 7, 7), b"x", 0, 22),
+        ChangelogRecord(b"kk" + struct.pack(">qq", 3, -4), b"x", 0, 23),
+        ChangelogRecord(b"k" + struct.pack(">qq", 1, 5), b"x", 0, 24),
+    ]
+    with pytest.raises(InvalidRecordError, match=r"offset 23 has session window \[-4, 3\]"):
+        store.restore_batch(batch)
+    with pytest.raises(InvalidRecordError, match=r"offset 25 has a 15-byte key"):
+        store.restore_batch(batch[:3] + [ChangelogRecord(b"k" * 15, b"x", 0, 25)])
+    assert store.observed_stream_time == -1  # a refused batch writes nothing
 
 
 def test_restored_store_matches_original_for_every_type(make_kv, make_session, make_versioned):

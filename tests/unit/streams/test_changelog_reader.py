@@ -178,3 +178,41 @@ def test_a_standby_promoted_while_standbys_are_paused_restores_at_once():
             break
     assert TaskId(0, 1) in restored and TaskId(0, 0) not in restored  # the promoted one did not wait for 0_0
     assert standby.applied == ends[1]
+
+
+class RecordingListener:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def on_restore_start(self, partition, store_name, start_offset, end_offset):
+        self.calls.append(("start", partition[1], start_offset, end_offset))
+
+    def on_batch_restored(self, partition, store_name, batch_end_offset, num_restored):
+        self.calls.append(("batch", partition[1], batch_end_offset, num_restored))
+
+    def on_restore_end(self, partition, store_name, total_restored):
+        self.calls.append(("end", partition[1], total_restored))
+
+    def on_restore_suspended(self, partition, store_name, total_restored):
+        self.calls.append(("suspended", partition[1], total_restored))
+
+
+def test_restoration_is_announced_when_the_reader_starts_reading_the_partition():
+    """on_restore_start comes with the first poll (Kafka Streams' StoreChangelogReader calls it
+    when it starts reading), not at registration while other tasks are still being set up; a
+    task unregistered before that poll gets no restore callbacks at all."""
+    consumer = BufferingConsumer({0: 3_000, 1: 3_000, 2: 3_000}, batch=2_000)
+    listener = RecordingListener()
+    reader = ChangelogReader(consumer, listener)
+    for partition in (0, 1, 2):
+        assert reader.register(TaskId(0, partition), FakeStores(partition)) is False
+    reader.unregister(TaskId(0, 2))
+    assert listener.calls == [] and consumer.polls == []
+
+    completed = reader.restore()
+    assert listener.calls[:2] == [("start", 0, 0, 3_000), ("start", 1, 0, 3_000)]
+    while len(completed) < 2:
+        completed += reader.restore()
+    assert sorted(completed) == [TaskId(0, 0), TaskId(0, 1)]
+    assert [c for c in listener.calls if c[0] == "end"] == [("end", 0, 3_000), ("end", 1, 3_000)]
+    assert not any(c[1] == 2 for c in listener.calls)
