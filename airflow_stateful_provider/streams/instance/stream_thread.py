@@ -313,27 +313,21 @@ class StreamThread(threading.Thread):
             timeout = RESTORING_REBALANCE_POLL_MS if reader.restoring_tasks else REBALANCE_POLL_MS
         else:
             timeout = 0 if busy else idle_wait
+        # No local variable of this method holds polled records: kafka-python 3.0.12 turns a
+        # poll that times out into a reference cycle (the raised exception, its traceback and
+        # the frames that called poll, this one included) that keeps those frames' variables
+        # until the collector's next older-generation pass: whole batches of records, and a
+        # 100 ms pause to collect them. The batches are handed on inside the call instead.
         if self._main_poll_due(timeout):
             release_parked_fetches(self.consumer)  # a resumed partition gets its parked records back
-            fetched = self.consumer.poll(timeout_ms=timeout, max_records=self.config.buffered_records_per_partition)
+            self._take_polled(self.consumer.poll(timeout_ms=timeout,
+                                                 max_records=self.config.buffered_records_per_partition))
             self._main_polled_at = time.monotonic()
         else:
-            fetched = {}
-        if self._pending_assignment is not None:
-            info, self._pending_assignment = self._pending_assignment, None
-            self._apply_assignment(info)
-        if self.task_manager.tasks_to_revive:
-            self.task_manager.revive_tasks()
-        if fetched and self.first_records_polled_at is None:
-            self.first_records_polled_at = time.monotonic()
-        for kafka_tp, records in fetched.items():
-            self.task_manager.add_records(TopicPartition(kafka_tp.topic, kafka_tp.partition), records)
+            self._take_polled({})
         if reader.restoring_tasks or reader.standby_tasks:
             wait = 0 if self.task_manager.has_processable() else (50 if reader.restoring_tasks else idle_wait)
-            fetched = reader.poll(poll_timeout_ms=wait)
-            with self.tasks_lock:
-                for task_id in reader.apply(fetched):
-                    self.task_manager.restoration_completed(task_id)
+            self._apply_changelogs(reader.poll(poll_timeout_ms=wait))
         try:
             self.task_manager.process()
             for task in self.task_manager.running_tasks():
@@ -349,6 +343,25 @@ class StreamThread(threading.Thread):
             self._run_safe_point_actions()
         if self.state is StreamThreadState.PARTITIONS_ASSIGNED and not reader.restoring_tasks:
             self._set_state(StreamThreadState.RUNNING)
+
+    def _take_polled(self, fetched: dict) -> None:
+        """After a main consumer poll: apply the assignment it brought, then hand its records
+        to their tasks."""
+        if self._pending_assignment is not None:
+            info, self._pending_assignment = self._pending_assignment, None
+            self._apply_assignment(info)
+        if self.task_manager.tasks_to_revive:
+            self.task_manager.revive_tasks()
+        if fetched and self.first_records_polled_at is None:
+            self.first_records_polled_at = time.monotonic()
+        for kafka_tp, records in fetched.items():
+            self.task_manager.add_records(TopicPartition(kafka_tp.topic, kafka_tp.partition), records)
+
+    def _apply_changelogs(self, fetched: dict) -> None:
+        """Write what the restore consumer fetched into the stores; restored tasks start."""
+        with self.tasks_lock:
+            for task_id in self.changelog_reader.apply(fetched):
+                self.task_manager.restoration_completed(task_id)
 
     def _main_poll_due(self, timeout: int) -> bool:
         """Whether this iteration polls the main consumer: always, except while only

@@ -309,10 +309,14 @@ class ChangelogReader:
         timeout = self._poll_timeout_ms if poll_timeout_ms is None else poll_timeout_ms
         self._cut_partition = None
         try:
-            fetched = self._consumer.poll(timeout_ms=timeout, max_records=MAX_POLL_RECORDS)
+            # handed on without a local variable: see StreamThread.run_once (kafka-python's
+            # timed-out polls keep the calling frames' variables alive)
+            return self._note_cut(self._consumer.poll(timeout_ms=timeout, max_records=MAX_POLL_RECORDS))
         except OffsetOutOfRangeError as exc:
             self._handle_out_of_range(exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {})
             return {}
+
+    def _note_cut(self, fetched: dict) -> dict:
         if sum(len(records) for records in fetched.values()) >= MAX_POLL_RECORDS:
             # The consumer returns fetched batches one after the other; a full poll stopped in
             # the middle of the last one, whose rest stays buffered for the next poll.

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -59,6 +60,7 @@ __all__ = [
 
 _MAX_TS = (1 << 63) - 1
 _TS2 = struct.Struct(">qq")  # end, start
+_record_key = attrgetter("key")
 _SEGP = struct.Struct(">Bq")  # segment marker, segment id (segment_prefix in one pack)
 _SEG_MARK = SEGMENT_PREFIX[0]
 
@@ -372,10 +374,10 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
         """
         self._check_writable()
         records = records if isinstance(records, list) else list(records)
-        keys = [record.key for record in records]
+        keys = list(map(_record_key, records))
         if None in keys:
             records = [record for record, key in zip(records, keys) if key is not None]
-            keys = [record.key for record in records]
+            keys = list(map(_record_key, records))
         if not keys:
             return 0
         ends = _session_ends(keys, records)
@@ -383,24 +385,23 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
         if max_end > self._observed:
             self._advance(max_end)
         segment_ids = ends // self.segment_interval_ms
-        live = np.flatnonzero(segment_ids >= self._min_live)
-        if not len(live):
+        live_at = np.flatnonzero(segment_ids >= self._min_live)
+        live, live_segment_ids = live_at.tolist(), segment_ids[live_at].tolist()
+        if not live:
             return 0
+        prefixes = {segment_id: _SEGP.pack(_SEG_MARK, segment_id) for segment_id in set(live_segment_ids)}
+        row_keys = [prefixes[segment_id] + keys[i] for i, segment_id in zip(live, live_segment_ids)]
+        values = [records[i].value for i in live]
         batch = rocksdict.WriteBatch(raw_mode=True)
-        live_segment_ids = segment_ids[live]
-        prefixes = {segment_id: _SEGP.pack(_SEG_MARK, segment_id) for segment_id in np.unique(live_segment_ids).tolist()}
-        written = set()  # segments that get a row
-        for i, segment_id in zip(live.tolist(), live_segment_ids.tolist()):
-            value = records[i].value
+        for row_key, value in zip(row_keys, values):
             if value is None:
-                batch.delete(prefixes[segment_id] + keys[i])
+                batch.delete(row_key)
             else:
-                written.add(segment_id)
-                batch.put(prefixes[segment_id] + keys[i], value)
-        for segment_id in written:
-            self._segments.add(segment_id)
+                batch.put(row_key, value)
+        for segment_id in {segment_id for segment_id, value in zip(live_segment_ids, values) if value is not None}:
+            self._segments.add(segment_id)  # the segments that got a row
         self._db.write(batch)
-        return len(live)
+        return len(row_keys)
 
 
 #: Positions of the end and start fields (16 bytes) from the start of a key's window suffix.
