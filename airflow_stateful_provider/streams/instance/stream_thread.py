@@ -344,6 +344,16 @@ class StreamThread(threading.Thread):
         if self.state is StreamThreadState.PARTITIONS_ASSIGNED and not reader.restoring_tasks:
             self._set_state(StreamThreadState.RUNNING)
 
+    def _main_poll_due(self, timeout: int) -> bool:
+        """Whether this iteration polls the main consumer: always, except while only
+        restoration runs in a stable group, where once per RESTORING_MAIN_POLL_MS is enough
+        (heartbeats have their own thread; a rebalance is noticed through group_rejoining)."""
+        if timeout or not self.changelog_reader.restoring_tasks or self.task_manager.running_tasks():
+            return True
+        return time.monotonic() - self._main_polled_at >= RESTORING_MAIN_POLL_MS / 1000
+
+    # ------------------------------------------------------------------ input
+
     def _take_polled(self, fetched: dict) -> None:
         """After a main consumer poll: apply the assignment it brought, then hand its records
         to their tasks."""
@@ -362,18 +372,6 @@ class StreamThread(threading.Thread):
         with self.tasks_lock:
             for task_id in self.changelog_reader.apply(fetched):
                 self.task_manager.restoration_completed(task_id)
-
-    def _main_poll_due(self, timeout: int) -> bool:
-        """Whether this iteration polls the main consumer: always, except while only
-        restoration runs in a stable group, where once per RESTORING_MAIN_POLL_MS is enough
-        (heartbeats have their own thread; a rebalance is noticed through group_rejoining)."""
-        if timeout or not self.changelog_reader.restoring_tasks or self.task_manager.running_tasks():
-            return True
-        return time.monotonic() - self._main_polled_at >= RESTORING_MAIN_POLL_MS / 1000
-
-    # ------------------------------------------------------------------ input
-
-    # ------------------------------------------------------------------ processing
 
     # ------------------------------------------------------------------ commit
 
