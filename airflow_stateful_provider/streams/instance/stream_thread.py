@@ -303,14 +303,15 @@ class StreamThread(threading.Thread):
     def run_once(self) -> None:
         """One iteration of the loop (see module docstring)."""
         reader = self.changelog_reader
-        busy = bool(reader.restoring_tasks) or self.task_manager.has_processable()
+        restoring = bool(reader.restoring_tasks)  # as of before this poll's assignment
+        busy = restoring or self.task_manager.has_processable()
         # An idle thread with standbys splits its wait between the two consumers.
         idle_wait = IDLE_POLL_MS // 2 if reader.standby_tasks else IDLE_POLL_MS
         # While the group rebalances, give the join its round trip (see REBALANCE_POLL_MS);
         # restoring, in shorter polls: the join runs on the consumer's IO thread meanwhile,
         # and a 200 ms poll would stall restoration as long.
         if group_rejoining(self.consumer):
-            timeout = RESTORING_REBALANCE_POLL_MS if reader.restoring_tasks else REBALANCE_POLL_MS
+            timeout = RESTORING_REBALANCE_POLL_MS if restoring else REBALANCE_POLL_MS
         else:
             timeout = 0 if busy else idle_wait
         # No local variable of this method holds polled records: kafka-python 3.0.12 turns a
@@ -318,7 +319,7 @@ class StreamThread(threading.Thread):
         # the frames that called poll, this one included) that keeps those frames' variables
         # until the collector's next older-generation pass: whole batches of records, and a
         # 100 ms pause to collect them. The batches are handed on inside the call instead.
-        if self._main_poll_due(timeout):
+        if self._main_poll_due(timeout, restoring):
             release_parked_fetches(self.consumer)  # a resumed partition gets its parked records back
             self._take_polled(self.consumer.poll(timeout_ms=timeout,
                                                  max_records=self.config.buffered_records_per_partition))
@@ -344,11 +345,11 @@ class StreamThread(threading.Thread):
         if self.state is StreamThreadState.PARTITIONS_ASSIGNED and not reader.restoring_tasks:
             self._set_state(StreamThreadState.RUNNING)
 
-    def _main_poll_due(self, timeout: int) -> bool:
+    def _main_poll_due(self, timeout: int, restoring: bool) -> bool:
         """Whether this iteration polls the main consumer: always, except while only
         restoration runs in a stable group, where once per RESTORING_MAIN_POLL_MS is enough
         (heartbeats have their own thread; a rebalance is noticed through group_rejoining)."""
-        if timeout or not self.changelog_reader.restoring_tasks or self.task_manager.running_tasks():
+        if timeout or not restoring or self.task_manager.running_tasks():
             return True
         return time.monotonic() - self._main_polled_at >= RESTORING_MAIN_POLL_MS / 1000
 
