@@ -2,7 +2,8 @@
 
 1M click events over 10k users (gap 5 min, synthetic event time ending now) through a
 session-count topology, then a fresh state directory restores the session store from its
-changelog, and plain kafka-python reads the same changelog for comparison.
+changelog, and plain kafka-python reads the same changelog for comparison (with its own
+record decoding, and with the engine's).
 
 Prints progress, then as its last line one JSON object:
   process_rps     input records / (first poll with records -> last commit)
@@ -11,6 +12,10 @@ Prints progress, then as its last line one JSON object:
   raw_fetch_rps   changelog records / time for a bare KafkaConsumer to read them all,
                   best of three
   restore_vs_raw  restore_rps / raw_fetch_rps
+  engine_fetch_rps         the same bare consumer with the engine's one-pass batch decoding
+                           (what restoration's own fetching costs), best of three
+  restore_vs_engine_fetch  restore_rps / engine_fetch_rps: the share of restoration spent
+                           fetching, the rest being store writes and bookkeeping
 
     python bench/sessionize.py [--events 1000000] [--users 10000]
 """
@@ -36,6 +41,7 @@ from airflow_stateful_provider.streams.config import StreamsConfig  # noqa: E402
 from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
 from airflow_stateful_provider.streams.dsl.materialized import Materialized
 from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
+from airflow_stateful_provider.streams.instance.batch_decoding import decode_batches_at_once
 from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState  # noqa: E402
 from airflow_stateful_provider.streams.windows import SessionWindows  # noqa: E402
 from tools.instances import committed_offsets  # noqa: E402
@@ -113,6 +119,23 @@ class RestoreTimer:
         pass
 
 
+def fetch_all(bootstrap: str, topic: str, engine_decoding: bool) -> tuple[int, float]:
+    """A bare consumer reads ``topic`` from the beginning to its end: (records, seconds)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10_000)
+    if engine_decoding:
+        decode_batches_at_once(consumer)
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    ends = consumer.end_offsets(tps)
+    fetched, t0 = 0, time.monotonic()
+    while any(consumer.position(tp) < ends[tp] for tp in tps):
+        fetched += sum(len(batch) for batch in consumer.poll(timeout_ms=500).values())
+    seconds = time.monotonic() - t0
+    consumer.close()
+    return fetched, seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -139,7 +162,7 @@ def main() -> int:
         changelog = "bench-sessionize-sessions-changelog"
         # Restoring and fetching ~150k records take about a second each: best of three of
         # each, so that one noisy second on a shared machine does not decide the ratio.
-        restore_rps, raw_fetch_rps = 0.0, 0.0
+        restore_rps, raw_fetch_rps, engine_fetch_rps = 0.0, 0.0, 0.0
         for attempt in range(3):
             timer = RestoreTimer()
             restorer = KafkaStreams(topology(), config.with_overrides(state_dir=str(work / f"state-b{attempt}")))
@@ -152,24 +175,22 @@ def main() -> int:
             print(f"restored {timer.restored} changelog records in {restore_seconds:.2f}s: "
                   f"{timer.restored / restore_seconds:,.0f} records/s", flush=True)
 
-            consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10_000)
-            tps = [TopicPartition(changelog, p) for p in range(PARTITIONS)]
-            consumer.assign(tps)
-            consumer.seek_to_beginning(*tps)
-            ends = consumer.end_offsets(tps)
-            fetched, t0 = 0, time.monotonic()
-            while any(consumer.position(tp) < ends[tp] for tp in tps):
-                fetched += sum(len(batch) for batch in consumer.poll(timeout_ms=500).values())
-            raw_seconds = time.monotonic() - t0
-            consumer.close()
-            raw_fetch_rps = max(raw_fetch_rps, fetched / raw_seconds)
-            print(f"raw fetch of {fetched} changelog records in {raw_seconds:.2f}s: "
-                  f"{fetched / raw_seconds:,.0f} records/s", flush=True)
+            for engine_decoding in (False, True):
+                fetched, fetch_seconds = fetch_all(bootstrap, changelog, engine_decoding)
+                rate = fetched / fetch_seconds
+                if engine_decoding:
+                    engine_fetch_rps = max(engine_fetch_rps, rate)
+                else:
+                    raw_fetch_rps = max(raw_fetch_rps, rate)
+                print(f"{'engine' if engine_decoding else 'raw'} fetch of {fetched} changelog records in "
+                      f"{fetch_seconds:.2f}s: {rate:,.0f} records/s", flush=True)
         admin.close()
 
     result = {"events": args.events, "users": args.users, "process_rps": round(process_rps),
               "restore_rps": round(restore_rps), "raw_fetch_rps": round(raw_fetch_rps),
               "restore_vs_raw": round(restore_rps / raw_fetch_rps, 3),
+              "engine_fetch_rps": round(engine_fetch_rps),
+              "restore_vs_engine_fetch": round(restore_rps / engine_fetch_rps, 3),
               "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}"}
     print(json.dumps(result))
     return 0
