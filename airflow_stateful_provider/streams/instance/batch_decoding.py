@@ -6,10 +6,12 @@ copies it into a ``ConsumerRecord``. That is about 3.5 us a record, most of a re
 thread's time and a good part of a processing one's (docs/benchmarks.md).
 
 :func:`decode_batches_at_once` gives a consumer a fetcher that reads a whole batch in one
-loop straight into ``ConsumerRecord`` tuples, with the one-byte varints (nearly all of them)
-read inline. The records are the same, field for field (tests/unit/test_batch_decoding.py
-compares them with kafka-python's own decoding); so are the CRC checks, transaction
-handling, control batches and consumer positions. Only the per-record work differs.
+loop straight into ``ConsumerRecord`` tuples, with the one- and two-byte varints (nearly all
+of them) read inline. The records are the same, field for field
+(tests/unit/streams/test_batch_decoding.py compares them with kafka-python's own decoding);
+so are the CRC checks, transaction handling, control batches and consumer positions. Only
+the per-record work differs, and a malformed batch is refused whole, naming the partition
+and offset, where kafka-python first returns the records before the bad one.
 
 Consumers with deserializers, batches of the old message formats (v0/v1) and consumers
 without this fetcher layout (other kafka-python versions) keep kafka-python's decoding.
@@ -17,17 +19,13 @@ without this fetcher layout (other kafka-python versions) keep kafka-python's de
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["decode_batches_at_once"]
 
-log = logging.getLogger(__name__)
-
 _LOG_APPEND_TIME = 1
 _TIMESTAMP_TYPE_MASK = 0x08
-_CONTROL_MASK = 0x20
 
 
 def decode_batches_at_once(consumer: Any) -> bool:
