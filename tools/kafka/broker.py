@@ -225,6 +225,8 @@ class LocalKafkaBroker:
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
             "transaction.state.log.num.partitions": "4",
+            # Abort a timed-out transaction within a second (default: a check every 10 s).
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",

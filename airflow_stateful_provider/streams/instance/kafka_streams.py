@@ -39,6 +39,7 @@ from airflow_stateful_provider.streams.errors import (
 )
 from airflow_stateful_provider.streams.instance.garbage_collection import raise_gc_thresholds
 from airflow_stateful_provider.streams.instance.stream_thread import StreamThread, StreamThreadState
+from airflow_stateful_provider.streams.processing.streams_producer import EOS_TRANSACTION_TIMEOUT_MS
 from airflow_stateful_provider.streams.processing.deserialization import (
     DeadLetterQueueExceptionHandler,
     deserialization_handler_from_config,
@@ -65,9 +66,6 @@ __all__ = ["KafkaStreams", "KafkaStreamsState"]
 
 log = logging.getLogger(__name__)
 
-#: Kafka Streams' ``transaction.timeout.ms`` under exactly-once: the broker aborts a
-#: transaction left open longer (by an instance that died and did not come back).
-EOS_TRANSACTION_TIMEOUT_MS = 10_000
 
 
 class KafkaStreamsState(enum.Enum):

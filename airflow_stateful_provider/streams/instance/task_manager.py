@@ -110,9 +110,11 @@ class TaskManager:
     def resume_drained_partitions(self) -> None:
         limit = self.config.buffered_records_per_partition
         for tp in list(self.paused):
-            task = self.tasks.get(self.task_id_for(tp))
+            task_id = self.task_id_for(tp)
+            task = self.tasks.get(task_id)
             if task is None:
-                self.paused.discard(tp)
+                if task_id not in self.tasks_to_revive:  # revoked; a rolled-back task stays paused until revived
+                    self.paused.discard(tp)
                 continue
             if task.state is TaskState.RUNNING and task.buffered_size(tp) < limit // 2:
                 self.consumer.resume(KafkaTopicPartition(tp.topic, tp.partition))

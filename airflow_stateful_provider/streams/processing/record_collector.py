@@ -14,7 +14,12 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from airflow_stateful_provider.streams.errors import SerializationError, StreamsError
+from airflow_stateful_provider.streams.errors import (
+    SerializationError,
+    StreamsError,
+    TransactionFailedError,
+    is_fencing_error,
+)
 from airflow_stateful_provider.streams.processing.records import TopicPartition
 
 __all__ = ["Producer", "RecordCollector", "SerializationError", "ProductionError"]
@@ -23,7 +28,8 @@ log = logging.getLogger(__name__)
 
 
 class ProductionError(StreamsError):
-    """The producer failed to send a record (raised on the next send or flush)."""
+    """The producer failed to send a record (raised on the next send or flush). A fencing
+    error is raised as TransactionFailedError instead."""
 
 
 class Producer(Protocol):
@@ -136,9 +142,14 @@ class RecordCollector:
     def _on_error(self, topic: str, exc: BaseException) -> None:
         # add_errback(fn, topic) calls fn(topic, exception): bound arguments come first
         if self._send_error is None:
-            self._send_error = ProductionError(
-                f"error sending a record to topic {topic!r} for task {self._task_id}: {exc!r}"
-            )
+            message = f"error sending a record to topic {topic!r} for task {self._task_id}: {exc!r}"
+            if is_fencing_error(exc):
+                # The transaction is lost, not the task: exactly-once rolls the thread's tasks
+                # back to their last commit (Kafka Streams: TaskMigratedException).
+                self._send_error = TransactionFailedError(f"{message}; the producer was fenced, the transaction "
+                                                          f"is aborted", migrated=True)
+            else:
+                self._send_error = ProductionError(message)
             self._send_error.__cause__ = exc
 
     def _check_error(self) -> None:

@@ -24,11 +24,15 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_stateful_provider.streams.errors import StreamsError, TransactionFailedError
+from airflow_stateful_provider.streams.errors import StreamsError, TransactionFailedError, is_fencing_error
 
 __all__ = ["StreamsProducer", "TransactionFailedError"]
 
 log = logging.getLogger(__name__)
+
+#: Kafka Streams' ``transaction.timeout.ms`` under exactly-once: the broker aborts a
+#: transaction left open longer (by an instance that died and did not come back).
+EOS_TRANSACTION_TIMEOUT_MS = 10_000
 
 def transactional_id(application_id: str, instance_id: str, thread_index: int) -> str:
     """Stable per instance and thread (see module docstring)."""
@@ -84,10 +88,26 @@ class StreamsProducer:
             # transaction_timeout_ms, or fenced): nothing sent since the last commit counts
             self._abort_after_failure(exc)
             raise TransactionFailedError(f"transaction of {self.transactional_id} failed while sending to "
-                                         f"{topic!r}: {exc!r}", migrated=_fenced(exc)) from exc
+                                         f"{topic!r}: {exc!r}", migrated=is_fencing_error(exc)) from exc
 
     def flush(self, timeout: float | None = None) -> None:
-        self._producer.flush(timeout=timeout)
+        """Wait until everything sent is acknowledged. Exactly-once waits at most the
+        transaction timeout: past it the coordinator aborts the transaction anyway, and
+        kafka-python 3.0.12 keeps the records of a transaction it lost to an epoch bump
+        queued until their delivery timeout (2 minutes) instead of failing them."""
+        if self.transactional_id is None:
+            self._producer.flush(timeout=timeout)
+            return
+        from kafka.errors import KafkaTimeoutError
+
+        if timeout is None:
+            timeout = self._producer.config.get("transaction_timeout_ms", EOS_TRANSACTION_TIMEOUT_MS) / 1000
+        try:
+            self._producer.flush(timeout=timeout)
+        except KafkaTimeoutError as exc:
+            self._abort_after_failure(exc)
+            raise TransactionFailedError(f"transaction of {self.transactional_id} aborted: its records were not "
+                                         f"acknowledged within {timeout:g} s") from exc
 
     def partitions_for(self, topic: str) -> Any:
         return self._producer.partitions_for(topic)
@@ -164,12 +184,6 @@ class StreamsProducer:
                 log.info("%s: abort on close failed", self.transactional_id, exc_info=True)
             self._in_transaction = False
         self._producer.close(timeout=timeout)
-
-
-def _fenced(exc: BaseException) -> bool:
-    from kafka.errors import InvalidProducerEpochError, ProducerFencedError
-
-    return isinstance(exc, (ProducerFencedError, InvalidProducerEpochError))
 
 
 def _close_quietly(producer: Any) -> None:

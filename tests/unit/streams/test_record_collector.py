@@ -2,8 +2,10 @@
 surfacing on the next send or flush, whatever record failed."""
 
 import pytest
+from kafka.errors import InvalidProducerEpochError, ProducerFencedError
 from kafka.future import Future
 
+from airflow_stateful_provider.streams.errors import TransactionFailedError
 from airflow_stateful_provider.streams.processing.record_collector import ProductionError, RecordCollector
 from airflow_stateful_provider.streams.processing.records import TopicPartition
 
@@ -73,3 +75,17 @@ def test_headers_go_to_the_producer_as_a_list_and_none_when_empty():
     collector.send_bytes("out", b"k", b"v", 1, headers=(("h", b"1"),))
     collector.send_bytes("out", b"k", b"v", 1)
     assert [headers for _, _, headers, _ in producer.futures] == [[("h", b"1")], None]
+
+
+@pytest.mark.parametrize("fencing", [InvalidProducerEpochError, ProducerFencedError])
+def test_a_fenced_send_fails_the_transaction_instead_of_the_task(fencing):
+    """The coordinator aborted the transaction (timed out) or another producer took over:
+    the stream thread rolls its tasks back to the last commit (Kafka Streams: task
+    migrated), where a ProductionError would stop the thread."""
+    producer = PendingProducer()
+    collector = RecordCollector(producer, task_id="0_2")
+    collector.send_bytes("app-s-changelog", b"k", b"1", 10, partition=0)
+    producer.futures[0][3].failure(fencing())
+    with pytest.raises(TransactionFailedError, match="app-s-changelog.*0_2.*fenced") as raised:
+        collector.send_bytes("out", b"k", b"2", 11)
+    assert raised.value.migrated and not isinstance(raised.value, ProductionError)
