@@ -124,15 +124,6 @@ class TransactionFailedError(StreamsError):
         self.migrated = migrated
 
 
-def is_fencing_error(exc: BaseException) -> bool:
-    """Whether a producer error says another producer took over its transactional id, or the
-    transaction coordinator aborted its transaction (timed out) and bumped its epoch: Kafka
-    Streams turns both into TaskMigratedException."""
-    from kafka.errors import InvalidProducerEpochError, ProducerFencedError
-
-    return isinstance(exc, (ProducerFencedError, InvalidProducerEpochError))
-
-
 class SnapshotError(StreamsError):
     """A store snapshot could not be taken, listed, read or deleted (docs/snapshots.md)."""
 

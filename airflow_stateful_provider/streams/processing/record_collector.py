@@ -14,13 +14,9 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from airflow_stateful_provider.streams.errors import (
-    SerializationError,
-    StreamsError,
-    TransactionFailedError,
-    is_fencing_error,
-)
+from airflow_stateful_provider.streams.errors import SerializationError, StreamsError, TransactionFailedError
 from airflow_stateful_provider.streams.processing.records import TopicPartition
+from airflow_stateful_provider.streams.processing.streams_producer import is_fencing_error
 
 __all__ = ["Producer", "RecordCollector", "SerializationError", "ProductionError"]
 

@@ -24,9 +24,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_stateful_provider.streams.errors import StreamsError, TransactionFailedError, is_fencing_error
+from airflow_stateful_provider.streams.errors import StreamsError, TransactionFailedError
 
-__all__ = ["StreamsProducer", "TransactionFailedError"]
+__all__ = ["EOS_TRANSACTION_TIMEOUT_MS", "StreamsProducer", "TransactionFailedError", "is_fencing_error"]
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +184,15 @@ class StreamsProducer:
                 log.info("%s: abort on close failed", self.transactional_id, exc_info=True)
             self._in_transaction = False
         self._producer.close(timeout=timeout)
+
+
+def is_fencing_error(exc: BaseException) -> bool:
+    """Whether a producer error says another producer took over its transactional id, or the
+    transaction coordinator aborted its transaction (timed out) and bumped its epoch: Kafka
+    Streams turns both into TaskMigratedException."""
+    from kafka.errors import InvalidProducerEpochError, ProducerFencedError
+
+    return isinstance(exc, (ProducerFencedError, InvalidProducerEpochError))
 
 
 def _close_quietly(producer: Any) -> None:
