@@ -196,6 +196,14 @@ def is_fencing_error(exc: BaseException) -> bool:
 
 
 def _close_quietly(producer: Any) -> None:
+    """Close a producer being discarded: its transaction failed or it never initialized, so
+    nothing it still holds is worth sending. kafka-python's close() flushes first, and when
+    records cannot be sent (those of a transaction lost to an epoch bump) it raises before
+    stopping the producer's thread, which then keeps them until their delivery timeout:
+    drop them first (the sender's force_close)."""
+    sender = getattr(producer, "_sender", None)
+    if sender is not None:
+        sender.force_close()
     try:
         producer.close(timeout=5)
     except Exception:  # noqa: BLE001 - replacing a broken producer
