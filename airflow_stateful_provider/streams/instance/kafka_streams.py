@@ -39,11 +39,11 @@ from airflow_stateful_provider.streams.errors import (
 )
 from airflow_stateful_provider.streams.instance.garbage_collection import raise_gc_thresholds
 from airflow_stateful_provider.streams.instance.stream_thread import StreamThread, StreamThreadState
-from airflow_stateful_provider.streams.processing.streams_producer import EOS_TRANSACTION_TIMEOUT_MS
 from airflow_stateful_provider.streams.processing.deserialization import (
     DeadLetterQueueExceptionHandler,
     deserialization_handler_from_config,
 )
+from airflow_stateful_provider.streams.processing.streams_producer import EOS_TRANSACTION_TIMEOUT_MS
 from airflow_stateful_provider.streams.restoration.changelog_reader import (
     StandbyUpdateListener,
     StateRestoreListener,
@@ -65,7 +65,6 @@ from airflow_stateful_provider.streams.topology.topology import Topology
 __all__ = ["KafkaStreams", "KafkaStreamsState"]
 
 log = logging.getLogger(__name__)
-
 
 
 class KafkaStreamsState(enum.Enum):

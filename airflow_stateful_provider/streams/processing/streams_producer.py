@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 #: transaction left open longer (by an instance that died and did not come back).
 EOS_TRANSACTION_TIMEOUT_MS = 10_000
 
+
 def transactional_id(application_id: str, instance_id: str, thread_index: int) -> str:
     """Stable per instance and thread (see module docstring)."""
     return f"{application_id}-{instance_id}-{thread_index}"

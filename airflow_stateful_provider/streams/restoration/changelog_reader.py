@@ -141,6 +141,8 @@ class ChangelogReader:
         self._roles: dict[TaskId, TaskRole] = {}
         self._polls = 0
         self._standbys_paused = False
+        #: Active partitions were registered or promoted since the last announcement.
+        self._to_announce = False
         #: The partition whose fetched batch the last poll returned only in part (see
         #: _give_standbys_their_turn), or None.
         self._cut_partition: KafkaTopicPartition | None = None
@@ -184,6 +186,7 @@ class ChangelogReader:
         if not pending:
             self._finish_task(task_id)
             return True
+        self._to_announce = True
         self._reassign()
         return False
 
@@ -219,6 +222,7 @@ class ChangelogReader:
         if not pending:
             self._finish_task(task_id)
             return True
+        self._to_announce = True
         # Standby partitions may be paused (active restoration has priority); this one now
         # restores an active and must be fetched at once.
         self._consumer.resume(*_kafka(partitions))
@@ -351,6 +355,9 @@ class ChangelogReader:
 
     def _announce_restorations(self) -> None:
         """on_restore_start for the active partitions this poll starts reading."""
+        if not self._to_announce:
+            return
+        self._to_announce = False
         for state in self._changelogs.values():
             if state.role is TaskRole.ACTIVE and not state.completed and not state.announced:
                 state.announced = True
