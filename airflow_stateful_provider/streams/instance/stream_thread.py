@@ -199,6 +199,8 @@ class StreamThread(threading.Thread):
         self.last_committed_at: float | None = None
         #: Actions (control commands) waiting for the next safe point; see run_at_safe_point.
         self._safe_points = SafePointActions(self.name)
+        #: Set when the thread closes after an error: from then on nothing commits (_close).
+        self._closing_dirty = False
 
     @property
     def tasks(self) -> dict[TaskId, StreamTask]:
@@ -540,7 +542,10 @@ class StreamThread(threading.Thread):
 
     def _prepare_revocation(self, revoked: Iterable[Any]) -> dict:
         """Listener, IO thread, this thread blocked in poll: flush the revoked tasks and
-        return the offsets to commit before the partitions are given up."""
+        return the offsets to commit before the partitions are given up. Nothing while the
+        thread closes after an error: what it did since the last commit must not count."""
+        if self._closing_dirty:
+            return {}
         if self.state is not StreamThreadState.PENDING_SHUTDOWN:
             self._set_state(StreamThreadState.PARTITIONS_REVOKED)
         offsets = self.task_manager.prepare_revocation(revoked)
@@ -555,6 +560,8 @@ class StreamThread(threading.Thread):
         self.task_manager.complete_revocation(revoked)
 
     def _lose_partitions(self, lost: Iterable[Any]) -> None:
+        if self._closing_dirty:
+            return  # the tasks are closed already, the transaction aborted
         if self.config.exactly_once:
             # the open transaction holds the lost tasks' output too: abort it, and roll the
             # tasks that stay back to their last commit
@@ -618,7 +625,11 @@ class StreamThread(threading.Thread):
 
     def _close(self, *, clean: bool) -> None:
         """Clean: commit and checkpoint every task, then close it and leave the group.
-        Dirty (after an error): close without committing; committed state stays intact."""
+        Dirty (after an error): commit nothing. Under exactly-once the open transaction
+        holds what every task of this thread did since the last commit, the failed one's
+        partial work included, so it is aborted first; then the tasks close without a
+        checkpoint, and leaving the group (kafka-python's close revokes the partitions
+        through the rebalance listener) commits nothing either."""
         self._safe_points.fail_all()
         if clean and self.consumer is not None:
             try:
@@ -628,6 +639,10 @@ class StreamThread(threading.Thread):
                 log.exception("%s: final commit failed; closing tasks without committing", self.name)
                 self.error = self.error or exc
                 clean = False
+        if not clean:
+            self._closing_dirty = True
+            if self.producer is not None:
+                self.producer.abort_transaction()
         self.task_manager.close(clean=clean)
         for client, close in ((self.snapshot_taker, lambda c: c.close()),
                               (self._admin, lambda c: c.close()),

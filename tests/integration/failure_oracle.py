@@ -1,0 +1,227 @@
+"""A counting application that fails on purpose, and the oracle every failure-path test checks.
+
+The topology counts JSON records per key into the store "counts" and sends each new count
+to the output topic. ``app_configs`` decide where it fails: ``fail_at`` (the record whose
+``n`` makes the processor raise) and ``punctuate_fail_at`` (the stream time from which a
+stream-time punctuator raises). A failed instance is followed by a restart on the same state
+directory without the failure; the oracle then holds:
+
+- the output, read ``read_committed``, holds for every key exactly the counts 1..n, once each
+  (n: the key's input records the application was asked to count);
+- the store holds n for every key;
+- while an instance is failed and stopped, what it committed is consistent: every key's
+  committed outputs are 1..m with no gaps or repeats, m never above the key's records below
+  the committed input offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaProducer
+
+from airflow_stateful_provider.streams import (
+    KafkaStreams,
+    KafkaStreamsState,
+    Processor,
+    PunctuationType,
+    Stores,
+    StreamsConfig,
+    Topology,
+    open_store,
+)
+from tests.integration.instances import committed_offsets, end_offsets, read_all
+from tools.instances import wait_until
+
+STORE = "counts"
+PARTITIONS = 4
+
+
+class FailingCount(Processor):
+    """Counts per key; raises at the record ``n == fail_at`` and, from stream time
+    ``punctuate_fail_at`` on, in a stream-time punctuator."""
+
+    def init(self, context):
+        self.context = context
+        self.counts = context.get_state_store(STORE)
+        configs = context.app_configs
+        self.fail_at = configs.get("fail_at")
+        self.punctuate_fail_at = configs.get("punctuate_fail_at")
+        if self.punctuate_fail_at is not None:
+            context.schedule(1, PunctuationType.STREAM_TIME, self.punctuate)
+
+    def process(self, record):
+        if record.value.get("n") == self.fail_at:
+            raise RuntimeError(f"user code failed on record {record.value['n']}")
+        count = (self.counts.get(record.key) or 0) + 1
+        self.counts.put(record.key, count)
+        self.context.forward(record.with_value(count))
+
+    def punctuate(self, stream_time: int) -> None:
+        if stream_time >= self.punctuate_fail_at:
+            raise RuntimeError(f"punctuator failed at stream time {stream_time}")
+
+
+def counting_topology(input_topic: str, output_topic: str) -> Topology:
+    topology = Topology()
+    topology.add_source("source", input_topic, key_serde="string", value_serde="json")
+    topology.add_processor("count", FailingCount, "source")
+    topology.add_state_store(Stores.key_value_store_builder(Stores.persistent_key_value_store(STORE), "string",
+                                                            "int64"), "count")
+    topology.add_sink("sink", output_topic, "count", key_serde="string", value_serde="int64")
+    return topology
+
+
+def produce_numbered(bootstrap_servers: str, topic: str, count: int, keys: int, *, start_ms: int,
+                     extra: Iterable[tuple[int, bytes, bytes]] = ()) -> dict[str, int]:
+    """Records n = 0 .. count-1 keyed ``k<n % keys>`` with timestamps ``start_ms + n``;
+    ``extra`` records (partition, key, raw value) go in after the first half. Returns the
+    records per key (the oracle's n)."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=20)
+    per_key: Counter[str] = Counter()
+    extra = list(extra)
+    for n in range(count):
+        if n == count // 2:
+            for partition, key, value in extra:
+                producer.send(topic, key=key, value=value, partition=partition, timestamp_ms=start_ms + n)
+        key = f"k{n % keys:03d}"
+        producer.send(topic, key=key.encode(), value=json.dumps({"n": n}).encode(), timestamp_ms=start_ms + n)
+        per_key[key] += 1
+    producer.flush()
+    producer.close()
+    return dict(per_key)
+
+
+class CountingApp:
+    """One application (topics, state directory) run by successive in-process instances."""
+
+    def __init__(self, bootstrap_servers: str, name: str, state_dir: Path, **config: Any) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.app_id = f"app-{name}"
+        self.input = f"in-{name}"
+        self.output = f"out-{name}"
+        self.state_dir = state_dir
+        self.config = config
+
+    def streams(self, **overrides: Any) -> KafkaStreams:
+        values = {"application_id": self.app_id, "bootstrap_servers": self.bootstrap_servers,
+                  "state_dir": str(self.state_dir), "consumer_configs": {"session_timeout_ms": 10_000},
+                  **self.config, **overrides}
+        return KafkaStreams(counting_topology(self.input, self.output), StreamsConfig(**values))
+
+    def committed_input(self) -> dict[int, int]:
+        return committed_offsets(self.bootstrap_servers, self.app_id, self.input)
+
+    def run_until_failed(self, **overrides: Any) -> tuple[KafkaStreams, list[BaseException]]:
+        """Start an instance and wait until it ends in ERROR; returns it and what its
+        uncaught-exception handler saw."""
+        seen: list[BaseException] = []
+        streams = self.streams(**overrides)
+        streams.set_uncaught_exception_handler(seen.append)
+        streams.start()
+        try:
+            wait_while_progressing(lambda: streams.state is KafkaStreamsState.ERROR, self.committed_input,
+                                   "the instance to fail", lambda: f"state {streams.state}")
+        finally:
+            closed = streams.close(timeout=60)
+        assert closed, f"close(timeout=60) of the failed instance did not complete (state {streams.state})"
+        assert streams.state is KafkaStreamsState.ERROR, streams.state
+        return streams, seen
+
+    def run_to_end(self, **overrides: Any) -> None:
+        """Start an instance, wait until it committed every input record, close it cleanly."""
+        ends = end_offsets(self.bootstrap_servers, self.input)
+        streams = self.streams(**overrides)
+        streams.start()
+        try:
+            wait_while_progressing(lambda: self.committed_input() == ends, self.committed_input,
+                                   f"every input committed ({ends})",
+                                   lambda: f"state {streams.state}, committed {self.committed_input()}",
+                                   failed=lambda: streams.state in (KafkaStreamsState.ERROR,
+                                                                    KafkaStreamsState.PENDING_ERROR))
+        finally:
+            assert streams.close(timeout=60)
+        assert streams.state is KafkaStreamsState.NOT_RUNNING, streams.state
+
+    def outputs_per_key(self) -> dict[str, list[int]]:
+        outputs: dict[str, list[int]] = defaultdict(list)
+        for record in read_all(self.bootstrap_servers, self.output):
+            outputs[record.key.decode()].append(int.from_bytes(record.value, "big", signed=True))
+        return dict(outputs)
+
+    def counted_below_committed(self) -> dict[str, int]:
+        """Per key, its input records below the committed input offsets: what exactly-once
+        must have counted in the committed output, no more and no less."""
+        committed = self.committed_input()
+        counted: Counter[str] = Counter()
+        for record in read_all(self.bootstrap_servers, self.input):
+            if record.offset < committed.get(record.partition, 0) and record.key is not None:
+                counted[record.key.decode()] += 1
+        return dict(counted)
+
+    def store_counts(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for partition in range(PARTITIONS):
+            path = self.state_dir / self.app_id / f"0_{partition}" / STORE
+            if not path.exists():
+                continue
+            with open_store(path, read_only=True) as store:
+                found.update({key.decode(): int.from_bytes(value, "big", signed=True) for key, value in store.all()})
+        return found
+
+
+def wait_while_progressing(done: Callable[[], bool], progress: Callable[[], Any], what: str,
+                           context: Callable[[], str] = lambda: "", *, stall_seconds: float = 60,
+                           failed: Callable[[], bool] = lambda: False) -> None:
+    """Until ``done()``; fails when ``progress()`` has not changed for ``stall_seconds`` or
+    ``failed()`` turns true."""
+    last, changed = progress(), time.monotonic()
+
+    def check() -> bool:
+        nonlocal last, changed
+        if done():
+            return True
+        if failed():
+            raise AssertionError(f"failed while waiting for {what}: {context()}")
+        now = progress()
+        if now != last:
+            last, changed = now, time.monotonic()
+        return time.monotonic() - changed > stall_seconds
+
+    wait_until(check, 3600, what, context, interval=0.2)
+    if not done():
+        raise AssertionError(f"no progress for {stall_seconds:.0f}s waiting for {what} (last {last}): {context()}")
+
+
+def assert_consistent_prefixes(outputs: dict[str, list[int]]) -> None:
+    """Every key's committed outputs are 1..m: nothing repeated, nothing skipped."""
+    bad = {key: values for key, values in outputs.items() if values != list(range(1, len(values) + 1))}
+    assert not bad, f"{len(bad)} keys with outputs other than 1..m, e.g. {dict(list(bad.items())[:3])}"
+
+
+def assert_committed_state_consistent(app: CountingApp, *, skipped: set[str] = frozenset()) -> None:
+    """Exactly-once, after a failure: what was committed is a consistent cut. Every key's
+    committed outputs are 1..m with m its records below the committed input offsets (keys in
+    ``skipped`` had a record that was skipped, so m may be one less)."""
+    outputs = app.outputs_per_key()
+    assert_consistent_prefixes(outputs)
+    below = app.counted_below_committed()
+    wrong = {key: (len(outputs.get(key, [])), n) for key, n in below.items()
+             if len(outputs.get(key, [])) != n and not (key in skipped and len(outputs.get(key, [])) == n - 1)}
+    wrong.update({key: (len(values), 0) for key, values in outputs.items() if key not in below})
+    assert not wrong, (f"{len(wrong)} keys whose committed outputs do not match the committed input offsets "
+                       f"(outputs, inputs below the offsets), e.g. {dict(list(wrong.items())[:5])}")
+
+
+def assert_exact(outputs: dict[str, list[int]], stores: dict[str, int], expected: dict[str, int]) -> None:
+    """The oracle after the restart: outputs exactly 1..n per key, stores n."""
+    wrong = {key: outputs.get(key) for key, n in expected.items() if outputs.get(key) != list(range(1, n + 1))}
+    assert not wrong, (f"{len(wrong)} of {len(expected)} keys without outputs exactly 1..n, e.g. "
+                       f"{ {k: (expected[k], v) for k, v in list(wrong.items())[:3]} }")
+    assert set(outputs) == set(expected), f"unexpected keys {sorted(set(outputs) - set(expected))[:5]}"
+    assert stores == expected, {k: (stores.get(k), n) for k, n in expected.items() if stores.get(k) != n}
