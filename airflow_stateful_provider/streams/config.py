@@ -51,6 +51,14 @@ EXACTLY_ONCE_V2 = ProcessingGuarantee.EXACTLY_ONCE_V2
 #: ``"dead_letter:<topic>"``).
 DESERIALIZATION_HANDLER_NAMES = ("log_and_fail", "log_and_continue")
 
+#: Names accepted for ``processing_exception_handler`` (besides an object or "dead_letter:<topic>").
+PROCESSING_HANDLER_NAMES = ("log_and_fail", "log_and_continue")
+#: Names accepted for ``production_exception_handler`` (besides a handler object).
+PRODUCTION_HANDLER_NAMES = ("log_and_fail", "log_and_continue")
+#: Names accepted for ``default_timestamp_extractor`` (besides an extractor object).
+TIMESTAMP_EXTRACTOR_NAMES = ("fail_on_invalid_timestamp", "log_and_skip_on_invalid_timestamp",
+                             "use_partition_time_on_invalid_timestamp", "wallclock")
+
 #: Names accepted for ``default_dsl_store`` (the store implementation DSL operators use).
 DSL_STORE_TYPES = ("rocksdb", "in_memory")
 
@@ -85,6 +93,17 @@ class StreamsConfig:
     #: "log_and_fail" (default), "log_and_continue", "dead_letter:<topic>" or a handler object
     #: with ``handle(context, record, exception)`` (see streams/processing/deserialization.py).
     deserialization_exception_handler: Any = "log_and_fail"
+    #: A processor or punctuator raised (KIP-1033): "log_and_fail" (default),
+    #: "log_and_continue", "dead_letter:<topic>" or a handler object (processing/error_handling.py).
+    processing_exception_handler: Any = "log_and_fail"
+    #: A record could not be serialized or written (too large, refused by the broker):
+    #: "log_and_fail" (default), "log_and_continue" or a handler object.
+    production_exception_handler: Any = "log_and_fail"
+    #: The timestamp records are processed at: "fail_on_invalid_timestamp" (default),
+    #: "log_and_skip_on_invalid_timestamp", "use_partition_time_on_invalid_timestamp",
+    #: "wallclock" or an object with ``extract(record, partition_time)``
+    #: (processing/timestamp_extractors.py).
+    default_timestamp_extractor: Any = "fail_on_invalid_timestamp"
     #: Store implementation used by DSL operators unless Materialized says otherwise.
     default_dsl_store: str = "rocksdb"
     #: Replication factor of internal topics; -1 = broker default.
@@ -213,6 +232,12 @@ class StreamsConfig:
         for field in ("default_key_serde", "default_value_serde"):
             _check_serde(getattr(self, field), field)
         _check_deserialization_handler(self.deserialization_exception_handler)
+        _check_named_or_object(self.processing_exception_handler, "processing_exception_handler",
+                               PROCESSING_HANDLER_NAMES, "handle(context, record, exception)", dead_letter=True)
+        _check_named_or_object(self.production_exception_handler, "production_exception_handler",
+                               PRODUCTION_HANDLER_NAMES, "handle(context, record, exception)")
+        _check_named_or_object(self.default_timestamp_extractor, "default_timestamp_extractor",
+                               TIMESTAMP_EXTRACTOR_NAMES, "extract(record, partition_time)")
         if self.default_dsl_store not in DSL_STORE_TYPES:
             raise ConfigError(
                 f"default_dsl_store must be one of {list(DSL_STORE_TYPES)}, "
@@ -367,3 +392,15 @@ def _check_deserialization_handler(value: Any) -> None:
             f"deserialization_exception_handler object must have a handle(context, record, "
             f"exception) method, got {value!r}"
         )
+
+
+def _check_named_or_object(value: Any, name: str, names: tuple[str, ...], method: str, *,
+                           dead_letter: bool = False) -> None:
+    """A built-in by name, "dead_letter:<topic>" where allowed, or an object with ``method``."""
+    if isinstance(value, str):
+        if value in names or (dead_letter and value.startswith("dead_letter:") and value[12:].strip()):
+            return
+        allowed = list(names) + (["dead_letter:<topic>"] if dead_letter else [])
+        raise ConfigError(f"{name} must be one of {allowed} or an object with {method}, got {value!r}")
+    if not callable(getattr(value, method.split("(")[0], None)):
+        raise ConfigError(f"{name} object must have a {method} method, got {value!r}")

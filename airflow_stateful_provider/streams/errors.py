@@ -131,3 +131,25 @@ class SnapshotError(StreamsError):
 class InvalidSnapshotError(SnapshotError):
     """A snapshot is partial, corrupt, too old for its changelog or does not fit the task: it
     is skipped and the next one (or the changelog) is used."""
+
+
+class ProductionError(StreamsError):
+    """A record could not be written and the production exception handler said FAIL (or
+    the record cannot be skipped: a changelog record, an error the broker reported under
+    exactly-once); the message names the topic, the task and the cause. A fencing error is
+    raised as TransactionFailedError instead."""
+
+
+class MissingTopicError(StreamsError):
+    """A topic the application reads or writes does not exist (never created, or deleted
+    while the application runs); ``topics`` names them. The stream thread stops: nothing
+    can be committed until they exist again."""
+
+    def __init__(self, message: str, *, topics: list[str]) -> None:
+        super().__init__(message)
+        self.topics = topics
+
+
+class InvalidTimestampError(StreamsError):
+    """An input record's timestamp is negative (or the extractor could not give one) and the
+    timestamp extractor fails on it; the message names topic, partition, offset and value."""

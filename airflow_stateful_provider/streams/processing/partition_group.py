@@ -23,9 +23,10 @@ log = logging.getLogger(__name__)
 #: Stream time / partition time before any record was processed.
 UNKNOWN = -1
 
-#: Turns a raw consumed record into a typed Record, or None when it is to be skipped
-#: (deserialization error handled by CONTINUE); raises to fail the task.
-RecordDeserializer = Callable[[Any], Record | None]
+#: ``deserialize(raw, partition_time)``: a raw consumed record as a typed Record, or None
+#: when it is to be skipped (deserialization error handled by CONTINUE, invalid timestamp
+#: skipped); raises to fail the task.
+RecordDeserializer = Callable[[Any, int], Record | None]
 
 
 class RecordQueue:
@@ -78,7 +79,7 @@ class RecordQueue:
         raw_queue = self._raw
         while self._head is None and raw_queue:
             raw = raw_queue.popleft()
-            record = self._deserialize(raw)
+            record = self._deserialize(raw, self.partition_time)
             if record is not None:
                 self._head, self._head_raw = record, raw
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import IllegalStateError, StreamsError
+from airflow_stateful_provider.streams.processing.error_handling import ErrorHandlerContext
 from airflow_stateful_provider.streams.processing.processor_node import ProcessorNode
 from airflow_stateful_provider.streams.processor import (
     Cancellable,
@@ -110,6 +111,15 @@ class ProcessorContextImpl(ProcessorContext):
     @property
     def record_metadata(self) -> RecordMetadata | None:
         return self.record_context
+
+    def error_handler_context(self, node_name: str | None) -> ErrorHandlerContext:
+        """What an exception handler is told about the input record being processed
+        (no topic, partition and offset in a punctuator)."""
+        raw, record = self._input_raw, self._input_record
+        if raw is None or record is None:
+            return ErrorHandlerContext(None, None, None, self.timestamp, (), node_name, self._task.id)
+        return ErrorHandlerContext(raw.topic, raw.partition, raw.offset, record.timestamp, record.headers, node_name,
+                                   self._task.id, raw.key, raw.value)
 
     @property
     def current_stream_time_ms(self) -> int:

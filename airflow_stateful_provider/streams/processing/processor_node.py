@@ -6,19 +6,39 @@ the task's own Processor instance (from the supplier), so two tasks never share 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from airflow_stateful_provider.streams.errors import StreamsError, TopologyError
+from airflow_stateful_provider.streams.errors import (
+    DeserializationError,
+    ProcessingError,
+    ProductionError,
+    StreamsError,
+    TopologyError,
+    TransactionFailedError,
+)
 from airflow_stateful_provider.streams.processor import Processor, ProcessorContext, Record
 
 if TYPE_CHECKING:
     from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 
-__all__ = ["ProcessorNode", "SinkNode", "SourceNode"]
+__all__ = ["PASS_THROUGH", "ProcessorNode", "SinkNode", "SourceNode"]
+
+#: Failures a processor node does not hand to the processing exception handler: a node
+#: below already decided (ProcessingError), or they are not the processor's doing.
+PASS_THROUGH = (ProcessingError, ProductionError, DeserializationError, TransactionFailedError)
+
+#: ``on_error(node, record, exception)``: returns to skip the record below ``node``
+#: (processing exception handler said CONTINUE), raises ProcessingError to fail.
+ErrorCallback = Callable[["ProcessorNode", Record, Exception], None]
+
+
+def _fail(node: ProcessorNode, record: Record, exc: Exception) -> None:
+    raise exc
 
 
 class ProcessorNode:
-    __slots__ = ("name", "processor", "children", "children_by_name", "store_names", "context")
+    __slots__ = ("name", "processor", "children", "children_by_name", "store_names", "context", "on_error")
 
     def __init__(self, name: str, processor: Processor | None, store_names: tuple[str, ...] = ()) -> None:
         self.name = name
@@ -27,6 +47,8 @@ class ProcessorNode:
         self.children_by_name: dict[str, ProcessorNode] = {}
         self.store_names = frozenset(store_names)
         self.context: ProcessorContext | None = None
+        #: Set by the task: its processing exception handler (KIP-1033, node by node).
+        self.on_error: ErrorCallback = _fail
 
     def add_child(self, child: ProcessorNode) -> None:
         self.children.append(child)
@@ -38,7 +60,12 @@ class ProcessorNode:
             self.processor.init(context)
 
     def process(self, record: Record) -> None:
-        self.processor.process(record)  # type: ignore[union-attr]
+        try:
+            self.processor.process(record)  # type: ignore[union-attr]
+        except PASS_THROUGH:
+            raise
+        except Exception as exc:
+            self.on_error(self, record, exc)
 
     def close(self) -> None:
         if self.processor is not None:

@@ -6,6 +6,17 @@ hands the bytes to a producer and remembers the offsets acknowledged per partiti
 subset of kafka-python's ``KafkaProducer`` used here (``send``, ``flush``,
 ``partitions_for``), so the real runtime passes a KafkaProducer and the
 TopologyTestDriver an in-memory one.
+
+A sink record that cannot be written (its key or value does not serialize, it is larger
+than the producer's ``max_request_size``, the broker refuses it) goes to the production
+exception handler (``error_handling.py``): FAIL raises :class:`ProductionError`, CONTINUE
+drops it (task metric ``dropped-records``, reason "production"). A changelog or
+dead-letter record is never skipped: its store would no longer match its changelog, or the
+record it stands for would be lost. Under exactly-once an error the broker reports after
+the send has already failed the transaction, so it fails the thread whatever the handler
+says; only what the producer refuses before sending can be skipped there. Fencing errors
+roll the thread back (TransactionFailedError); missing topics and timeouts are left to the
+stream thread, which checks which topics still exist.
 """
 
 from __future__ import annotations
@@ -14,18 +25,26 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from airflow_stateful_provider.streams.errors import SerializationError, StreamsError, TransactionFailedError
+from airflow_stateful_provider.streams.errors import (
+    ProductionError,
+    SerializationError,
+    StreamsError,
+    TransactionFailedError,
+)
+from airflow_stateful_provider.streams.processing.error_handling import (
+    ErrorHandlerContext,
+    HandlerResult,
+    LogAndFailProductionExceptionHandler,
+    ProducedRecord,
+    ProductionExceptionHandler,
+    normalize_response,
+)
 from airflow_stateful_provider.streams.processing.records import TopicPartition
-from airflow_stateful_provider.streams.processing.streams_producer import is_fencing_error
+from airflow_stateful_provider.streams.processing.streams_producer import is_fencing_error, is_record_error
 
 __all__ = ["Producer", "RecordCollector", "SerializationError", "ProductionError"]
 
 log = logging.getLogger(__name__)
-
-
-class ProductionError(StreamsError):
-    """The producer failed to send a record (raised on the next send or flush). A fencing
-    error is raised as TransactionFailedError instead."""
 
 
 class Producer(Protocol):
@@ -60,6 +79,13 @@ class RecordCollector:
     def __init__(self, producer: Producer, *, task_id: Any = None) -> None:
         self._producer = producer
         self._task_id = task_id
+        # What the task tells (bind_task): the production exception handler, the guarantee,
+        # ``(processor node) -> ErrorHandlerContext`` of the input record being processed,
+        # and the counter of skipped records.
+        self._handler: ProductionExceptionHandler = LogAndFailProductionExceptionHandler()
+        self._exactly_once = False
+        self._error_context: Callable[[str | None], ErrorHandlerContext] | None = None
+        self._count_dropped: Callable[[str], None] = lambda reason: None
         self._offsets: dict[TopicPartition, int] = {}
         #: The last send result per (topic, partition) given by the caller, not yet asked
         #: for its offset: one callback per partition and checkpoint instead of one per record.
@@ -69,6 +95,16 @@ class RecordCollector:
     @property
     def producer(self) -> Producer:
         return self._producer
+
+    def bind_task(self, handler: ProductionExceptionHandler, *, exactly_once: bool,
+                  error_context: Callable[[str | None], ErrorHandlerContext],
+                  count_dropped: Callable[[str], None]) -> None:
+        """The task's production exception handler and guarantee, where its records come from
+        (for the handler) and its count of skipped records."""
+        self._handler = handler
+        self._exactly_once = exactly_once
+        self._error_context = error_context
+        self._count_dropped = count_dropped
 
     def send(
         self,
@@ -84,10 +120,16 @@ class RecordCollector:
         partitioner: StreamPartitioner | None = None,
         processor_node_id: str | None = None,
     ) -> None:
-        """Serialize and send one record. ``key_serde``/``value_serde`` None means the key
-        and value are already bytes (or None)."""
-        key_bytes = _serialize(key_serde, key, topic, "key", processor_node_id, self._task_id)
-        value_bytes = _serialize(value_serde, value, topic, "value", processor_node_id, self._task_id)
+        """Serialize and send one sink record. ``key_serde``/``value_serde`` None means the key
+        and value are already bytes (or None). A record that cannot be serialized or is too
+        large goes to the production exception handler (module docstring)."""
+        try:
+            key_bytes = _serialize(key_serde, key, topic, "key", processor_node_id, self._task_id)
+            value_bytes = _serialize(value_serde, value, topic, "value", processor_node_id, self._task_id)
+        except SerializationError as exc:
+            record = ProducedRecord(topic, key, value, timestamp, tuple(headers), partition)
+            self._skip_or_fail(record, exc, processor_node_id)
+            return
         if partition is None and partitioner is not None:
             partitions = self._producer.partitions_for(topic)
             if not partitions:
@@ -101,7 +143,13 @@ class RecordCollector:
                     f"partitioner of node {processor_node_id!r} returned partition {partition} "
                     f"for topic {topic!r}, which has {len(partitions)} partitions"
                 )
-        self.send_bytes(topic, key_bytes, value_bytes, timestamp, headers=headers, partition=partition)
+        try:
+            self._send(topic, key_bytes, value_bytes, timestamp, headers, partition, processor_node_id)
+        except StreamsError:
+            raise
+        except Exception as exc:  # the record itself (see _send)
+            record = ProducedRecord(topic, key_bytes, value_bytes, timestamp, tuple(headers), partition)
+            self._skip_or_fail(record, exc, processor_node_id)
 
     def send_bytes(
         self,
@@ -113,40 +161,111 @@ class RecordCollector:
         headers: Iterable[tuple[str, bytes | None]] = (),
         partition: int | None = None,
     ) -> None:
-        """Send an already serialized record (changelogs, dead letters)."""
+        """Send an already serialized changelog or dead-letter record: it cannot be skipped."""
+        try:
+            self._send(topic, key, value, timestamp, headers, partition, None)
+        except StreamsError:
+            raise
+        except Exception as exc:  # the record itself (see _send)
+            raise ProductionError(f"cannot write a record of {_size(key, value)} bytes to {topic!r} for task "
+                                  f"{self._task_id}: {exc}; a changelog or dead-letter record cannot be skipped "
+                                  f"(raise max_request_size in producer_configs and the topic's "
+                                  f"max.message.bytes, or keep the values smaller)") from exc
+
+    def _send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+              headers: Iterable[tuple[str, bytes | None]], partition: int | None, node: str | None) -> None:
+        """Hand one record to the producer. Raises a StreamsError for what is not the record's
+        fault (an earlier failed send, fencing, no metadata for the topic), and the producer's
+        own exception when it refused the record itself (too large, malformed)."""
         if self._send_error is not None:
             self._check_error()
-        future = self._producer.send(
-            topic,
-            value=value,
-            key=key,
-            headers=list(headers) if headers else None,
-            partition=partition,
-            timestamp_ms=timestamp,
-        )
+        try:
+            future = self._producer.send(
+                topic,
+                value=value,
+                key=key,
+                headers=list(headers) if headers else None,
+                partition=partition,
+                timestamp_ms=timestamp,
+            )
+        except StreamsError:
+            raise
+        except (ValueError, TypeError):
+            raise  # kafka-python's checks of the record's fields
+        except Exception as exc:
+            if is_record_error(exc):
+                raise
+            raise ProductionError(f"cannot send a record to topic {topic!r} for task {self._task_id}: "
+                                  f"{exc!r}") from exc
         add_errback = getattr(future, "add_errback", None)
         if add_errback is not None:
-            add_errback(self._on_error, topic)
+            if node is None:  # changelog or dead letter
+                add_errback(self._on_error, topic, None, None)
+            else:  # the record is built only if it fails
+                add_errback(self._on_error, topic, node, (key, value, timestamp, headers, partition))
             if partition is not None:
                 self._last_sent[(topic, partition)] = future
+
+    def _skip_or_fail(self, record: ProducedRecord, exc: Exception, node: str | None) -> None:
+        """The production exception handler decides about a sink record the producer refused
+        before sending it (or that did not serialize): skip it, or raise ProductionError."""
+        context = self._context(node)
+        try:
+            response = normalize_response(self._handler.handle(context, record, exc), self._handler)
+        except Exception as handler_exc:
+            raise ProductionError(f"production exception handler {self._handler!r} failed on a record for "
+                                  f"{record.topic!r} ({context.describe()}): {handler_exc!r}") from handler_exc
+        if response.result is HandlerResult.CONTINUE:
+            self._count_dropped("production")
+            return
+        raise ProductionError(f"cannot write a record to {record.topic!r} ({context.describe()}): {exc}; the "
+                              f"production exception handler said FAIL") from exc
+
+    def _context(self, node: str | None) -> ErrorHandlerContext:
+        if self._error_context is not None:
+            return self._error_context(node)
+        return ErrorHandlerContext(None, None, None, -1, (), node, self._task_id)
 
     def _on_success(self, metadata: Any) -> None:
         tp = TopicPartition(metadata.topic, metadata.partition)
         if metadata.offset > self._offsets.get(tp, -1):
             self._offsets[tp] = metadata.offset
 
-    def _on_error(self, topic: str, exc: BaseException) -> None:
-        # add_errback(fn, topic) calls fn(topic, exception): bound arguments come first
-        if self._send_error is None:
-            message = f"error sending a record to topic {topic!r} for task {self._task_id}: {exc!r}"
-            if is_fencing_error(exc):
-                # The transaction is lost, not the task: exactly-once rolls the thread's tasks
-                # back to their last commit (Kafka Streams: TaskMigratedException).
-                self._send_error = TransactionFailedError(f"{message}; the producer was fenced, the transaction "
-                                                          f"is aborted", migrated=True)
-            else:
-                self._send_error = ProductionError(message)
-            self._send_error.__cause__ = exc
+    def _on_error(self, topic: str, node: str | None, sent: tuple | None, exc: BaseException) -> None:
+        """Producer IO thread: a send failed (``add_errback(fn, *args)`` calls ``fn(*args,
+        exception)``). ``node`` and ``sent`` (key, value, timestamp, headers, partition) are
+        None for a changelog or dead-letter record."""
+        if self._send_error is not None:
+            return
+        record = None if sent is None else ProducedRecord(topic, sent[0], sent[1], sent[2], tuple(sent[3]), sent[4])
+        message = f"error sending a record to topic {topic!r} for task {self._task_id}: {exc!r}"
+        if is_fencing_error(exc):
+            # The transaction is lost, not the task: exactly-once rolls the thread's tasks
+            # back to their last commit (Kafka Streams: TaskMigratedException).
+            error: StreamsError = TransactionFailedError(f"{message}; the producer was fenced, the transaction "
+                                                         f"is aborted", migrated=True)
+        elif record is not None and is_record_error(exc) and not self._exactly_once:
+            context = self._context(node)
+            try:
+                response = normalize_response(self._handler.handle(context, record, exc), self._handler)
+            except Exception as handler_exc:  # noqa: BLE001 - reported on the stream thread
+                error = ProductionError(f"production exception handler {self._handler!r} failed: {handler_exc!r}")
+                error.__cause__ = handler_exc
+                self._send_error = error
+                return
+            if response.result is HandlerResult.CONTINUE:
+                self._count_dropped("production")
+                return
+            error = ProductionError(f"{message}; the production exception handler said FAIL")
+        elif record is not None and is_record_error(exc):
+            error = ProductionError(f"{message}; under exactly_once_v2 a record the broker refused has failed the "
+                                    f"transaction, so it cannot be skipped: set max_request_size in producer_configs "
+                                    f"to at most the topic's max.message.bytes, so the producer refuses such records "
+                                    f"before sending them and the production exception handler can skip them")
+        else:
+            error = ProductionError(message)
+        error.__cause__ = exc
+        self._send_error = error
 
     def _check_error(self) -> None:
         if self._send_error is not None:
@@ -188,3 +307,7 @@ def _serialize(serde: Any, data: Any, topic: str, what: str, node: str | None, t
             f"cannot serialize {what} {data!r} for topic {topic!r} with {serde!r} "
             f"(node {node!r}, task {task_id}): {exc}"
         ) from exc
+
+
+def _size(key: bytes | None, value: bytes | None) -> int:
+    return (len(key) if key else 0) + (len(value) if value else 0)

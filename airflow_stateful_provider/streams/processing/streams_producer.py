@@ -26,7 +26,8 @@ from typing import Any
 
 from airflow_stateful_provider.streams.errors import StreamsError, TransactionFailedError
 
-__all__ = ["EOS_TRANSACTION_TIMEOUT_MS", "StreamsProducer", "TransactionFailedError", "is_fencing_error"]
+__all__ = ["EOS_TRANSACTION_TIMEOUT_MS", "StreamsProducer", "TransactionFailedError", "is_fencing_error",
+           "is_record_error"]
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class StreamsProducer:
         if self.transactional_id is None:
             return self._producer.send(topic, value=value, key=key, headers=headers, partition=partition,
                                        timestamp_ms=timestamp_ms)
-        from kafka.errors import KafkaError
+        from kafka.errors import KafkaError, KafkaTimeoutError
 
         try:
             if not self._in_transaction:
@@ -85,6 +86,10 @@ class StreamsProducer:
             return self._producer.send(topic, value=value, key=key, headers=headers, partition=partition,
                                        timestamp_ms=timestamp_ms)
         except KafkaError as exc:
+            if is_record_error(exc) or isinstance(exc, KafkaTimeoutError):
+                # refused before it was appended (too large; no metadata for the topic within
+                # max_block_ms): the transaction is untouched, the caller decides
+                raise
             # the transaction is in an error state (e.g. aborted by the coordinator after
             # transaction_timeout_ms, or fenced): nothing sent since the last commit counts
             self._abort_after_failure(exc)
@@ -194,6 +199,22 @@ def is_fencing_error(exc: BaseException) -> bool:
     from kafka.errors import InvalidProducerEpochError, ProducerFencedError
 
     return isinstance(exc, (ProducerFencedError, InvalidProducerEpochError))
+
+
+def is_record_error(exc: BaseException) -> bool:
+    """Whether a send failed because of the record itself (too large, malformed, a timestamp
+    the topic refuses): the production exception handler's business. Not missing topics,
+    timeouts, authorization or fencing, which are no record's fault."""
+    from kafka.errors import (
+        CorruptRecordError,
+        InvalidRecordError,
+        InvalidTimestampError,
+        MessageSizeTooLargeError,
+        RecordListTooLargeError,
+    )
+
+    return isinstance(exc, (MessageSizeTooLargeError, RecordListTooLargeError, InvalidRecordError,
+                            InvalidTimestampError, CorruptRecordError))
 
 
 def _close_quietly(producer: Any) -> None:

@@ -35,22 +35,29 @@ from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import (
     DeserializationError,
     IllegalStateError,
+    InvalidTimestampError,
     ProcessingError,
     StreamsError,
-    TransactionFailedError,
 )
-from airflow_stateful_provider.streams.processing.deserialization import (
-    DeserializationHandlerResult,
+from airflow_stateful_provider.streams.processing.deserialization import deserialization_handler_from_config
+from airflow_stateful_provider.streams.processing.error_handling import (
     ErrorHandlerContext,
-    deserialization_handler_from_config,
+    HandlerResult,
     normalize_response,
+    processing_handler_from_config,
+    production_handler_from_config,
 )
 from airflow_stateful_provider.streams.processing.metrics import TaskMetrics
 from airflow_stateful_provider.streams.processing.partition_group import UNKNOWN, PartitionGroup, RecordQueue
 from airflow_stateful_provider.streams.processing.processor_context import ProcessorContextImpl
-from airflow_stateful_provider.streams.processing.processor_node import ProcessorNode, SinkNode, SourceNode
+from airflow_stateful_provider.streams.processing.processor_node import PASS_THROUGH, ProcessorNode, SinkNode, SourceNode
 from airflow_stateful_provider.streams.processing.punctuation import PunctuationQueue, PunctuationSchedule
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
+from airflow_stateful_provider.streams.processing.timestamp_extractors import (
+    ConsumedRecord,
+    InvalidTimestampPolicy,
+    extractor_from_config,
+)
 from airflow_stateful_provider.streams.processing.records import (
     OffsetAndMetadata,
     TopicPartition,
@@ -106,6 +113,16 @@ class _NoStores:
         pass
 
 
+def _extract_timestamp(extractor: Any, raw: Any, key: Any, value: Any, headers: Any, partition_time: int) -> Any:
+    """A user's (or the wall-clock) extractor's timestamp for ``raw``; its failure names it."""
+    record = ConsumedRecord(raw.topic, raw.partition, raw.offset, raw.timestamp, key, value, headers)
+    try:
+        return extractor.extract(record, partition_time)
+    except Exception as exc:
+        raise InvalidTimestampError(f"timestamp extractor {extractor!r} failed on the record at topic {raw.topic!r} "
+                                    f"partition {raw.partition} offset {raw.offset}: {exc!r}") from exc
+
+
 def _system_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -146,6 +163,12 @@ class StreamTask:
         if bind is not None:
             bind(self)
         self._handler = deserialization_handler_from_config(config.deserialization_exception_handler)
+        self._processing_handler = processing_handler_from_config(config.processing_exception_handler)
+        self._timestamps = extractor_from_config(config.default_timestamp_extractor, "default_timestamp_extractor")
+        record_collector.bind_task(production_handler_from_config(config.production_exception_handler),
+                                   exactly_once=config.exactly_once,
+                                   error_context=lambda node: self.context.error_handler_context(node),
+                                   count_dropped=self.metrics.record_dropped)
         self._stream_queue = PunctuationQueue()
         self._wall_queue = PunctuationQueue()
         self._consumed: dict[TopicPartition, int] = {}
@@ -186,6 +209,7 @@ class StreamTask:
                         f"supplier of processor {name!r} returned {processor!r}, not a Processor"
                     )
                 node = ProcessorNode(name, processor, tuple(topology.stores_of(name)))
+                node.on_error = self._processing_failed
             self._nodes[name] = node
         for name, node in self._nodes.items():
             for child in topology.children(name):
@@ -376,14 +400,10 @@ class StreamTask:
         ctx.current_node = source = self._nodes[queue.source_node]
         try:
             source.process(record)
-        except (ProcessingError, TransactionFailedError):
+        except PASS_THROUGH:
             raise
-        except Exception as exc:
-            failed = ctx.current_node.name if ctx.current_node is not None else source.name
-            raise ProcessingError(
-                f"exception caught in process: task {self.id}, processor {failed!r}, "
-                f"topic {raw.topic!r}, partition {raw.partition}, offset {raw.offset}: {exc!r}"
-            ) from exc
+        except Exception as exc:  # a sink right below the source (processor nodes handle their own)
+            self._processing_failed(ctx.current_node or source, record, exc)
         finally:
             ctx.current_node = None
             ctx.record_context = None
@@ -437,16 +457,52 @@ class StreamTask:
         ctx.timestamp = now
         try:
             punctuator(now)
-        except (ProcessingError, TransactionFailedError):
+        except PASS_THROUGH:
             raise
         except Exception as exc:
-            raise ProcessingError(
-                f"exception caught while punctuating processor {node.name!r} in task {self.id} "
-                f"({type_.value} at {now}): {exc!r}"
-            ) from exc
+            self._punctuation_failed(node, exc, f"{type_.value} at {now}")
         finally:
             ctx.current_node = None
         self.metrics.punctuate_total += 1
+
+    # ------------------------------------------------------------------ processing errors
+
+    def _processing_failed(self, node: ProcessorNode, record: Record, exc: Exception) -> None:
+        """A processor (or a sink right below a source) raised on ``record``: the processing
+        exception handler decides (KIP-1033). CONTINUE skips the record below ``node`` (what
+        was forwarded before stays) and counts it as dropped; FAIL raises ProcessingError."""
+        ctx = self.context
+        context = ctx.error_handler_context(node.name)
+        if self._handle_processing_error(context, record, exc):
+            self.metrics.record_dropped("processing")
+            ctx.current_node = node  # as the parent's forward left it for this node
+            ctx.timestamp = record.timestamp
+            return
+        where = f"topic {context.topic!r}, partition {context.partition}, offset {context.offset}" \
+            if context.topic is not None else "no input record"
+        raise ProcessingError(f"exception caught in process: task {self.id}, processor {node.name!r}, {where}: "
+                              f"{exc!r}") from exc
+
+    def _punctuation_failed(self, node: ProcessorNode, exc: Exception, when: str) -> None:
+        """A punctuator raised: the processing exception handler decides, with no record."""
+        context = self.context.error_handler_context(node.name)
+        if self._handle_processing_error(context, None, exc):
+            self.metrics.record_dropped("punctuation")
+            return
+        raise ProcessingError(f"exception caught while punctuating processor {node.name!r} in task {self.id} "
+                              f"({when}): {exc!r}") from exc
+
+    def _handle_processing_error(self, context: ErrorHandlerContext, record: Record | None, exc: Exception) -> bool:
+        """Ask the handler; send its dead-letter records. True to continue."""
+        handler = self._processing_handler
+        try:
+            response = normalize_response(handler.handle(context, record, exc), handler)
+        except Exception as handler_exc:
+            raise ProcessingError(f"processing exception handler {handler!r} failed ({context.describe()}) while "
+                                  f"handling {exc!r}: {handler_exc!r}") from handler_exc
+        for dead in response.dead_letter_records:
+            self.record_collector.send_bytes(dead.topic, dead.key, dead.value, dead.timestamp, headers=dead.headers)
+        return response.result is HandlerResult.CONTINUE
 
     # ------------------------------------------------------------------ commit
 
@@ -502,14 +558,19 @@ class StreamTask:
 
     # ------------------------------------------------------------------ internals
 
-    def _make_deserializer(self, source: SourceNode) -> Callable[[Any], Record | None]:
+    def _make_deserializer(self, source: SourceNode) -> Callable[[Any, int], Record | None]:
+        """``deserialize(raw, partition_time)``: the typed record with its timestamp, or None
+        when it is skipped (deserialization handler CONTINUE, or an invalid timestamp the
+        extractor skips). The built-in extractors keep the record's own timestamp inline."""
         key_serde, value_serde = source.key_serde, source.value_serde
         handler = self._handler
         collector = self.record_collector
         metrics = self.metrics
         task_id = self.id
+        timestamps = self._timestamps
+        policy = timestamps if isinstance(timestamps, InvalidTimestampPolicy) else None
 
-        def deserialize(raw: Any) -> Record | None:
+        def deserialize(raw: Any, partition_time: int) -> Record | None:
             try:
                 key = None if raw.key is None else key_serde.deserialize(raw.key)
                 value = None if raw.value is None else value_serde.deserialize(raw.value)
@@ -517,7 +578,7 @@ class StreamTask:
             except Exception as exc:
                 context = ErrorHandlerContext(
                     raw.topic, raw.partition, raw.offset, raw.timestamp,
-                    tuple(raw.headers or ()), source.name, task_id,
+                    tuple(raw.headers or ()), source.name, task_id, raw.key, raw.value,
                 )
                 try:
                     response = normalize_response(handler.handle(context, raw, exc), handler)
@@ -528,7 +589,7 @@ class StreamTask:
                     ) from handler_exc
                 for dead in response.dead_letter_records:
                     collector.send_bytes(dead.topic, dead.key, dead.value, dead.timestamp, headers=dead.headers)
-                if response.result is DeserializationHandlerResult.FAIL:
+                if response.result is HandlerResult.FAIL:
                     raise DeserializationError(
                         f"cannot deserialize record of task {task_id} at topic {raw.topic!r} "
                         f"partition {raw.partition} offset {raw.offset}: {exc!r}"
@@ -536,12 +597,29 @@ class StreamTask:
                 metrics.record_dropped("deserialization")
                 return None
             timestamp = raw.timestamp
-            if type(timestamp) is not int or timestamp < 0:
-                raise StreamsError(
-                    f"record at topic {raw.topic!r} partition {raw.partition} offset {raw.offset} "
-                    f"has invalid timestamp {timestamp!r}; timestamps must be >= 0"
-                )
-            return trusted_record(key, value, timestamp, headers)
+            if policy is None:
+                timestamp = _extract_timestamp(timestamps, raw, key, value, headers, partition_time)
+            if type(timestamp) is int and timestamp >= 0:
+                return trusted_record(key, value, timestamp, headers)
+            if policy is InvalidTimestampPolicy.USE_PARTITION_TIME and type(timestamp) is int:
+                if partition_time < 0:
+                    raise InvalidTimestampError(
+                        f"record at topic {raw.topic!r} partition {raw.partition} offset {raw.offset} has invalid "
+                        f"timestamp {timestamp}, and partition time is not known yet to use instead "
+                        f"(default_timestamp_extractor 'use_partition_time_on_invalid_timestamp')")
+                log.warning("record at topic %r partition %d offset %d has invalid timestamp %d; using partition "
+                            "time %d", raw.topic, raw.partition, raw.offset, timestamp, partition_time)
+                return trusted_record(key, value, partition_time, headers)
+            if policy is InvalidTimestampPolicy.FAIL or type(timestamp) is not int:
+                raise InvalidTimestampError(
+                    f"record at topic {raw.topic!r} partition {raw.partition} offset {raw.offset} has invalid "
+                    f"timestamp {timestamp!r}; timestamps must be >= 0 (default_timestamp_extractor "
+                    f"'fail_on_invalid_timestamp'; 'log_and_skip_on_invalid_timestamp' or "
+                    f"'use_partition_time_on_invalid_timestamp' process such records)")
+            log.warning("skipping record at topic %r partition %d offset %d: negative timestamp %d (%s)",
+                        raw.topic, raw.partition, raw.offset, timestamp, timestamps)
+            metrics.record_dropped("invalid-timestamp")
+            return None
 
         return deserialize
 

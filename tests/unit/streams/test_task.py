@@ -12,11 +12,8 @@ from airflow_stateful_provider.streams.errors import (
     ProcessingError,
     StreamsError,
 )
-from airflow_stateful_provider.streams.processing.deserialization import (
-    HEADER_OFFSET,
-    HEADER_TOPIC,
-    DeserializationHandlerResult,
-)
+from airflow_stateful_provider.streams.processing.deserialization import DeserializationHandlerResult
+from airflow_stateful_provider.streams.processing.error_handling import HEADER_OFFSET, HEADER_TOPIC
 from airflow_stateful_provider.streams.processing.partition_group import PartitionGroup, RecordQueue
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.records import (
@@ -272,7 +269,7 @@ def test_custom_handler_object():
 
 
 def test_partition_group_idling_with_lag_provider():
-    def deserialize(raw):
+    def deserialize(raw, partition_time):
         return Record(raw.key, raw.value, raw.timestamp)
 
     a, b = TopicPartition("a", 0), TopicPartition("b", 0)
