@@ -30,16 +30,24 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".errors": (
         "BrokerUnreachableError", "ConfigError", "ControlFormatError", "CorruptCheckpointError",
         "DeserializationError", "FencedInstanceError", "GroupProtocolError", "IllegalStateError",
-        "InvalidRecordError", "InvalidSnapshotError", "InvalidStoreError", "ProcessingError", "ReadOnlyStoreError",
-        "SerializationError", "SnapshotError",
+        "InvalidRecordError", "InvalidSnapshotError", "InvalidStoreError", "InvalidTimestampError",
+        "MissingTopicError", "ProcessingError", "ProductionError", "ReadOnlyStoreError", "SerializationError",
+        "SnapshotError",
         "StatusFormatError", "StatusReadTimeoutError", "StreamsError", "TopologyError", "UnknownApplicationError",
         "UnsupportedGroupProtocolVersionError", "UnsupportedStatusVersionError",
     ),
     ".instance.kafka_streams": ("KafkaStreams", "KafkaStreamsState"),
     ".processing.deserialization": (
         "DeadLetterQueueExceptionHandler", "DeserializationExceptionHandler", "DeserializationHandlerResponse",
-        "LogAndContinueExceptionHandler", "LogAndFailExceptionHandler",
+        "DeserializationHandlerResult", "LogAndContinueExceptionHandler", "LogAndFailExceptionHandler",
     ),
+    ".processing.error_handling": (
+        "DeadLetterRecord", "ErrorHandlerContext", "HandlerResponse", "HandlerResult",
+        "LogAndContinueProcessingExceptionHandler", "LogAndContinueProductionExceptionHandler",
+        "LogAndFailProcessingExceptionHandler", "LogAndFailProductionExceptionHandler", "ProcessingExceptionHandler",
+        "ProducedRecord", "ProductionExceptionHandler",
+    ),
+    ".processing.timestamp_extractors": ("ConsumedRecord", "TimestampExtractor"),
     ".processor": (
         "Cancellable", "Headers", "KeyValue", "Processor", "ProcessorContext", "ProcessorSupplier",
         "PunctuationType", "Punctuator", "Record", "RecordMetadata",

@@ -136,8 +136,12 @@ class InvalidSnapshotError(SnapshotError):
 class ProductionError(StreamsError):
     """A record could not be written and the production exception handler said FAIL (or
     the record cannot be skipped: a changelog record, an error the broker reported under
-    exactly-once); the message names the topic, the task and the cause. A fencing error is
-    raised as TransactionFailedError instead."""
+    exactly-once); the message names the topic, the task and the cause, ``topic`` the topic.
+    A fencing error is raised as TransactionFailedError instead."""
+
+    def __init__(self, message: str, *, topic: str | None = None) -> None:
+        super().__init__(message)
+        self.topic = topic
 
 
 class MissingTopicError(StreamsError):

@@ -34,6 +34,7 @@ from airflow_stateful_provider.streams.control.listener import ControlListener
 from airflow_stateful_provider.streams.errors import (
     FencedInstanceError,
     IllegalStateError,
+    MissingTopicError,
     StreamsError,
     UnknownApplicationError,
 )
@@ -126,6 +127,9 @@ class KafkaStreams:
         self._standby_listener: StandbyUpdateListener | None = None
         self.threads: list[StreamThread] = []
         self.internal_topics: list[InternalTopic] = []
+        #: Every topic the application reads or writes -> "source", "sink", "changelog" or
+        #: "repartition" (known once started; the stream threads watch them).
+        self.topic_roles: dict[str, str] = {}
         self._error_closer: threading.Thread | None = None
         #: Held by close(): a second caller (SIGTERM after a stop command) waits for the
         #: first to finish, so the process does not exit before the tombstone is sent.
@@ -215,7 +219,10 @@ class KafkaStreams:
         # after 10 s as in Kafka Streams, unless producer_configs say otherwise.
         transactional = {"enable_idempotence": True, "transaction_timeout_ms": EOS_TRANSACTION_TIMEOUT_MS} \
             if overrides.get("transactional_id") else {}
+        # A sink topic deleted while the application runs must fail it, not come back empty
+        # with the broker's default partition count (brokers with auto.create.topics.enable).
         return KafkaProducer(**{**self._common_client_configs(), "acks": "all", "linger_ms": 5,
+                                "allow_auto_create_topics": False,
                                 "batch_size": 256 * 1024, **transactional, **self.config.producer_configs,
                                 **overrides})
 
@@ -240,7 +247,7 @@ class KafkaStreams:
                 consumer_factory=self._new_consumer, producer_factory=self._new_producer,
                 admin_factory=self._new_admin, process_id=self.process_id,
                 restore_listener=self._restore_listener, standby_listener=self._standby_listener,
-                on_state_change=self._on_thread_state, on_error=self._on_thread_error)
+                on_state_change=self._on_thread_state, on_error=self._on_thread_error, topic_roles=self.topic_roles)
             self.threads.append(thread)
         self.status_publisher = StatusPublisher.for_instance(self, self.instance_id, self.config.instance_epoch)
         self.status_publisher.start()
@@ -262,12 +269,17 @@ class KafkaStreams:
         try:
             external = [self.topology.decorate_topic(t, self.config.application_id)
                         for t in self.topology.source_topics() if not self.topology.is_internal_topic(t)]
-            counts = fetch_partition_counts(admin, external)
-            missing = sorted(set(external) - set(counts))
-            if missing:
-                raise StreamsError(f"source topics {missing} do not exist on {','.join(self.config.bootstrap_servers)}; "
-                                   f"create them before starting application {self.config.application_id!r}")
+            sinks = self.topology.sink_topics()
+            counts = fetch_partition_counts(admin, external + sinks)
+            for role, topics in (("source", external), ("sink", sinks)):
+                missing = sorted(set(topics) - set(counts))
+                if missing:
+                    raise MissingTopicError(
+                        f"{role} topics {missing} do not exist on {','.join(self.config.bootstrap_servers)}; create "
+                        f"them before starting application {self.config.application_id!r}", topics=missing)
             self.internal_topics = internal_topics(self.topology, self.config.application_id, counts)
+            self.topic_roles = {**{topic: "source" for topic in external}, **{topic: "sink" for topic in sinks},
+                                **{topic.name: topic.kind for topic in self.internal_topics}}
             manager = InternalTopicManager(admin, replication_factor=self.config.replication_factor)
             manager.ensure(self.internal_topics)
             ensure_status_topic(admin, self.config.application_id)

@@ -40,6 +40,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from kafka import TopicPartition as KafkaTopicPartition
+from kafka.errors import KafkaError
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 
@@ -52,13 +53,14 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
     request_rebalance,
 )
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.errors import StreamsError, TransactionFailedError
+from airflow_stateful_provider.streams.errors import MissingTopicError, StreamsError, TransactionFailedError
 from airflow_stateful_provider.streams.instance.batch_decoding import decode_batches_at_once
 from airflow_stateful_provider.streams.instance.group_join import keep_completed_join_results
 from airflow_stateful_provider.streams.instance.parked_fetches import release_parked_fetches
 from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
 from airflow_stateful_provider.streams.instance.snapshotting import snapshot_clients
 from airflow_stateful_provider.streams.instance.task_manager import TaskManager
+from airflow_stateful_provider.streams.instance.topic_watch import TopicWatch
 from airflow_stateful_provider.streams.processing.record_collector import ProductionError
 from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata, TopicPartition
 from airflow_stateful_provider.streams.processing.streams_producer import StreamsProducer, transactional_id
@@ -145,6 +147,7 @@ class StreamThread(threading.Thread):
         on_state_change: Callable[[StreamThread, StreamThreadState, StreamThreadState], None] | None = None,
         on_error: Callable[[StreamThread, BaseException], None] | None = None,
         wall_clock: Callable[[], int] = _wall_clock_ms,
+        topic_roles: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(name=f"{client_id}-StreamThread-{index}", daemon=True)
         self.index = index
@@ -201,6 +204,11 @@ class StreamThread(threading.Thread):
         self._safe_points = SafePointActions(self.name)
         #: Set when the thread closes after an error: from then on nothing commits (_close).
         self._closing_dirty = False
+        #: Tells a deleted topic from other failures (topic_watch.py); ``topic_roles`` names
+        #: every topic the application reads and writes.
+        self.topic_watch = TopicWatch(topic_roles or {}, admin_factory, self.name)
+        #: Set by a rollback: the next iteration checks that every topic still exists.
+        self._check_topics = False
 
     @property
     def tasks(self) -> dict[TaskId, StreamTask]:
@@ -253,8 +261,8 @@ class StreamThread(threading.Thread):
             self._run_loop()
             clean = True
         except BaseException as exc:  # noqa: BLE001 - reported to the instance, which decides
-            self.error = exc
-            log.exception("%s failed", self.name)
+            self.error = self._explain(exc)
+            log.error("%s failed", self.name, exc_info=self.error)
         finally:
             self._set_state(StreamThreadState.PENDING_SHUTDOWN)
             self._close(clean=clean)
@@ -262,13 +270,23 @@ class StreamThread(threading.Thread):
             if self.error is not None and self._on_error is not None:
                 self._on_error(self, self.error)
 
+    def _explain(self, exc: BaseException) -> BaseException:
+        """The error the thread dies with: a missing topic, when one is behind ``exc``."""
+        if isinstance(exc, (StreamsError, KafkaError)) and not isinstance(exc, MissingTopicError):
+            try:
+                self.topic_watch.check(exc, extra=[getattr(exc, "topic", None)] if getattr(exc, "topic", None)
+                                       else ())
+            except MissingTopicError as missing:
+                return missing
+        return exc
+
     def _create_clients(self) -> None:
         prefix = f"{self.client_id}-StreamThread-{self.index}"
         eos = self.config.exactly_once
         self.producer = StreamsProducer(
             self._producer_factory, client_id=f"{prefix}-producer",
             transactional_id=transactional_id(self.config.application_id, self.instance_id, self.index)
-            if eos else None)
+            if eos else None, on_slow_flush=self.topic_watch.check)
         # Exactly-once: input, repartition topics, restoration and standbys see committed
         # records only; restoration ends at the last stable offset.
         isolation = {"isolation_level": "read_committed"} if eos else {}
@@ -307,6 +325,9 @@ class StreamThread(threading.Thread):
 
     def run_once(self) -> None:
         """One iteration of the loop (see module docstring)."""
+        if self._check_topics:
+            self._check_topics = False
+            self.topic_watch.check()  # a failed transaction may be a deleted topic: stop, do not loop
         reader = self.changelog_reader
         restoring = bool(reader.restoring_tasks)  # as of before this poll's assignment
         busy = restoring or self.task_manager.has_processable()
@@ -517,6 +538,7 @@ class StreamThread(threading.Thread):
         assert self.producer is not None
         self.producer.abort_transaction()
         self.task_manager.close_running_for_revival()
+        self._check_topics = True
 
     def _maybe_purge_repartition_topics(self, now: int) -> None:
         """Delete repartition records below the committed offsets: this application is
@@ -602,6 +624,9 @@ class StreamThread(threading.Thread):
             self.shutdown()
             return
         if info.error_code == AssignorError.INCOMPLETE_SOURCE_TOPIC_METADATA:
+            # A source topic deleted while the application runs (Kafka Streams:
+            # MissingSourceTopicException), or only metadata that has not arrived yet.
+            self.topic_watch.check()
             log.warning("%s: the group leader did not know the partitions of a source topic; no tasks until "
                         "its metadata arrives", self.name)
         active, standby, warmups = dict(info.active_tasks), dict(info.standby_tasks), set(info.warmup_tasks)
@@ -646,6 +671,7 @@ class StreamThread(threading.Thread):
         self.task_manager.close(clean=clean)
         for client, close in ((self.snapshot_taker, lambda c: c.close()),
                               (self._admin, lambda c: c.close()),
+                              (self.topic_watch, lambda c: c.close()),
                               (self.consumer, lambda c: c.close(autocommit=False)),
                               (self.restore_consumer, lambda c: c.close(autocommit=False)),
                               (self.producer, lambda c: c.close(timeout=10))):

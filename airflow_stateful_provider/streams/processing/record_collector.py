@@ -170,7 +170,7 @@ class RecordCollector:
             raise ProductionError(f"cannot write a record of {_size(key, value)} bytes to {topic!r} for task "
                                   f"{self._task_id}: {exc}; a changelog or dead-letter record cannot be skipped "
                                   f"(raise max_request_size in producer_configs and the topic's "
-                                  f"max.message.bytes, or keep the values smaller)") from exc
+                                  f"max.message.bytes, or keep the values smaller)", topic=topic) from exc
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
               headers: Iterable[tuple[str, bytes | None]], partition: int | None, node: str | None) -> None:
@@ -196,7 +196,7 @@ class RecordCollector:
             if is_record_error(exc):
                 raise
             raise ProductionError(f"cannot send a record to topic {topic!r} for task {self._task_id}: "
-                                  f"{exc!r}") from exc
+                                  f"{exc!r}", topic=topic) from exc
         add_errback = getattr(future, "add_errback", None)
         if add_errback is not None:
             if node is None:  # changelog or dead letter
@@ -214,12 +214,13 @@ class RecordCollector:
             response = normalize_response(self._handler.handle(context, record, exc), self._handler)
         except Exception as handler_exc:
             raise ProductionError(f"production exception handler {self._handler!r} failed on a record for "
-                                  f"{record.topic!r} ({context.describe()}): {handler_exc!r}") from handler_exc
+                                  f"{record.topic!r} ({context.describe()}): {handler_exc!r}",
+                                  topic=record.topic) from handler_exc
         if response.result is HandlerResult.CONTINUE:
             self._count_dropped("production")
             return
         raise ProductionError(f"cannot write a record to {record.topic!r} ({context.describe()}): {exc}; the "
-                              f"production exception handler said FAIL") from exc
+                              f"production exception handler said FAIL", topic=record.topic) from exc
 
     def _context(self, node: str | None) -> ErrorHandlerContext:
         if self._error_context is not None:
@@ -249,21 +250,23 @@ class RecordCollector:
             try:
                 response = normalize_response(self._handler.handle(context, record, exc), self._handler)
             except Exception as handler_exc:  # noqa: BLE001 - reported on the stream thread
-                error = ProductionError(f"production exception handler {self._handler!r} failed: {handler_exc!r}")
+                error = ProductionError(f"production exception handler {self._handler!r} failed: {handler_exc!r}",
+                                        topic=topic)
                 error.__cause__ = handler_exc
                 self._send_error = error
                 return
             if response.result is HandlerResult.CONTINUE:
                 self._count_dropped("production")
                 return
-            error = ProductionError(f"{message}; the production exception handler said FAIL")
+            error = ProductionError(f"{message}; the production exception handler said FAIL", topic=topic)
         elif record is not None and is_record_error(exc):
             error = ProductionError(f"{message}; under exactly_once_v2 a record the broker refused has failed the "
                                     f"transaction, so it cannot be skipped: set max_request_size in producer_configs "
                                     f"to at most the topic's max.message.bytes, so the producer refuses such records "
-                                    f"before sending them and the production exception handler can skip them")
+                                    f"before sending them and the production exception handler can skip them",
+                                    topic=topic)
         else:
-            error = ProductionError(message)
+            error = ProductionError(message, topic=topic)
         error.__cause__ = exc
         self._send_error = error
 

@@ -21,6 +21,7 @@ exactly-once (``exactly_once_v2``, KIP-447) it owns the thread's transaction:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,6 +31,9 @@ __all__ = ["EOS_TRANSACTION_TIMEOUT_MS", "StreamsProducer", "TransactionFailedEr
            "is_record_error"]
 
 log = logging.getLogger(__name__)
+
+#: How long a flush waits before asking whether something is wrong (on_slow_flush).
+FLUSH_CHECK_SECONDS = 10
 
 #: Kafka Streams' ``transaction.timeout.ms`` under exactly-once: the broker aborts a
 #: transaction left open longer (by an instance that died and did not come back).
@@ -48,10 +52,14 @@ class StreamsProducer:
     to replace a producer whose transaction state kafka-python marked fatal.
     """
 
-    def __init__(self, factory: Callable[..., Any], *, client_id: str, transactional_id: str | None) -> None:
+    def __init__(self, factory: Callable[..., Any], *, client_id: str, transactional_id: str | None,
+                 on_slow_flush: Callable[[BaseException], None] | None = None) -> None:
         self._factory = factory
         self._client_id = client_id
         self.transactional_id = transactional_id
+        #: Called every FLUSH_CHECK_SECONDS a flush waits (with the timeout error): it may
+        #: raise, e.g. when the records wait for a topic that was deleted.
+        self._on_slow_flush = on_slow_flush
         self._producer = self._new_producer()
         self._in_transaction = False
         if transactional_id is None:
@@ -97,23 +105,31 @@ class StreamsProducer:
                                          f"{topic!r}: {exc!r}", migrated=is_fencing_error(exc)) from exc
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until everything sent is acknowledged. Exactly-once waits at most the
-        transaction timeout: past it the coordinator aborts the transaction anyway, and
-        kafka-python 3.0.12 keeps the records of a transaction it lost to an epoch bump
-        queued until their delivery timeout (2 minutes) instead of failing them."""
-        if self.transactional_id is None:
-            self._producer.flush(timeout=timeout)
-            return
+        """Wait until everything sent is acknowledged, asking ``on_slow_flush`` every
+        FLUSH_CHECK_SECONDS meanwhile. Exactly-once waits at most the transaction timeout:
+        past it the coordinator aborts the transaction anyway, and kafka-python 3.0.12 keeps
+        the records of a transaction it lost to an epoch bump queued until their delivery
+        timeout (2 minutes) instead of failing them."""
         from kafka.errors import KafkaTimeoutError
 
-        if timeout is None:
+        if timeout is None and self.transactional_id is not None:
             timeout = self._producer.config.get("transaction_timeout_ms", EOS_TRANSACTION_TIMEOUT_MS) / 1000
-        try:
-            self._producer.flush(timeout=timeout)
-        except KafkaTimeoutError as exc:
-            self._abort_after_failure(exc)
-            raise TransactionFailedError(f"transaction of {self.transactional_id} aborted: its records were not "
-                                         f"acknowledged within {timeout:g} s") from exc
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = FLUSH_CHECK_SECONDS if deadline is None else min(FLUSH_CHECK_SECONDS,
+                                                                     max(0.0, deadline - time.monotonic()))
+            try:
+                self._producer.flush(timeout=wait)
+                return
+            except KafkaTimeoutError as exc:
+                if deadline is not None and time.monotonic() >= deadline:
+                    if self.transactional_id is None:
+                        raise
+                    self._abort_after_failure(exc)
+                    raise TransactionFailedError(f"transaction of {self.transactional_id} aborted: its records "
+                                                 f"were not acknowledged within {timeout:g} s") from exc
+                if self._on_slow_flush is not None:
+                    self._on_slow_flush(exc)
 
     def partitions_for(self, topic: str) -> Any:
         return self._producer.partitions_for(topic)
@@ -173,22 +189,33 @@ class StreamsProducer:
         if cause is not None:
             log.warning("%s: aborting the transaction after %r", self.transactional_id, cause)
         try:
-            self._producer.abort_transaction()
-            return
+            if self._abort_within(self._producer.config.get("transaction_timeout_ms", EOS_TRANSACTION_TIMEOUT_MS)):
+                return
+            log.info("%s: the abort did not complete within the transaction timeout (records still waiting for "
+                     "their partitions); replacing the producer", self.transactional_id)
         except KafkaError as exc:
             log.info("%s: abort refused (%r); replacing the producer", self.transactional_id, exc)
         _close_quietly(self._producer)
         self._producer = self._new_producer()
+
+    def _abort_within(self, timeout_ms: int) -> bool:
+        """kafka-python's abort_transaction() waits, without a bound, until every record of
+        the transaction was acknowledged or expired (2 minutes for records of a deleted
+        topic); this waits at most ``timeout_ms``. False when it did not complete: past the
+        transaction timeout the coordinator aborts the transaction itself, and the new
+        producer that replaces this one fences it."""
+        result = self._producer._transaction_manager.begin_abort()
+        self._producer._sender.wakeup()
+        return bool(result.wait(timeout_ms=timeout_ms))
 
     def close(self, timeout: float = 10) -> None:
         """Close the producer; an open transaction is aborted first (a clean close commits
         before, so only what must not be kept is still open here)."""
         if self._in_transaction:
             try:
-                self._producer.abort_transaction()
+                self._abort_after_failure(None)
             except Exception:  # noqa: BLE001 - closing anyway: the coordinator aborts it on timeout
                 log.info("%s: abort on close failed", self.transactional_id, exc_info=True)
-            self._in_transaction = False
         self._producer.close(timeout=timeout)
 
 

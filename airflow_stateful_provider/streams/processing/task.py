@@ -50,7 +50,12 @@ from airflow_stateful_provider.streams.processing.error_handling import (
 from airflow_stateful_provider.streams.processing.metrics import TaskMetrics
 from airflow_stateful_provider.streams.processing.partition_group import UNKNOWN, PartitionGroup, RecordQueue
 from airflow_stateful_provider.streams.processing.processor_context import ProcessorContextImpl
-from airflow_stateful_provider.streams.processing.processor_node import PASS_THROUGH, ProcessorNode, SinkNode, SourceNode
+from airflow_stateful_provider.streams.processing.processor_node import (
+    PASS_THROUGH,
+    ProcessorNode,
+    SinkNode,
+    SourceNode,
+)
 from airflow_stateful_provider.streams.processing.punctuation import PunctuationQueue, PunctuationSchedule
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.timestamp_extractors import (

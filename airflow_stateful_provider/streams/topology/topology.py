@@ -222,6 +222,13 @@ class Topology:
         """Raw names of every topic read by the topology."""
         return list(self._topic_to_source)
 
+    def sink_topics(self) -> list[str]:
+        """Raw names of the fixed topics sinks write to (not repartition topics, not topics a
+        sink's topic name extractor picks per record)."""
+        return sorted({node.topic for node in self._nodes.values()
+                       if isinstance(node, SinkNodeSpec) and isinstance(node.topic, str)
+                       and node.topic not in self._internal_topics})
+
     def source_node_for_topic(self, raw_topic: str) -> str | None:
         return self._topic_to_source.get(raw_topic)
 
