@@ -114,13 +114,13 @@ def foreign_state_error(problems: Sequence[tuple[str, str]], expected: TaskIdent
     first = problems[0][0]
     fix = (f"move it aside, e.g. `mv {shlex.quote(first)} {shlex.quote(first + '.foreign')}` (a name that is not a "
            f"task id is never read), or delete it, and start again: the task then restores its stores from "
-           f"application {app!r}'s own changelogs")
+           f"the changelogs of application {app!r}")
     if len(problems) == 1:
         problem = problems[0][1]
-        return ForeignStateError(f"task directory {first} is not application {app!r}'s: {problem}. It was left "
-                                 f"untouched; {fix}.")
+        return ForeignStateError(f"task directory {first} is foreign to application {app!r}: {problem}. It was "
+                                 f"left untouched; {fix}.")
     listed = "\n".join(f"  {path}: {problem}" for path, problem in problems)
-    return ForeignStateError(f"{len(problems)} task directories are not application {app!r}'s:\n{listed}\n"
+    return ForeignStateError(f"{len(problems)} task directories are foreign to application {app!r}:\n{listed}\n"
                              f"They were left untouched; for each, {fix}.")
 
 
