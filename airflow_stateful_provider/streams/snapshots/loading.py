@@ -3,8 +3,8 @@
 The newest snapshot that passes every check wins; each one that does not is skipped with
 a warning naming it and saying what comes next. Checks, in order: a manifest exists and
 parses; it belongs to this application and task (a snapshot of another one is not skipped
-but refused with ForeignStateError, like a foreign task directory); it holds every persistent store of the task, logged to the same changelog
-partition; every store's offset is still inside its changelog (not below the log start:
+but refused with ForeignStateError, like a foreign task directory); it holds every
+persistent store of the task, logged to the same changelog partition; every store's offset is still inside its changelog (not below the log start:
 the records between the snapshot and today would be missing, nor past the end: the
 changelog was recreated); every file downloads with the size and SHA-256 the manifest
 lists. Files are downloaded into ``<task_dir>/.snapshot-restore-<id>/`` and verified
@@ -20,12 +20,7 @@ import os
 import shutil
 from collections.abc import Mapping
 
-from airflow_stateful_provider.streams.errors import (
-    ForeignStateError,
-    InvalidSnapshotError,
-    InvalidStoreError,
-    SnapshotError,
-)
+from airflow_stateful_provider.streams.errors import InvalidSnapshotError, InvalidStoreError, SnapshotError
 from airflow_stateful_provider.streams.snapshots.manifest import SnapshotManifest
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotInfo, SnapshotStorage
 from airflow_stateful_provider.streams.state.checkpoint import CHECKPOINT_FILE_NAME, TopicPartition, write_checkpoint
@@ -93,13 +88,7 @@ class SnapshotLoader:
         name = self.storage.describe(self.application_id, info.task_id, info.snapshot_id)
         if not info.complete:
             raise InvalidSnapshotError(f"snapshot {name} has no manifest (a partial upload, or being deleted)")
-        manifest = self.storage.read_manifest(info)
-        if (manifest.application_id, manifest.task_id) != (self.application_id, str(info.task_id)):
-            raise ForeignStateError(
-                f"snapshot {name} holds state of application {manifest.application_id!r}, task {manifest.task_id}, "
-                f"not of application {self.application_id!r}, task {info.task_id}: it was not loaded and the task "
-                f"was not started. Move it out of {self.storage.url}/{self.application_id}/{info.task_id}/ (or "
-                f"delete it) and start again")
+        manifest = self.storage.read_manifest(info)  # ForeignStateError propagates: refused, not skipped
         offsets = _check_fits(manifest, name, stores, bounds)
         staging = os.path.join(task_dir, RESTORE_STAGING_PREFIX + info.snapshot_id)
         shutil.rmtree(staging, ignore_errors=True)
