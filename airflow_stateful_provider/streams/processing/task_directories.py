@@ -98,10 +98,7 @@ def check_state_directory(topology: Topology, config: StreamsConfig) -> None:
         if not entry.is_dir():
             continue
         expected = expected_identity(topology, config, task_id)
-        try:
-            problem = _inspect(entry.path, expected)[1]
-        except ForeignStateError as exc:  # an unreadable identity file
-            problem = str(exc)
+        problem = _inspect(entry.path, expected)[1]
         if problem is not None:
             problems.append((entry.path, problem))
     if problems and expected is not None:
@@ -126,7 +123,10 @@ def foreign_state_error(problems: Sequence[tuple[str, str]], expected: TaskIdent
 
 def _inspect(task_dir: str, expected: TaskIdentity) -> tuple[TaskIdentity | None, str | None]:
     """(the identity found, why the directory is not ``expected``'s or None)."""
-    found = read_identity(task_dir)
+    try:
+        found = read_identity(task_dir)
+    except ForeignStateError as exc:
+        return None, f"its identity file cannot be read, so whose state it holds cannot be told ({exc})"
     if found is not None:
         conflicts = []
         if found.application_id != expected.application_id or found.task_id != expected.task_id:

@@ -53,8 +53,8 @@ def judge_changelog(next_offset: int, log_start: int, log_end: int, *, deletes_b
     when ``log_end`` is the last stable offset (exactly-once)."""
     if next_offset > log_end:
         return Verdict.RESTORE if high_watermark is not None and next_offset <= high_watermark else Verdict.LOST
-    if next_offset < log_start:
-        return Verdict.REPLAY if deletes_by_time else Verdict.LOST
+    if next_offset < log_start:  # a store at offset 0 holds nothing of the changelog: nothing of it is lost
+        return Verdict.REPLAY if deletes_by_time or next_offset == 0 else Verdict.LOST
     return Verdict.RESTORE
 
 

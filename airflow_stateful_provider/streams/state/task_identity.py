@@ -50,10 +50,9 @@ class TaskIdentity:
     @classmethod
     def from_json(cls, text: str, source: str) -> TaskIdentity:
         """Parse strictly; any problem is a ForeignStateError naming ``source`` (a directory
-        whose owner cannot be read is not trusted either)."""
+        whose owner cannot be told is not trusted either)."""
         def bad(problem: str) -> ForeignStateError:
-            return ForeignStateError(f"{source}: {problem}; the directory's owner cannot be told, so it is not "
-                                     f"used: move the directory aside (or delete it) and start again")
+            return ForeignStateError(f"{source}: {problem}")
 
         try:
             doc: Any = json.loads(text)

@@ -46,6 +46,6 @@ def test_describe_names_application_task_and_each_store():
 ])
 def test_a_malformed_identity_file_is_refused_naming_the_file(tmp_path, text, problem):
     (tmp_path / IDENTITY_FILE_NAME).write_text(text)
-    with pytest.raises(ForeignStateError, match=problem + r".*move the directory aside") as raised:
+    with pytest.raises(ForeignStateError, match=problem) as raised:
         read_identity(tmp_path)
     assert str(tmp_path / IDENTITY_FILE_NAME) in str(raised.value)

@@ -29,6 +29,7 @@ TOPIC = "app-counts-changelog"
     (50, 0, 30, True, None, Verdict.LOST),         # ... whatever the cleanup policy
     (10, 40, 90, True, None, Verdict.REPLAY),      # retention of a compact,delete changelog
     (10, 40, 90, False, None, Verdict.LOST),       # records deleted from a compact-only changelog
+    (0, 40, 90, False, None, Verdict.REPLAY),      # ... but a store at offset 0 held none of them
     (50, 0, 45, False, 52, Verdict.RESTORE),       # exactly-once: past the last stable offset, inside the log
     (50, 0, 45, False, 48, Verdict.LOST),          # exactly-once: past the log end too
 ])

@@ -128,6 +128,18 @@ def test_a_directory_of_an_earlier_build_with_a_foreign_checkpoint_is_refused_un
     assert snapshot(task_dir) == before and IDENTITY_FILE_NAME not in before
 
 
+def test_an_unreadable_identity_file_is_refused_untouched(tmp_path):
+    task_dir = str(tmp_path / "app" / "0_1")
+    os.makedirs(task_dir)
+    (tmp_path / "app" / "0_1" / IDENTITY_FILE_NAME).write_text("{")
+    with pytest.raises(ForeignStateError, match=(
+            rf"task directory {task_dir} is foreign to application 'app': its identity file cannot be read, so "
+            rf"whose state it holds cannot be told \({task_dir}/{IDENTITY_FILE_NAME}: not valid JSON .*\)\. It was "
+            rf"left untouched; move it aside")):
+        claim_task_dir(task_dir, OURS)
+    assert (tmp_path / "app" / "0_1" / IDENTITY_FILE_NAME).read_text() == "{"
+
+
 def test_a_corrupt_checkpoint_is_left_to_the_state_manager(tmp_path):
     task_dir = str(tmp_path / "app" / "0_1")
     os.makedirs(task_dir)
