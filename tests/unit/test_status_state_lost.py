@@ -14,6 +14,7 @@ from airflow_stateful_provider.streams.errors import StatusFormatError
 from airflow_stateful_provider.streams.restoration.changelog_loss import LostChangelog
 from airflow_stateful_provider.streams.status.application import build_application_status
 from airflow_stateful_provider.streams.status.collector import status_document_from_instance
+from airflow_stateful_provider.streams.status.conditions import restoration_condition
 from airflow_stateful_provider.streams.status.document import (
     InstanceStatus,
     InstanceTask,
@@ -96,3 +97,10 @@ def test_a_live_owner_wins_but_the_loss_it_replaced_stays_in_the_notes():
     task = build_application_status([lost, running], {}, NOW, 30_000).task("0_0")
     assert task.state == "running" and task.active.instance_id == "i-2"
     assert any(note.startswith("STATE LOST on i-1 (active)") for note in task.notes), task.notes
+
+
+def test_the_restoration_sensor_says_the_state_is_lost():
+    stale = document(InstanceTask("0_0", "active", "state_lost", lost_changelogs=(LOST,)), published_at=NOW - 600_000)
+    result = restoration_condition(build_application_status([stale], {}, NOW, 30_000))
+    assert not result.done
+    assert result.checks[0].waiting_for.startswith("state lost: its changelog no longer holds what its stores held")
