@@ -28,8 +28,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".dsl.streams": ("KGroupedStream", "KStream", "KTable", "SessionWindowedKStream"),
     ".durations": ("duration_ms",),
     ".errors": (
-        "BrokerUnreachableError", "ConfigError", "ControlFormatError", "CorruptCheckpointError",
-        "DeserializationError", "FencedInstanceError", "GroupProtocolError", "IllegalStateError",
+        "BrokerUnreachableError", "ChangelogLostError", "ConfigError", "ControlFormatError", "CorruptCheckpointError",
+        "DeserializationError", "FencedInstanceError", "ForeignStateError", "GroupProtocolError", "IllegalStateError",
         "InvalidRecordError", "InvalidSnapshotError", "InvalidStoreError", "InvalidTimestampError",
         "MissingTopicError", "ProcessingError", "ProductionError", "ReadOnlyStoreError", "SerializationError",
         "SnapshotError",

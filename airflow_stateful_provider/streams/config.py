@@ -64,6 +64,10 @@ DSL_STORE_TYPES = ("rocksdb", "in_memory")
 
 _SERDE_NAMES = ("bytes", "string", "int64", "json")
 
+#: Values of ``on_changelog_loss`` (what a task does when its changelog lost what its
+#: checkpoint says the stores hold; docs/runbook.md).
+CHANGELOG_LOSS_RESPONSES = ("fail", "restore_from_changelog")
+
 
 def _default_state_dir() -> str:
     # Kafka Streams: ${java.io.tmpdir}/kafka-streams
@@ -130,6 +134,12 @@ class StreamsConfig:
     #: False is Kafka Streams' own behaviour: stores are written at once, and after a crash
     #: a task's stores are wiped and restored from the whole changelog.
     transactional_state_stores: bool = True
+    #: A store's changelog no longer holds what its checkpoint says the store holds (deleted,
+    #: recreated or truncated while the application was stopped): "fail" (default) stops the
+    #: stream thread with ChangelogLostError and leaves the task directory as it is;
+    #: "restore_from_changelog" wipes the store and rebuilds it from what the changelog holds
+    #: now (Kafka Streams' behaviour). See docs/runbook.md, "A task's state is lost".
+    on_changelog_loss: str = "fail"
     #: Store snapshots on shared storage (docs/snapshots.md): a URL fsspec opens
     #: (``file:///mnt/shared/snapshots``, ``s3://bucket/prefix``, ...); None turns them off.
     snapshot_url: str | None = None
@@ -254,6 +264,9 @@ class StreamsConfig:
         if not isinstance(self.transactional_state_stores, bool):
             raise ConfigError(f"transactional_state_stores must be true or false, "
                               f"got {self.transactional_state_stores!r}")
+        if self.on_changelog_loss not in CHANGELOG_LOSS_RESPONSES:
+            raise ConfigError(f"on_changelog_loss must be one of {list(CHANGELOG_LOSS_RESPONSES)}, "
+                              f"got {self.on_changelog_loss!r}")
         self._check_snapshot_settings()
         self.assignment_configs()  # validates the high-availability settings
         if not isinstance(self.client_tags, Mapping) or not all(

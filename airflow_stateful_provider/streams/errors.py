@@ -157,3 +157,21 @@ class MissingTopicError(StreamsError):
 class InvalidTimestampError(StreamsError):
     """An input record's timestamp is negative (or the extractor could not give one) and the
     timestamp extractor fails on it; the message names topic, partition, offset and value."""
+
+
+class ForeignStateError(StreamsError):
+    """A task directory or a snapshot holds state of another application, of another task, or
+    of stores logged to other changelogs than this topology's. It is refused untouched: the
+    message names it, what it belongs to, what was expected and how to move it aside."""
+
+
+class ChangelogLostError(StreamsError):
+    """A store's checkpoint names changelog records its changelog no longer holds (deleted,
+    recreated or truncated while the application was stopped) and ``on_changelog_loss`` is
+    "fail": the task is not started from an empty store. The message names each task, store,
+    changelog partition, the checkpointed offset, the changelog's offsets now, and the fix;
+    ``lost`` holds one entry per lost changelog partition (restoration/changelog_loss.py)."""
+
+    def __init__(self, message: str, *, lost: tuple = ()) -> None:
+        super().__init__(message)
+        self.lost = tuple(lost)

@@ -9,7 +9,8 @@ JSON line per restoration and standby event (restore start/batch/end/suspended, 
 start/batch/suspended), for tests and for following a restoration after the fact. The config file holds
 StreamsConfig values as JSON; ``--set`` overrides single values (JSON-parsed when
 possible). SIGTERM/SIGINT close the instance cleanly (commit, checkpoint, leave the
-group); the exit code is 0 after a clean stop and 1 when the instance ended in ERROR.
+group); the exit code is 0 after a clean stop and 1 when the instance ended in ERROR or
+refused to start (e.g. a state directory of another application).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.errors import ConfigError, TopologyError
+from airflow_stateful_provider.streams.errors import ConfigError, StreamsError, TopologyError
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["EventFileListener", "config_values", "load_topology", "load_config", "main"]
@@ -159,7 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         streams.set_standby_update_listener(events)
     streams.set_state_listener(lambda new, old: (new in (KafkaStreamsState.ERROR, KafkaStreamsState.NOT_RUNNING))
                                and stop.set())
-    streams.start()
+    try:
+        streams.start()
+    except StreamsError as exc:  # refused before running (state directory, topics, epoch)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     stop.wait()
     streams.close()
     if streams.state is KafkaStreamsState.ERROR:

@@ -1,5 +1,6 @@
 """The Kafka-backed instance on a real broker, in this process: restoration (SEMANTICS §2),
-poison records under each deserialization handler, and healing an out-of-range changelog."""
+poison records under each deserialization handler, repartition purging and the status topic (a
+lost changelog: test_state_identity.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from airflow_stateful_provider.cli import main as cli_main
 from airflow_stateful_provider.streams.config import StreamsConfig
@@ -267,36 +268,6 @@ def test_poison_record_log_and_fail_stops_in_error_with_committed_state_intact(b
     resumed.close(timeout=30)
     final = final_counts(bootstrap_servers, names["output"])["k"]
     assert 30 <= final <= 30 + (5 - committed)
-
-
-def test_recreated_changelog_wipes_the_store_and_restores_without_crashing(bootstrap_servers, names, tmp_path):
-    """SEMANTICS §2: a checkpoint beyond a recreated (empty) changelog marks the store corrupted."""
-    create_topics(bootstrap_servers, {names["input"]: 1, names["output"]: 1})
-    produce(bootstrap_servers, names["input"], [(b"k", b"{}")] * 50)
-    cfg = config(bootstrap_servers, names, tmp_path)
-    first = KafkaStreams(json_counts(names["input"], names["output"]), cfg)
-    run_until(first, lambda: committed_offsets(bootstrap_servers, names["app"], names["input"]) == {0: 50},
-              "50 records committed")
-    first.close(timeout=30)
-    changelog = f"{names['app']}-counts-changelog"
-    checkpoint = OffsetCheckpoint.in_task_dir(cfg.task_state_dir(TaskId(0, 0)))
-    assert checkpoint.read() == {(changelog, 0): 49}
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    admin.delete_topics([changelog])
-    wait_until(lambda: changelog not in admin.list_topics(), 30, "changelog deletion")
-    admin.close()
-    produce(bootstrap_servers, names["input"], [(b"k", b"{}")] * 5)
-
-    second = KafkaStreams(json_counts(names["input"], names["output"]), cfg)
-    run_until(second, lambda: committed_offsets(bootstrap_servers, names["app"], names["input"]) == {0: 55},
-              "55 records committed after the changelog was recreated")
-    assert second.state is KafkaStreamsState.RUNNING
-    second.close(timeout=30)
-    # The wiped store restarted from the (empty) recreated changelog: counting began again.
-    assert final_counts(bootstrap_servers, names["output"]) == {"k": 5}
-    assert checkpoint.read() == {(changelog, 0): 4}
-    assert os.path.isdir(os.path.join(cfg.task_state_dir(TaskId(0, 0)), "counts"))
 
 
 def test_repartition_topic_is_purged_below_committed_offsets(bootstrap_servers, names, tmp_path):

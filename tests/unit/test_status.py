@@ -60,7 +60,8 @@ def test_document_round_trips_through_dict_and_json():
     assert doc.acknowledgements[0].result == {"stores": ["counts"]}
     assert InstanceStatus.from_dict(doc.to_dict(), key="i-1") == doc
     assert InstanceStatus.from_json_bytes(doc.to_json_bytes(), key="i-1") == doc
-    assert json.loads(doc.to_json_bytes())["format_version"] == STATUS_FORMAT_VERSION == doc.format_version
+    # no task is state_lost: written as version 1, which readers of earlier builds still read
+    assert json.loads(doc.to_json_bytes())["format_version"] == 1 == doc.format_version
 
 
 def test_unknown_fields_are_ignored_and_nullable_fields_accept_null():
@@ -72,7 +73,7 @@ def test_unknown_fields_are_ignored_and_nullable_fields_accept_null():
 
 def test_newer_format_version_is_rejected_clearly():
     data = document_dict() | {"format_version": STATUS_FORMAT_VERSION + 1}
-    with pytest.raises(UnsupportedStatusVersionError, match=r"instance 'i-1' has format_version 2.*upgrade"):
+    with pytest.raises(UnsupportedStatusVersionError, match=r"instance 'i-1' has format_version 3.*upgrade"):
         InstanceStatus.from_dict(data, key="i-1")
 
 

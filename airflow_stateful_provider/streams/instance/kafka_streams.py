@@ -1,7 +1,8 @@
 """KafkaStreams: one instance of a streams application.
 
-``start()`` checks the topology against the brokers (source topics exist and are
-co-partitioned), creates the internal topics (SEMANTICS §7) and starts
+``start()`` refuses a state directory holding another application's state
+(processing/task_directories.py), checks the topology against the brokers (source topics
+exist and are co-partitioned), creates the internal topics (SEMANTICS §7) and starts
 ``num_stream_threads`` stream threads, each a member of the consumer group
 ``<application_id>``. ``close()`` stops them cleanly: commit, checkpoint, leave the group.
 Before starting it refuses to run when the status topic shows a newer epoch for its
@@ -45,6 +46,7 @@ from airflow_stateful_provider.streams.processing.deserialization import (
     deserialization_handler_from_config,
 )
 from airflow_stateful_provider.streams.processing.streams_producer import EOS_TRANSACTION_TIMEOUT_MS
+from airflow_stateful_provider.streams.processing.task_directories import check_state_directory
 from airflow_stateful_provider.streams.restoration.changelog_reader import (
     StandbyUpdateListener,
     StateRestoreListener,
@@ -235,8 +237,11 @@ class KafkaStreams:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        """Validate against the brokers, create internal topics, start the stream threads."""
+        """Check the state directory, validate against the brokers, create internal topics,
+        start the stream threads. A task directory holding another application's or task's
+        state is refused (ForeignStateError) before anything is created on the broker."""
         self._require_created("start")
+        check_state_directory(self.topology, self.config)
         self._prepare_topics()
         self._check_epoch()
         os.makedirs(os.path.join(self.config.state_dir, self.config.application_id), exist_ok=True)

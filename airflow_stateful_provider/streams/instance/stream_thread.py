@@ -307,8 +307,10 @@ class StreamThread(threading.Thread):
         for consumer in (self.consumer, self.restore_consumer):
             decode_batches_at_once(consumer)  # same records, about half the CPU (batch_decoding.py)
         self.snapshot_taker, loader = snapshot_clients(self.config)
-        self.changelog_reader = ChangelogReader(self.restore_consumer, self._restore_listener, self._standby_listener,
-                                                snapshot_loader=loader)
+        self.changelog_reader = ChangelogReader(
+            self.restore_consumer, self._restore_listener, self._standby_listener, snapshot_loader=loader,
+            on_changelog_loss=self.config.on_changelog_loss,
+            log_end_offsets=self._log_end_offsets if eos and self._admin_factory else None)
         topics = sorted(self.task_manager.topic_to_subtopology)
         self.consumer.subscribe(topics, listener=_RebalanceListener(self))
         # Load the topics' metadata before the first poll joins the group, and after
@@ -317,6 +319,16 @@ class StreamThread(threading.Thread):
         # subscribe(). Joined without them, a member is assigned nothing, or a leader finds
         # its assignment outdated at once and a second rebalance follows.
         self.consumer.topics()
+
+    def _log_end_offsets(self, partitions: list[KafkaTopicPartition]) -> dict:
+        """Exactly-once: log end offsets counting open transactions (the restore consumer reads
+        committed records only: its end offsets are the last stable offsets)."""
+        from kafka.admin import OffsetSpec
+
+        if self._admin is None:
+            self._admin = self._admin_factory()
+        found = self._admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
+        return {tp: result.offset for tp, result in found.items()}
 
     def _run_loop(self) -> None:
         self._last_commit_ms = self.wall_clock_ms()

@@ -23,11 +23,12 @@ from typing import Any, Protocol
 from kafka import TopicPartition as KafkaTopicPartition
 
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.errors import CorruptCheckpointError
+from airflow_stateful_provider.streams.errors import ChangelogLostError, CorruptCheckpointError
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata, TopicPartition
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.processing.task import StreamTask, TaskState
+from airflow_stateful_provider.streams.restoration.changelog_loss import changelog_lost_error
 from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
 from airflow_stateful_provider.streams.restoration.standby_task import StandbyTask
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
@@ -309,14 +310,20 @@ class TaskManager:
             del self.tasks_to_revive[task_id]
         new_tasks = self._open_new_tasks({task_id: partitions for task_id, partitions in active.items()
                                           if task_id not in self.tasks and task_id not in self.standby_tasks})
+        # Tasks whose changelog lost their stores' state are not started; the others of the
+        # assignment are still checked, so one error (and the status) names every lost task.
+        lost: list[ChangelogLostError] = []
         try:
             for task_id, partitions in sorted(active.items()):
                 task = self.tasks.get(task_id)
                 if task is not None and task.state is not TaskState.SUSPENDED:
                     continue  # unchanged: never revoked under the cooperative protocol
-                self._start_active(task_id, sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions),
-                                   rewind=self.tasks_to_revive.pop(task_id, None) is not None,
-                                   opened=new_tasks.pop(task_id, None))
+                try:
+                    self._start_active(task_id, sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions),
+                                       rewind=self.tasks_to_revive.pop(task_id, None) is not None,
+                                       opened=new_tasks.pop(task_id, None))
+                except ChangelogLostError as exc:
+                    lost.append(exc)
         finally:
             for task in new_tasks.values():  # not started: a start before them failed
                 task.close(clean=False)
@@ -331,7 +338,12 @@ class TaskManager:
             collector, stores = self._new_stores(task_id)
             reader.prepare_stores(task_id, stores)
             stores.initialize()
-            self._add_standby(task_id, stores, collector, warmup=task_id in warmups)
+            try:
+                self._add_standby(task_id, stores, collector, warmup=task_id in warmups)
+            except ChangelogLostError as exc:
+                lost.append(exc)
+        if lost:
+            raise changelog_lost_error([entry for exc in lost for entry in exc.lost])
 
     def _open_new_tasks(self, assigned: Mapping[TaskId, Iterable[Any]]) -> dict[TaskId, StreamTask]:
         """Create the newly assigned tasks and open their stores, all before any of them

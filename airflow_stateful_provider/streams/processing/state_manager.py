@@ -29,6 +29,11 @@ from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import StreamsError
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.records import TopicPartition
+from airflow_stateful_provider.streams.processing.task_directories import (
+    claim_task_dir,
+    expected_identity,
+    is_persistent_store,
+)
 from airflow_stateful_provider.streams.serdes import resolve_serde
 from airflow_stateful_provider.streams.snapshots.taking import StoreToSnapshot
 from airflow_stateful_provider.streams.state.caching import CachingSessionStore
@@ -119,6 +124,9 @@ class TaskStateManager:
         self._timestamp_override: int | None = None
         self.task_dir = config.task_state_dir(task_id)
         self._store_names = topology.subtopology(task_id.subtopology).store_names
+        #: What the task directory must hold (task_directories.py); checked once, before use.
+        self.identity = expected_identity(topology, config, task_id, store_type)
+        self._claimed = False
         self._entries: dict[str, StoreEntry] = {}
         self._checkpoint = OffsetCheckpoint.in_task_dir(self.task_dir)
         self._checkpointed: dict[TopicPartition, int] = {}
@@ -140,10 +148,19 @@ class TaskStateManager:
 
     # ------------------------------------------------------------------ lifecycle
 
+    def claim_task_dir(self) -> None:
+        """Refuse a task directory holding another application's or task's state
+        (ForeignStateError, nothing touched), else record this task's identity in it. Before
+        anything reads or replaces what the directory holds; once."""
+        if not self._claimed:
+            claim_task_dir(self.task_dir, self.identity)
+            self._claimed = True
+
     def initialize(self) -> None:
         """Open (create) every store of the task and read the checkpoint file."""
         if self._open:
             return
+        self.claim_task_dir()
         try:
             for name in self._store_names:
                 self._entries[name] = self._build(self._topology.store_builder(name))
@@ -231,6 +248,13 @@ class TaskStateManager:
     def changelog_partitions(self) -> dict[str, TopicPartition]:
         """Store name -> its changelog partition, for logged stores."""
         return {e.name: e.changelog for e in self._entries.values() if e.changelog is not None}
+
+    def changelog_deletes_by_time(self, name: str) -> bool:
+        """Whether the store's changelog also deletes old records (``cleanup.policy``
+        ``compact,delete``: session stores). Retention then moves its log start, so a
+        checkpoint below the log start is not a loss there (restoration/changelog_loss.py)."""
+        policy = self._topology.store_builder(name).changelog_config().get("cleanup.policy", "")
+        return "delete" in (part.strip() for part in policy.split(","))
 
     def store_for_changelog(self, partition: TopicPartition) -> StoreEntry:
         for entry in self._entries.values():
@@ -406,11 +430,7 @@ class TaskStateManager:
                           persistent, changelog, cache)
 
     def _is_persistent(self, builder: StoreBuilder) -> bool:
-        if self._store_type is not None:
-            return self._store_type == "rocksdb"
-        if builder.persistent is None:
-            return self._config.default_dsl_store == "rocksdb"
-        return bool(builder.persistent)
+        return is_persistent_store(builder, self._config, self._store_type)
 
     def _current_timestamp(self) -> int:
         override = self._timestamp_override

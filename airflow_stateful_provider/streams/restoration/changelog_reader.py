@@ -14,9 +14,12 @@ reported instead of silently skipped). It serves two kinds of task:
 
 Invariants:
 - records with a null key are skipped but advance the position;
-- an out-of-range position (changelog truncated, deleted or recreated) marks the store
-  corrupted: its checkpoint entry is dropped, the store wiped and replayed from the
-  beginning, once per detection; it never crashes and never loops;
+- a checkpoint (at registration) or a position (an out-of-range fetch) the changelog no
+  longer holds is judged by changelog_loss.py: retention on a ``compact,delete`` changelog
+  wipes the store and replays it from the log start, once per detection; a changelog that
+  lost records the store holds (deleted, recreated, truncated) raises ChangelogLostError
+  (``on_changelog_loss="fail"``, the default; the task is reported in ``lost_tasks``, its
+  directory untouched) or is wiped and replayed the same way ("restore_from_changelog");
 - ``on_restore_start`` is called when the reader starts reading a partition (its next
   poll), as Kafka Streams' StoreChangelogReader does, not while the tasks of the same
   assignment are still being set up; a partition never read gets no restore callbacks;
@@ -31,12 +34,18 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from kafka import TopicPartition as KafkaTopicPartition
 
 from airflow_stateful_provider.streams.processing.records import TopicPartition
+from airflow_stateful_provider.streams.restoration.changelog_loss import (
+    LostChangelog,
+    Verdict,
+    changelog_lost_error,
+    judge_changelog,
+)
 from airflow_stateful_provider.streams.restoration.restore_source import (
     CHANGELOG,
     LOCAL,
@@ -128,9 +137,17 @@ class ChangelogReader:
 
     def __init__(self, restore_consumer: Any, listener: StateRestoreListener | None = None,
                  standby_listener: StandbyUpdateListener | None = None, poll_timeout_ms: int = 100,
-                 snapshot_loader: SnapshotLoader | None = None) -> None:
+                 snapshot_loader: SnapshotLoader | None = None, *, on_changelog_loss: str = "fail",
+                 log_end_offsets: Callable[[list[KafkaTopicPartition]], dict] | None = None) -> None:
         self._consumer = restore_consumer
         self._snapshot_loader = snapshot_loader
+        #: StreamsConfig.on_changelog_loss: "fail" or "restore_from_changelog".
+        self._on_changelog_loss = on_changelog_loss
+        #: Exactly-once (the restore consumer's end offsets are last stable offsets): looks up
+        #: the log end offsets counting open transactions (changelog_loss.py).
+        self._log_end_offsets = log_end_offsets
+        #: Tasks refused because their changelog lost what their stores hold (status reports them).
+        self.lost_tasks: dict[TaskId, tuple[LostChangelog, ...]] = {}
         #: Per task, where its state came from at its last assignment (status reports it).
         self.restore_sources: dict[TaskId, RestoreSource] = {}
         self.listener: StateRestoreListener = listener or _Silent()
@@ -152,7 +169,10 @@ class ChangelogReader:
     def prepare_stores(self, task_id: TaskId, state_manager: Any) -> RestoreSource | None:
         """Before a new task's stores open: keep usable local state, else load the newest
         valid snapshot, else leave it to the changelog (restore_source.py). None (and nothing
-        reported) for a task without persistent logged stores."""
+        reported) for a task without persistent logged stores. A task directory holding another
+        application's or task's state is refused first (ForeignStateError), before a snapshot
+        could go into it."""
+        state_manager.claim_task_dir()
         stores = state_manager.persistent_changelogs()
         if not stores:
             self.restore_sources.pop(task_id, None)
@@ -248,8 +268,8 @@ class ChangelogReader:
             self._reassign()
 
     def _initial_states(self, task_id: TaskId, state_manager: Any, role: TaskRole) -> list[ChangelogState]:
-        """Where each changelog partition of the task starts, after checking the checkpoint
-        against the changelog's current bounds."""
+        """Where each changelog partition of the task starts, after judging its checkpoint
+        against the changelog's current offsets (changelog_loss.py)."""
         if task_id in self._tasks:
             raise ValueError(f"task {task_id} is already registered with this reader")
         partitions = {name: TopicPartition(*tp) for name, tp in state_manager.changelog_partitions().items()}
@@ -258,26 +278,50 @@ class ChangelogReader:
         checkpointed = state_manager.checkpointed_offsets()
         ends = _by_partition(self._consumer.end_offsets(_kafka(partitions.values())))
         begins = _by_partition(self._consumer.beginning_offsets(_kafka(partitions.values())))
+        high_watermarks = self._high_watermarks([tp for tp in partitions.values()
+                                                 if tp in checkpointed and checkpointed[tp] + 1 > ends[tp]])
+        verdicts: dict[str, Verdict] = {}
+        lost: list[LostChangelog] = []
+        for store_name, tp in partitions.items():
+            checkpoint = checkpointed.get(tp)
+            if checkpoint is None:
+                continue  # nothing claimed: restore from the log start
+            verdicts[store_name] = judge_changelog(
+                checkpoint + 1, begins[tp], ends[tp], high_watermark=high_watermarks.get(tp),
+                deletes_by_time=state_manager.changelog_deletes_by_time(store_name))
+            if verdicts[store_name] is Verdict.LOST:
+                lost.append(LostChangelog(str(task_id), role.value, store_name, tp[0], tp[1], checkpoint,
+                                          begins[tp], ends[tp], state_manager.task_dir))
+        if lost and self._on_changelog_loss == "fail":
+            self.lost_tasks[task_id] = tuple(lost)
+            raise changelog_lost_error(lost)  # before any store is touched
+        for loss in lost:
+            log.warning("%s; on_changelog_loss='restore_from_changelog': wiping the store and rebuilding it from "
+                        "what the changelog holds now", loss.describe())
         states = []
         for store_name, tp in partitions.items():
-            end, begin = ends[tp], begins[tp]
-            checkpoint = checkpointed.get(tp)
-            start = begin if checkpoint is None else checkpoint + 1
-            if checkpoint is not None and not begin <= start <= end:
-                # The changelog no longer has what the checkpoint says was applied: truncated,
-                # recreated, or records deleted. The store cannot be trusted.
-                log.warning("task %s: checkpointed offset %d of %s is outside the changelog [%d, %d); "
-                            "wiping store %s and replaying it from the beginning",
-                            task_id, checkpoint, tp, begin, end, store_name)
+            verdict = verdicts.get(store_name)
+            if verdict is Verdict.REPLAY:
+                log.warning("task %s: checkpointed offset %d of %s is below the log start %d (retention of its "
+                            "compact,delete changelog); wiping store %s and replaying it from the log start",
+                            task_id, checkpointed[tp], tp, begins[tp], store_name)
+            if verdict in (Verdict.REPLAY, Verdict.LOST):
                 state_manager.wipe_store(store_name)
                 self._note_wiped(task_id)
-                start = begin
-            state = ChangelogState(tp, task_id, store_name, state_manager, role, start, end, start)
+            start = checkpointed[tp] + 1 if verdict is Verdict.RESTORE else begins[tp]
+            state = ChangelogState(tp, task_id, store_name, state_manager, role, start, ends[tp], start)
             self._changelogs[tp] = state
             states.append(state)
         self._tasks[task_id] = list(partitions.values())
         self._roles[task_id] = role
         return states
+
+    def _high_watermarks(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Exactly-once: the log end offsets (open transactions included) of ``partitions``,
+        whose checkpoints lie past the last stable offset; {} otherwise."""
+        if not partitions or self._log_end_offsets is None:
+            return {}
+        return _by_partition(self._log_end_offsets(_kafka(partitions)))
 
     # ------------------------------------------------------------------ queries
 
@@ -425,16 +469,31 @@ class ChangelogReader:
         return False
 
     def _handle_out_of_range(self, offsets: dict) -> None:
+        """The consumer's position of some partitions is outside their changelog now: judge
+        each like a checkpoint (changelog_loss.py): replay it, or fail when records the store
+        holds are gone."""
         partitions = [TopicPartition(tp.topic, tp.partition) for tp in offsets] or \
             [tp for tp, s in self._changelogs.items() if not s.completed]
         begins = _by_partition(self._consumer.beginning_offsets(_kafka(partitions)))
         ends = _by_partition(self._consumer.end_offsets(_kafka(partitions)))
+        lost: dict[TaskId, list[LostChangelog]] = {}
         for tp in partitions:
             state = self._changelogs.get(tp)
             if state is None:
                 continue
-            log.warning("task %s: changelog %s offset %d is out of range; wiping store %s and replaying it "
-                        "from the beginning", state.task_id, tp, state.position, state.store_name)
+            verdict = judge_changelog(state.position, begins[tp], ends[tp],
+                                      deletes_by_time=state.state_manager.changelog_deletes_by_time(state.store_name))
+            if verdict is Verdict.RESTORE:  # moved back into range meanwhile: read on
+                self._consumer.seek(KafkaTopicPartition(*tp), state.position)
+                continue
+            if verdict is Verdict.LOST and self._on_changelog_loss == "fail":
+                lost.setdefault(state.task_id, []).append(LostChangelog(
+                    str(state.task_id), state.role.value, state.store_name, tp[0], tp[1], state.position - 1,
+                    begins[tp], ends[tp], state.state_manager.task_dir))
+                continue
+            log.warning("task %s: changelog %s offset %d is out of range [%d, %d); wiping store %s and replaying it "
+                        "from the log start", state.task_id, tp, state.position, begins[tp], ends[tp],
+                        state.store_name)
             state.state_manager.wipe_store(state.store_name)
             self._note_wiped(state.task_id)
             state.start_offset = state.position = begins[tp]
@@ -442,6 +501,9 @@ class ChangelogReader:
                 state.end_offset = ends[tp]
             state.restored = 0
             self._consumer.seek(KafkaTopicPartition(*tp), state.position)
+        if lost:
+            self.lost_tasks.update((task_id, tuple(entries)) for task_id, entries in lost.items())
+            raise changelog_lost_error([entry for entries in lost.values() for entry in entries])
 
     def _note_wiped(self, task_id: TaskId) -> None:
         """A store of the task was wiped: its state now comes from the changelog alone."""

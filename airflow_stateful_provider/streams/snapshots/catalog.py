@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_stateful_provider.streams.errors import InvalidSnapshotError, SnapshotError
+from airflow_stateful_provider.streams.errors import ForeignStateError, InvalidSnapshotError, SnapshotError
 from airflow_stateful_provider.streams.snapshots.retention import apply_retention
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotInfo, SnapshotStorage
 
@@ -73,7 +73,7 @@ def _entry(storage: SnapshotStorage, info: SnapshotInfo) -> SnapshotEntry:
                              "no manifest (uploading, abandoned or being deleted)")
     try:
         manifest = storage.read_manifest(info)
-    except InvalidSnapshotError as exc:
+    except (InvalidSnapshotError, ForeignStateError) as exc:
         return SnapshotEntry(info.task_id, info.snapshot_id, info.taken_at, True, None, None, {}, str(exc))
     return SnapshotEntry(info.task_id, info.snapshot_id, info.taken_at, True, manifest.total_bytes,
                          len(manifest.files), {s.name: s.offset for s in manifest.stores}, None)

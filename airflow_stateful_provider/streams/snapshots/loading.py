@@ -2,13 +2,15 @@
 
 The newest snapshot that passes every check wins; each one that does not is skipped with
 a warning naming it and saying what comes next. Checks, in order: a manifest exists and
-parses; it holds every persistent store of the task, logged to the same changelog
-partition; every store's offset is still inside its changelog (not below the log start:
-the records between the snapshot and today would be missing, nor past the end: the
-changelog was recreated); every file downloads with the size and SHA-256 the manifest
-lists. Files are downloaded into ``<task_dir>/.snapshot-restore-<id>/`` and verified
-before anything in the task directory changes, so a corrupt snapshot is never loaded,
-and a snapshot deleted meanwhile (retention) does not matter once it is downloaded.
+parses; it belongs to this application and task (a snapshot of another one is not skipped
+but refused with ForeignStateError, like a foreign task directory); it holds every
+persistent store of the task, logged to the same changelog partition; every store's offset
+is still inside its changelog (not below the log start: the records between the snapshot
+and today would be missing, nor past the end: the changelog was recreated); every file
+downloads with the size and SHA-256 the manifest lists. Files are downloaded into
+``<task_dir>/.snapshot-restore-<id>/`` and verified before anything in the task directory
+changes, so a corrupt snapshot is never loaded, and a snapshot deleted meanwhile
+(retention) does not matter once it is downloaded.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ class SnapshotLoader:
         name = self.storage.describe(self.application_id, info.task_id, info.snapshot_id)
         if not info.complete:
             raise InvalidSnapshotError(f"snapshot {name} has no manifest (a partial upload, or being deleted)")
-        manifest = self.storage.read_manifest(info)
+        manifest = self.storage.read_manifest(info)  # ForeignStateError propagates: refused, not skipped
         offsets = _check_fits(manifest, name, stores, bounds)
         staging = os.path.join(task_dir, RESTORE_STAGING_PREFIX + info.snapshot_id)
         shutil.rmtree(staging, ignore_errors=True)

@@ -15,7 +15,7 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_stateful_provider.streams.errors import InvalidSnapshotError, SnapshotError
+from airflow_stateful_provider.streams.errors import ForeignStateError, InvalidSnapshotError, SnapshotError
 from airflow_stateful_provider.streams.snapshots.manifest import (
     MANIFEST_FILE_NAME,
     SnapshotFile,
@@ -111,6 +111,9 @@ class SnapshotStorage:
         return sorted(found, key=lambda s: s.snapshot_id, reverse=True)
 
     def read_manifest(self, info: SnapshotInfo) -> SnapshotManifest:
+        """The snapshot's manifest, checked against the directory it lies in: a snapshot of
+        another application or task is refused with ForeignStateError, as a task directory
+        holding another application's state is (processing/task_directories.py)."""
         name = self.describe(info.application_id, info.task_id, info.snapshot_id)
         path = posixpath.join(self.snapshot_path(info.application_id, info.task_id, info.snapshot_id),
                               MANIFEST_FILE_NAME)
@@ -119,8 +122,12 @@ class SnapshotStorage:
         except FileNotFoundError:
             raise InvalidSnapshotError(f"snapshot {name} has no {MANIFEST_FILE_NAME} (partial upload)") from None
         manifest = SnapshotManifest.from_json(text, f"snapshot {name}")
-        if (manifest.application_id, manifest.task_id, manifest.snapshot_id) != \
-                (info.application_id, info.task_id, info.snapshot_id):
+        if (manifest.application_id, manifest.task_id) != (info.application_id, info.task_id):
+            raise ForeignStateError(
+                f"snapshot {name} holds state of application {manifest.application_id!r}, task {manifest.task_id}, "
+                f"not of application {info.application_id!r}, task {info.task_id}: it is never loaded; move it out "
+                f"of {self.url}/{info.application_id}/{info.task_id}/ (or delete it) and start again")
+        if manifest.snapshot_id != info.snapshot_id:
             raise InvalidSnapshotError(
                 f"snapshot {name}: manifest is of {manifest.application_id}/{manifest.task_id}/"
                 f"{manifest.snapshot_id}, not of the directory it is in")

@@ -21,6 +21,7 @@ from airflow_stateful_provider.streams.durations import duration_arg_ms
 from airflow_stateful_provider.streams.status.document import (
     DEFAULT_STALE_AFTER_MS,
     STALE,
+    STATE_LOST,
     UNASSIGNED,
     ChangelogProgress,
     InstanceStatus,
@@ -103,7 +104,8 @@ class StandbyReplica:
 @dataclasses.dataclass(frozen=True)
 class TaskStatus:
     """One task of the application: ``state`` is the active's reported task state, or
-    "stale" (only a stale instance claims it) or "unassigned" (nobody claims it)."""
+    "stale" (only a stale instance claims it) or "unassigned" (nobody claims it). A
+    ``state_lost`` claim stays ``state_lost`` when its instance went stale (it died of it)."""
 
     task_id: str
     state: str
@@ -163,6 +165,11 @@ class ApplicationStatus:
     def restoring_tasks(self) -> tuple[TaskStatus, ...]:
         return tuple(t for t in self.tasks if t.state == "restoring")
 
+    @property
+    def state_lost_tasks(self) -> tuple[TaskStatus, ...]:
+        """Tasks refused because their changelog lost their stores' state (docs/runbook.md)."""
+        return tuple(t for t in self.tasks if t.state == STATE_LOST)
+
     def task(self, task_id: str | TaskId) -> TaskStatus:
         wanted = str(task_id)
         for task in self.tasks:
@@ -191,6 +198,7 @@ class ApplicationStatus:
             "tasks": [_task_json(t) for t in self.tasks],
             "stale_instances": [i.instance_id for i in self.stale_instances],
             "unassigned_tasks": [t.task_id for t in self.unassigned_tasks],
+            "state_lost_tasks": [t.task_id for t in self.state_lost_tasks],
         }
 
 
@@ -206,7 +214,7 @@ def _task_json(task: TaskStatus) -> dict[str, Any]:
     }
 
 
-_STATE_PREFERENCE = {"running": 0, "restoring": 1, "created": 2, "suspended": 3}
+_STATE_PREFERENCE = {"running": 0, "restoring": 1, "created": 2, "suspended": 3, STATE_LOST: 4}
 
 
 def build_application_status(
@@ -223,8 +231,9 @@ def build_application_status(
     - A document published more than ``stale_after_ms`` before ``now_ms`` is stale: its
       instance is flagged and its claims are shown, marked, never trusted silently.
     - Per task, the active owner is the non-stale instance claiming it (preferring
-      running, then restoring, created, suspended, then the newest document); other
-      claims become notes. Only stale claims -> state "stale"; none -> "unassigned".
+      running, then restoring, created, suspended, state_lost, then the newest document);
+      other claims become notes. Only stale claims -> state "stale" (but "state_lost" when
+      the owner reported that); none -> "unassigned". Every lost changelog is a note.
     - Restoration progress comes from the owner's document while it restores; standby
       lag is measured against ``live_end_offsets`` (keys ``(topic, partition)``).
     - ``expected_tasks`` (e.g. from the topology) are listed even when nobody claims them.
@@ -294,7 +303,7 @@ def _task_status(task_id: str, claims: list[tuple[InstanceStatus, InstanceTask]]
     else:
         doc, task = owner
         active = ActiveOwner(doc.instance_id, doc.host, task.state, stale[doc.instance_id])
-        if active.stale:
+        if active.stale and task.state != STATE_LOST:  # a lost state stays lost when its reporter died of it
             state = STALE
             notes.append(f"owner {doc.instance_id} last published {age_text(age[doc.instance_id])} ago "
                          f"(stale; reported {task.state})")
@@ -309,6 +318,9 @@ def _task_status(task_id: str, claims: list[tuple[InstanceStatus, InstanceTask]]
         for other_doc, other in ranked[1:]:
             flag = " (stale)" if stale[other_doc.instance_id] else ""
             notes.append(f"also claimed active by {other_doc.instance_id}{flag} ({other.state})")
+    for doc, task in claims:
+        for lost in task.lost_changelogs:
+            notes.append(f"STATE LOST on {doc.instance_id} ({task.role}): {lost.describe()}; see docs/runbook.md")
     partitions = sorted({c.topic_partition for _, t in claims for c in t.changelogs})
     standbys = tuple(
         _standby(doc, task, partitions, ends, stale[doc.instance_id], notes)

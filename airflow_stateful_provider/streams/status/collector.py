@@ -14,7 +14,12 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_stateful_provider.streams.durations import duration_arg_ms
-from airflow_stateful_provider.streams.status.document import AT_LEAST_ONCE, STATUS_FORMAT_VERSION, TASK_STATES
+from airflow_stateful_provider.streams.status.document import (
+    AT_LEAST_ONCE,
+    STATE_LOST,
+    TASK_STATES,
+    document_format_version,
+)
 from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["RestoreRateTracker", "status_document_from_instance"]
@@ -113,10 +118,16 @@ def _thread_tasks(thread: Any, now_ms: int, tracker: RestoreRateTracker | None, 
         by_task.setdefault(str(entry.task_id), []).append(entry)
     # dict() copies in one step: the stream thread records sources outside tasks_lock
     sources = {str(t): s for t, s in dict(getattr(reader, "restore_sources", None) or {}).items()}
-    tasks: list[dict[str, Any]] = []
+    # Tasks refused because their changelog lost their stores' state: reported even after the
+    # thread died of it (the instance's last document says why it stopped).
+    lost = dict(getattr(reader, "lost_tasks", None) or {})
+    tasks: list[dict[str, Any]] = [
+        {"task_id": str(task_id), "role": entries[0].role, "state": STATE_LOST, "changelogs": [],
+         "lost_changelogs": [entry.to_dict() for entry in entries]}
+        for task_id, entries in sorted(lost.items(), key=lambda item: _sort_key(item[0]))]
     for task_id, task in sorted(thread.tasks.items(), key=lambda item: _sort_key(item[0])):
         state = _task_state(task)
-        if state is None:
+        if state is None or task_id in lost:
             continue
         key = str(task_id)
         tasks.append({"task_id": key, "role": "active", "state": state,
@@ -126,7 +137,7 @@ def _thread_tasks(thread: Any, now_ms: int, tracker: RestoreRateTracker | None, 
     standby_map = getattr(thread, "standby_tasks", None) or {}
     for task_id, standby in sorted(standby_map.items(), key=lambda item: _sort_key(item[0])):
         state = _task_state(standby)
-        if state is None:
+        if state is None or task_id in lost:
             continue
         key = str(getattr(standby, "id", task_id))
         warmup = bool(getattr(standby, "warmup", False) or getattr(standby, "is_warmup", False)
@@ -155,7 +166,8 @@ def status_document_from_instance(
 
     Reads ``streams.state``, ``.config.application_id``, ``.process_id``, ``.threads``;
     per thread ``.tasks`` (StreamTask: ``.id``, ``.state``), ``.changelog_reader.progress()``,
-    ``.consumer.group_metadata()`` (generation), and when present ``.standby_tasks``
+    ``.consumer.group_metadata()`` (generation), ``.changelog_reader.lost_tasks`` (tasks whose
+    changelog lost their state: ``state_lost``), and when present ``.standby_tasks``
     (TaskId -> standby with ``.id``, ``.state``, optional ``.warmup``/``.is_warmup`` and
     ``.changelog_progress()``), ``.warmup_tasks`` and ``.next_probing_rebalance_ms``.
     ``published_at`` is set to ``now_ms``; the publisher overwrites it when sending.
@@ -183,7 +195,7 @@ def status_document_from_instance(
         rate_tracker.retain(observed)
     state = getattr(streams.state, "value", streams.state)
     return {
-        "format_version": STATUS_FORMAT_VERSION,
+        "format_version": document_format_version(task["state"] for task in tasks),
         "instance_id": instance_id,
         "application_id": streams.config.application_id,
         "state": str(state),

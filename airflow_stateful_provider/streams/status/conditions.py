@@ -24,6 +24,7 @@ from airflow_stateful_provider.streams.errors import (
     UnknownApplicationError,
 )
 from airflow_stateful_provider.streams.status.application import ApplicationStatus, TaskStatus, restore_note
+from airflow_stateful_provider.streams.status.document import STATE_LOST
 from airflow_stateful_provider.streams.status.readable import age_text, duration_text
 from airflow_stateful_provider.streams.status.rendering import columns, restoration_cells
 from airflow_stateful_provider.streams.task_id import TaskId
@@ -201,6 +202,9 @@ def _source_text(task: TaskStatus | None, now_ms: int) -> str:
 def _restoration_waiting_for(status: ApplicationStatus, task: TaskStatus | None, max_remaining: int) -> str:
     if task is None:
         return "no instance reports this task"
+    if task.state == STATE_LOST:
+        return ("state lost: its changelog no longer holds what its stores held; nothing restores it until "
+                "someone acts (docs/runbook.md, \"A task's state is lost\")")
     problem = _owner_problem(status, task)
     if problem is not None:
         return problem

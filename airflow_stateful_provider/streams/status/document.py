@@ -19,6 +19,7 @@ from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = [
     "STATUS_FORMAT_VERSION",
+    "STATE_LOST",
     "DEFAULT_STATUS_INTERVAL_MS",
     "DEFAULT_STALE_AFTER_MS",
     "INSTANCE_STATES",
@@ -30,17 +31,21 @@ __all__ = [
     "PROCESSING_GUARANTEES",
     "STALE",
     "UNASSIGNED",
+    "document_format_version",
     "status_topic_name",
     "control_topic_name",
     "ChangelogProgress",
+    "LostChangelogReport",
     "InstanceTask",
     "CommandAcknowledgement",
     "InstanceStatus",
 ]
 
-#: Version of the document written by this code. Readers accept this and older versions and
-#: reject newer ones (a newer writer may have changed a field's meaning).
-STATUS_FORMAT_VERSION = 1
+#: Newest version of the document this code reads and writes. Readers accept this and older
+#: versions and reject newer ones (a newer writer may have changed a field's meaning). A writer
+#: stamps the oldest version that expresses its document: 2 only when a task is
+#: ``state_lost`` (the value version 2 added), so readers of version 1 keep reading the rest.
+STATUS_FORMAT_VERSION = 2
 #: How often an instance republishes its document when nothing changes.
 DEFAULT_STATUS_INTERVAL_MS = 10_000
 #: A document older than this is stale: three missed publications.
@@ -50,7 +55,9 @@ DEFAULT_STALE_AFTER_MS = 3 * DEFAULT_STATUS_INTERVAL_MS
 INSTANCE_STATES = frozenset({"CREATED", "REBALANCING", "RUNNING", "PENDING_SHUTDOWN", "NOT_RUNNING",
                              "PENDING_ERROR", "ERROR"})
 TASK_ROLES = ("active", "standby", "warmup")
-TASK_STATES = ("created", "restoring", "running", "suspended")
+#: A task refused because its changelog lost what its stores hold (format version 2).
+STATE_LOST = "state_lost"
+TASK_STATES = ("created", "restoring", "running", "suspended", STATE_LOST)
 #: The values of an instance's ``processing_guarantee`` (StreamsConfig.processing_guarantee).
 AT_LEAST_ONCE = "at_least_once"
 PROCESSING_GUARANTEES = (AT_LEAST_ONCE, "exactly_once_v2")
@@ -128,10 +135,32 @@ class TaskRestore:
 
 
 @dataclasses.dataclass(frozen=True)
+class LostChangelogReport:
+    """A changelog partition of a ``state_lost`` task: the store holds it up to
+    ``checkpointed_offset``, but the changelog now starts at ``log_start_offset`` and ends at
+    ``log_end_offset`` (docs/runbook.md, "A task's state is lost")."""
+
+    topic: str
+    partition: int
+    store: str
+    checkpointed_offset: int
+    log_start_offset: int
+    log_end_offset: int
+
+    def describe(self) -> str:
+        return (f"store {self.store!r} holds {self.topic}-{self.partition} up to offset {self.checkpointed_offset}, "
+                f"the changelog now starts at {self.log_start_offset} and ends at {self.log_end_offset}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
 class InstanceTask:
     """A task an instance holds: its role, its state and its changelog partitions.
 
-    Running active tasks list no changelogs: their stores are current with their input.
+    Running active tasks list no changelogs: their stores are current with their input. A
+    ``state_lost`` task lists what its changelogs lost in ``lost_changelogs``.
     """
 
     task_id: str
@@ -139,12 +168,15 @@ class InstanceTask:
     state: str
     changelogs: tuple[ChangelogProgress, ...] = ()
     restore: TaskRestore | None = None
+    lost_changelogs: tuple[LostChangelogReport, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out = {"task_id": self.task_id, "role": self.role, "state": self.state,
                "changelogs": [c.to_dict() for c in self.changelogs]}
         if self.restore is not None:
             out["restore"] = self.restore.to_dict()
+        if self.lost_changelogs:
+            out["lost_changelogs"] = [c.to_dict() for c in self.lost_changelogs]
         return out
 
 
@@ -182,11 +214,14 @@ class InstanceStatus:
     tasks: tuple[InstanceTask, ...] = ()
     acknowledgements: tuple[CommandAcknowledgement, ...] = ()
 
-    format_version = STATUS_FORMAT_VERSION
+    @property
+    def format_version(self) -> int:
+        """The version this document is written with (see STATUS_FORMAT_VERSION)."""
+        return document_format_version(t.state for t in self.tasks)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "format_version": STATUS_FORMAT_VERSION,
+            "format_version": self.format_version,
             "instance_id": self.instance_id,
             "application_id": self.application_id,
             "state": self.state,
@@ -225,12 +260,18 @@ class InstanceStatus:
         return _DocumentParser(data, key).parse()
 
 
+def document_format_version(task_states: Iterable[str]) -> int:
+    """The oldest format version expressing a document whose tasks are in ``task_states``."""
+    return 2 if STATE_LOST in task_states else 1
+
+
 class _DocumentParser:
     """Parses one document; knows the instance key so every error can name it."""
 
     def __init__(self, data: Any, key: str | None) -> None:
         self.data = data
         self.key = key
+        self.version = 1
 
     def _who(self) -> str:
         if self.key is not None:
@@ -293,6 +334,7 @@ class _DocumentParser:
                 f"status document of {self._who()} has format_version {version}, newer than the "
                 f"{STATUS_FORMAT_VERSION} this reader understands; upgrade airflow-stateful-provider where you "
                 f"read the status")
+        self.version = version
         instance_id = self.text(data, "instance_id", "instance_id")
         if self.key is not None and instance_id != self.key:
             raise self.fail("instance_id", f"is {instance_id!r} but the record key is {self.key!r}")
@@ -329,8 +371,26 @@ class _DocumentParser:
         changelogs = tuple(self.changelog(c, f"{path}.changelogs[{i}]")
                            for i, c in enumerate(self.listing(obj, "changelogs", f"{path}.changelogs")))
         restore = self.restore(obj["restore"], f"{path}.restore") if obj.get("restore") is not None else None
-        return InstanceTask(task_id, self.text(obj, "role", f"{path}.role", choices=TASK_ROLES),
-                            self.text(obj, "state", f"{path}.state", choices=TASK_STATES), changelogs, restore)
+        state = self.text(obj, "state", f"{path}.state", choices=TASK_STATES)
+        if state == STATE_LOST and self.version < 2:
+            raise self.fail(f"{path}.state", f"is {STATE_LOST!r}, which format_version {self.version} does not have "
+                                             f"(it came with version 2)")
+        lost = tuple(self.lost_changelog(c, f"{path}.lost_changelogs[{i}]")
+                     for i, c in enumerate(self.listing(obj, "lost_changelogs", f"{path}.lost_changelogs")))\
+            if "lost_changelogs" in obj else ()
+        return InstanceTask(task_id, self.text(obj, "role", f"{path}.role", choices=TASK_ROLES), state, changelogs,
+                            restore, lost)
+
+    def lost_changelog(self, raw: Any, path: str) -> LostChangelogReport:
+        obj = self.mapping(raw, path)
+        return LostChangelogReport(
+            topic=self.text(obj, "topic", f"{path}.topic"),
+            partition=self.integer(obj, "partition", f"{path}.partition"),
+            store=self.text(obj, "store", f"{path}.store"),
+            checkpointed_offset=self.integer(obj, "checkpointed_offset", f"{path}.checkpointed_offset"),
+            log_start_offset=self.integer(obj, "log_start_offset", f"{path}.log_start_offset"),
+            log_end_offset=self.integer(obj, "log_end_offset", f"{path}.log_end_offset"),
+        )
 
     def restore(self, raw: Any, path: str) -> TaskRestore:
         obj = self.mapping(raw, path)

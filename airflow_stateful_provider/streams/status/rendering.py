@@ -64,10 +64,11 @@ def render_status_table(status: ApplicationStatus, *, bars: bool = False) -> str
         standbys = ", ".join(_standby_text(s) for s in task.standbys) or "-"
         rows.append((task.task_id, active, task.state, progress, rate, eta, standbys, "; ".join(task.notes)))
     stale = status.stale_instances
+    lost = status.state_lost_tasks
     lines = [f"application {status.application_id}: {len(status.instances)} instance(s)"
              f"{f' ({len(stale)} stale)' if stale else ''}, {len(status.tasks)} task(s) "
-             f"({len(status.restoring_tasks)} restoring, {len(status.unassigned_tasks)} unassigned); "
-             f"stale after {age_text(status.stale_after_ms)}"]
+             f"({len(status.restoring_tasks)} restoring, {len(status.unassigned_tasks)} unassigned"
+             f"{f', {len(lost)} STATE LOST' if lost else ''}); stale after {age_text(status.stale_after_ms)}"]
     lines += columns(header, rows)
     lines.append("")
     inst_header = ("INSTANCE", "HOST", "PID", "EPOCH", "STATE", "GUARANTEE", "GENERATION", "PUBLISHED",
