@@ -182,7 +182,7 @@ class StreamsConfig:
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen dataclass: normalise in place
         _check_application_id(self.application_id)
-        set_(self, "bootstrap_servers", _bootstrap_servers(self.bootstrap_servers))
+        set_(self, "bootstrap_servers", parse_bootstrap_servers(self.bootstrap_servers))
         if not isinstance(self.state_dir, (str, os.PathLike)) or not str(self.state_dir):
             raise ConfigError(f"state_dir must be a path, got {self.state_dir!r}")
         set_(self, "state_dir", os.fspath(self.state_dir))
@@ -361,7 +361,9 @@ def _check_application_id(value: Any) -> None:
                           f"{MAX_TOPIC_NAME_LENGTH} characters")
 
 
-def _bootstrap_servers(value: Any) -> tuple[str, ...]:
+def parse_bootstrap_servers(value: Any) -> tuple[str, ...]:
+    """``"h1:9092,h2:9092"`` or a list of ``host:port`` -> a tuple of them; ConfigError for an
+    entry that is not ``host:port`` with a port in 1..65535 and a host without blanks."""
     if isinstance(value, str):
         servers = [s.strip() for s in value.split(",") if s.strip()]
     elif isinstance(value, (list, tuple)) and all(isinstance(s, str) for s in value):
@@ -391,26 +393,19 @@ def _check_group_instance_id(value: Any, threads: int) -> None:
 
 
 def _check_snapshot_url(url: Any) -> None:
-    """A URL whose scheme fsspec knows and whose implementation is installed (s3fs for s3://...)."""
+    """A URL whose scheme fsspec knows. Whether its implementation (s3fs for s3://) is installed
+    depends on the machine, so an instance checks that when it is created (instance/preflight.py)."""
     if not isinstance(url, str) or "://" not in url:
         raise ConfigError(f"snapshot_url must be a URL such as 'file:///mnt/shared/snapshots' or "
                           f"'s3://bucket/prefix', got {url!r}")
     import fsspec
-    from fsspec.registry import known_implementations
 
     scheme = url.split("://", 1)[0]
-    try:
-        fsspec.get_filesystem_class(scheme)
-    except ValueError:
+    if scheme not in fsspec.available_protocols():
         close = difflib.get_close_matches(scheme, fsspec.available_protocols(), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise ConfigError(f"snapshot_url {url!r}: fsspec knows no scheme {scheme!r} ({hint}file, s3, gs, abfs, "
-                          f"hdfs, ...: fsspec.available_protocols() lists them)") from None
-    except ImportError as exc:
-        package = known_implementations.get(scheme, {}).get("class", "").split(".")[0]
-        install = f"pip install {package}" if package and package != "fsspec" else "install what it names"
-        raise ConfigError(f"snapshot_url {url!r}: the fsspec implementation of {scheme}:// cannot be loaded "
-                          f"({exc}); {install}") from None
+                          f"hdfs, ...: fsspec.available_protocols() lists them)")
 
 
 def _check_int(value: Any, name: str, *, minimum: int) -> None:

@@ -9,7 +9,8 @@ JSON line per restoration and standby event (restore start/batch/end/suspended, 
 start/batch/suspended), for tests and for following a restoration after the fact. The config file holds
 StreamsConfig values as JSON; ``--set`` overrides single values (JSON-parsed when
 possible). SIGTERM/SIGINT close the instance cleanly (commit, checkpoint, leave the
-group); the exit code is 0 after a clean stop and 1 when the instance ended in ERROR.
+group); the exit code is 0 after a clean stop, 1 when the instance ended in ERROR and 2 when
+it could not start (a bad setting or topology, unreachable brokers: one line on stderr).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.errors import ConfigError, TopologyError
+from airflow_stateful_provider.streams.errors import ConfigError, StreamsError, TopologyError
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["EventFileListener", "config_values", "load_topology", "load_config", "main"]
@@ -142,24 +143,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
-    try:
-        config = load_config(args.config, args.set)
-        topology = load_topology(args.topology, config)
-    except (ConfigError, TopologyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    streams = KafkaStreams(topology, config)
-    if args.events_file:
-        events = EventFileListener(args.events_file)
-        streams.set_global_state_restore_listener(events)
-        streams.set_standby_update_listener(events)
-    streams.set_state_listener(lambda new, old: (new in (KafkaStreamsState.ERROR, KafkaStreamsState.NOT_RUNNING))
-                               and stop.set())
-    streams.start()
+    try:
+        config = load_config(args.config, args.set)
+        topology = load_topology(args.topology, config)
+        streams = KafkaStreams(topology, config)
+        if args.events_file:
+            events = EventFileListener(args.events_file)
+            streams.set_global_state_restore_listener(events)
+            streams.set_standby_update_listener(events)
+        streams.set_state_listener(lambda new, old: (new in (KafkaStreamsState.ERROR, KafkaStreamsState.NOT_RUNNING))
+                                   and stop.set())
+        streams.start()  # checks the brokers and the settings before it creates anything
+    except StreamsError as exc:  # a bad setting, unreachable brokers, missing source topics, a newer epoch
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     stop.wait()
     streams.close()
     if streams.state is KafkaStreamsState.ERROR:

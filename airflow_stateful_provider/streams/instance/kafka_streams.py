@@ -41,6 +41,7 @@ from airflow_stateful_provider.streams.errors import (
 from airflow_stateful_provider.streams.instance.garbage_collection import raise_gc_thresholds
 from airflow_stateful_provider.streams.instance.preflight import (
     check_replication_factor,
+    check_snapshot_storage,
     check_topic_names,
     dead_letter_topic,
     open_admin,
@@ -115,6 +116,7 @@ class KafkaStreams:
         self.config = StreamsConfig.from_mapping(config) if not isinstance(config, StreamsConfig) else config
         topology.validate()
         check_topic_names(topology, self.config)
+        check_snapshot_storage(self.config)
         prepare_state_dir(self.config)
         self.topology = topology
         self.process_id = uuid.uuid4()

@@ -2,7 +2,8 @@
 
 StreamsConfig checks what the config alone can tell. What needs the topology (the internal
 topic names ``<application_id>-<store>-changelog`` must be legal Kafka names), the machine
-(``state_dir`` must be a writable directory) or the brokers (reachable within a bound, with
+(``state_dir`` must be a writable directory, the fsspec implementation of ``snapshot_url``
+must be installed) or the brokers (reachable within a bound, with
 at least ``replication_factor`` of them) is checked here, by ``KafkaStreams`` and by the
 Spark driver, before the first topic is created. Each failure is a ConfigError or a
 BrokerUnreachableError naming the setting and the fix.
@@ -29,6 +30,7 @@ from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = [
     "check_replication_factor",
+    "check_snapshot_storage",
     "check_topic_names",
     "dead_letter_topic",
     "open_admin",
@@ -80,6 +82,24 @@ def prepare_state_dir(config: StreamsConfig) -> str:
                           f"{config.application_id!r}: {reason}{where}; point state_dir at a writable "
                           f"directory") from None
     return app_dir
+
+
+def check_snapshot_storage(config: StreamsConfig) -> None:
+    """The fsspec implementation of ``snapshot_url``'s scheme loads on this machine (s3fs for
+    s3://, gcsfs for gs://, ...); else a ConfigError saying what to install."""
+    if config.snapshot_url is None:
+        return
+    import fsspec
+    from fsspec.registry import known_implementations
+
+    scheme = config.snapshot_url.split("://", 1)[0]
+    try:
+        fsspec.get_filesystem_class(scheme)
+    except ImportError as exc:
+        package = known_implementations.get(scheme, {}).get("class", "").split(".")[0]
+        install = f"pip install {package}" if package and package != "fsspec" else "install what it names"
+        raise ConfigError(f"snapshot_url {config.snapshot_url!r}: the fsspec implementation of {scheme}:// cannot "
+                          f"be loaded on this machine ({exc}); {install}") from None
 
 
 def open_admin(config: StreamsConfig, factory: Callable[[], Any]) -> Any:
