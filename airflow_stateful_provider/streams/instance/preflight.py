@@ -23,8 +23,7 @@ from airflow_stateful_provider.streams.processing.deserialization import (
     DeadLetterQueueExceptionHandler,
     deserialization_handler_from_config,
 )
-from airflow_stateful_provider.streams.status.document import control_topic_name, status_topic_name
-from airflow_stateful_provider.streams.topic_names import topic_name_problem
+from airflow_stateful_provider.streams.topic_names import MAX_TOPIC_NAME_LENGTH, topic_name_problem
 from airflow_stateful_provider.streams.topics.internal_topics import internal_topics
 from airflow_stateful_provider.streams.topology.topology import Topology
 
@@ -45,26 +44,23 @@ def dead_letter_topic(config: StreamsConfig) -> str | None:
 
 
 def check_topic_names(topology: Topology, config: StreamsConfig) -> None:
-    """Every topic the application creates is a legal Kafka name: its internal topics (names
-    built from ``application_id``, store and repartition names) and the dead-letter topic.
-    Source and sink names were checked when the topology was built."""
+    """Every topic the application creates is a legal Kafka name: its changelog and repartition
+    topics (names built from ``application_id`` and store or operation names) and the
+    dead-letter topic. StreamsConfig checked that the status and control topics fit; source
+    and sink names were checked when the topology was built."""
     app = config.application_id
     for topic in internal_topics(topology, app):
-        _check_internal(topic.name, f"the changelog topic of store {topic.store!r}" if topic.store
-                        else f"a {topic.kind} topic", app)
-    for name in (status_topic_name(app), control_topic_name(app)):
-        _check_internal(name, "an internal topic", app)
+        problem = topic_name_problem(topic.name)
+        if problem is None:
+            continue
+        what = f"the changelog topic of store {topic.store!r}" if topic.store else f"a {topic.kind} topic"
+        fix = (f"shorten application_id ({len(app)} characters) or the store or operation name"
+               if len(topic.name) > MAX_TOPIC_NAME_LENGTH else "rename the store or operation")
+        raise ConfigError(f"{what} would be illegal: {problem}; {fix}")
     dead_letter = dead_letter_topic(config)
     problem = None if dead_letter is None else topic_name_problem(dead_letter)
     if problem is not None:
         raise ConfigError(f"deserialization_exception_handler: the dead-letter {problem}")
-
-
-def _check_internal(name: str, what: str, app: str) -> None:
-    problem = topic_name_problem(name)
-    if problem is not None:
-        raise ConfigError(f"application_id {app!r} ({len(app)} characters): {what} would be illegal: {problem}; "
-                          f"shorten application_id or rename the store or operation")
 
 
 def prepare_state_dir(config: StreamsConfig) -> str:
