@@ -303,6 +303,10 @@ def _stores(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"no state stores under {args.state_dir}\n")
     else:
         out.write(_stores_table(rows) + "\n")
+    out.flush()
+    if failures:
+        print(f"error: {failures} of {len(rows)} store(s) under {args.state_dir} cannot be opened (their "
+              f"rows say why)", file=sys.stderr)
     return 1 if failures else 0
 
 
@@ -320,7 +324,7 @@ def _state_dir_problem(path: str) -> str | None:
 
 
 def _snapshots(args: argparse.Namespace, out: TextIO) -> int:
-    from airflow_stateful_provider.streams.errors import SnapshotError
+    from airflow_stateful_provider.streams.errors import ConfigError, SnapshotError
     from airflow_stateful_provider.streams.snapshots.catalog import (
         SNAPSHOT_STORAGE_OPTIONS_ENV,
         delete_old_snapshots,
@@ -333,7 +337,10 @@ def _snapshots(args: argparse.Namespace, out: TextIO) -> int:
     if args.storage_options:
         options = _json_object_file(args.storage_options, "--storage-options", "fsspec storage options")
     else:
-        options = storage_options_from_env()
+        try:
+            options = storage_options_from_env()
+        except SnapshotError as exc:
+            raise ConfigError(str(exc)) from None
     storage = SnapshotStorage(args.snapshot_url, options)
     try:
         missing = _missing_snapshots(storage, args.application_id, args.task)
