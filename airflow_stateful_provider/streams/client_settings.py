@@ -66,8 +66,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "security_protocol": ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
 }
 #: Settings whose kafka-python default is None, by the type a value must have (None allowed).
-_STRING_SETTINGS = ("client_id", "group_id", "group_instance_id", "transactional_id", "sasl_mechanism",
-                    "sasl_plain_username", "sasl_plain_password", "sasl_kerberos_domain_name", "ssl_cafile",
+_STRING_SETTINGS = ("client_id", "group_id", "group_instance_id", "transactional_id", "sasl_plain_username", "sasl_plain_password", "sasl_kerberos_domain_name", "ssl_cafile",
                     "ssl_certfile", "ssl_keyfile", "ssl_crlfile", "ssl_password", "ssl_ciphers", "proxy_url",
                     "socks5_proxy")
 _COUNT_SETTINGS = ("receive_buffer_bytes", "send_buffer_bytes")
@@ -99,8 +98,10 @@ def client_kind(client_class: Any) -> str | None:
     """"consumer", "producer" or "admin" for kafka-python's client classes (and subclasses), else None."""
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
+    if not isinstance(client_class, type):
+        return None
     for kind, base in ((CONSUMER, KafkaConsumer), (PRODUCER, KafkaProducer), (ADMIN, KafkaAdminClient)):
-        if isinstance(client_class, type) and issubclass(client_class, base):
+        if issubclass(client_class, base):
             return kind
     return None
 
