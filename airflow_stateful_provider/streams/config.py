@@ -384,8 +384,9 @@ def parse_bootstrap_servers(value: Any) -> tuple[str, ...]:
 def _check_group_instance_id(value: Any, threads: int) -> None:
     """Kafka's rules for ``group.instance.id`` (those of a topic name), for the longest id a
     stream thread gets: ``<group_instance_id>-<thread index>``."""
-    longest = f"{value}-{threads}" if isinstance(value, str) and value else value
-    problem = topic_name_problem(longest)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"group_instance_id must be a non-empty string or None, got {value!r}")
+    problem = topic_name_problem(f"{value}-{threads}")
     if problem is not None:
         raise ConfigError(f"group_instance_id {value!r}: the stream threads use '<group_instance_id>-<index>' "
                           f"as static member ids, which follow Kafka's topic-name rules: "
@@ -419,8 +420,8 @@ def _check_deserialization_handler(value: Any) -> None:
     if isinstance(value, str):
         if value in DESERIALIZATION_HANDLER_NAMES:
             return
-        topic = value[len("dead_letter:"):].strip()
-        if value.startswith("dead_letter:") and topic:
+        topic = value[len("dead_letter:"):].strip() if value.startswith("dead_letter:") else ""
+        if topic:
             problem = topic_name_problem(topic)
             if problem is not None:
                 raise ConfigError(f"deserialization_exception_handler {value!r}: the dead-letter {problem}")
