@@ -20,8 +20,10 @@ deletes all but the newest K per task. Bootstrap servers default to
 ``$STATEFUL_STREAMS_BOOTSTRAP_SERVERS``; snapshot storage options (credentials) come from
 ``--storage-options`` or ``$STATEFUL_STREAMS_SNAPSHOT_STORAGE_OPTIONS`` (JSON).
 
-Exit codes: 0 success, 1 unknown application or instance, unreadable store, or instances
-that did not stop within ``--timeout``; 2 usage or broker unreachable.
+Exit codes: 0 success; 1 unknown application or instance, missing snapshot location,
+unreadable store, instances that did not stop within ``--timeout``, or any other failure;
+2 usage (bad arguments, a bad ``--client-config`` or ``--storage-options`` file) or broker
+unreachable. Every error is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -31,12 +33,19 @@ import json
 import os
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from airflow_stateful_provider import __version__
 
 BOOTSTRAP_ENV = "STATEFUL_STREAMS_BOOTSTRAP_SERVERS"
 CLIENT_CONFIG_ENV = "STATEFUL_STREAMS_CLIENT_CONFIG"
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse, with a usage error on one line of stderr (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _add_broker_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,27 +58,46 @@ def _add_broker_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _json_object_file(path: str, option: str, what: str) -> dict[str, Any]:
-    """A file holding a JSON object; raises ValueError naming the option, the file and the problem."""
+    """A file holding a JSON object; raises ConfigError naming the option, the file and the problem."""
+    from airflow_stateful_provider.streams.errors import ConfigError
+
     try:
-        values = json.loads(open(path, encoding="utf-8").read())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{option} {path!r}: {exc}") from None
+        with open(path, encoding="utf-8") as handle:
+            values = json.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"{option} {path!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{option} {path!r} is not valid JSON: {exc}") from None
     if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
-        raise ValueError(f"{option} {path!r} must hold a JSON object of {what}, got {type(values).__name__}")
+        raise ConfigError(f"{option} {path!r} must hold a JSON object of {what}, got {type(values).__name__}")
     return values
 
 
 def _client_configs(path: str | None) -> dict[str, Any]:
-    """The --client-config file; raises ValueError naming the file and the problem."""
+    """The --client-config file (bootstrap_servers in it is ignored: --bootstrap-servers says
+    where); ConfigError naming the file and the setting when one is unknown or mistyped."""
+    from airflow_stateful_provider.streams.client_settings import check_client_settings
+
     if not path:
         return {}
     values = _json_object_file(path, "--client-config", "kafka-python settings")
     values.pop("bootstrap_servers", None)
+    check_client_settings(values, f"--client-config {path!r}")
     return values
 
 
+def _check_bootstrap_servers(servers: str) -> None:
+    from airflow_stateful_provider.streams.config import parse_bootstrap_servers
+    from airflow_stateful_provider.streams.errors import ConfigError
+
+    try:
+        parse_bootstrap_servers(servers)
+    except ConfigError as exc:
+        raise ConfigError(f"--bootstrap-servers: {exc}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _ArgumentParser(
         prog="stateful-streams",
         description="Inspect stateful stream applications run by airflow-stateful-provider.",
     )
@@ -122,20 +150,35 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     if args.command is None:
         parser.print_help(out)
         return 0
+    try:
+        return _run(parser, args, out)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - whatever happens, one line on stderr and no traceback
+        return _report(exc)
+
+
+def _report(exc: Exception) -> int:
+    """Print ``exc`` as one line on stderr; returns the exit code: 2 for a bad setting or
+    unreachable brokers, 1 for anything else (a library's error is named by its type)."""
+    from airflow_stateful_provider.streams.errors import BrokerUnreachableError, ConfigError, StreamsError
+
+    message = str(exc) if isinstance(exc, StreamsError) else f"{type(exc).__name__}: {exc}"
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    return 2 if isinstance(exc, (BrokerUnreachableError, ConfigError)) else 1
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO) -> int:
     if args.command in ("status", "stop"):
-        try:
-            args.client_configs = _client_configs(args.client_config)
-        except ValueError as exc:
-            parser.error(str(exc))
-    if args.command == "status":
         if not args.bootstrap_servers:
-            parser.error(f"status needs --bootstrap-servers (or ${BOOTSTRAP_ENV})")
+            parser.error(f"{args.command} needs --bootstrap-servers (or ${BOOTSTRAP_ENV})")
+        _check_bootstrap_servers(args.bootstrap_servers)
+        args.client_configs = _client_configs(args.client_config)
+    if args.command == "status":
         if args.stale_after <= 0 or (args.watch is not None and args.watch <= 0):
             parser.error("--stale-after and --watch take a positive number of seconds")
         return _status(args, out)
     if args.command == "stop":
-        if not args.bootstrap_servers:
-            parser.error(f"stop needs --bootstrap-servers (or ${BOOTSTRAP_ENV})")
         if args.timeout <= 0:
             parser.error(f"--timeout takes a positive number of seconds, got {args.timeout:g}")
         return _stop(args, out)
@@ -147,21 +190,13 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
 
 
 def _status(args: argparse.Namespace, out: TextIO) -> int:
-    from airflow_stateful_provider.streams.errors import BrokerUnreachableError, UnknownApplicationError
     from airflow_stateful_provider.streams.status.reader import fetch_application_status
     from airflow_stateful_provider.streams.status.rendering import render_status_table
 
     while True:
-        try:
-            status = fetch_application_status(args.bootstrap_servers, args.application_id,
-                                              stale_after_ms=int(args.stale_after * 1000),
-                                              client_configs=args.client_configs)
-        except UnknownApplicationError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        except BrokerUnreachableError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        status = fetch_application_status(args.bootstrap_servers, args.application_id,
+                                          stale_after_ms=int(args.stale_after * 1000),
+                                          client_configs=args.client_configs)
         if args.json:
             out.write(json.dumps(status.to_json_dict(), indent=2, sort_keys=True) + "\n")
         else:
@@ -184,40 +219,28 @@ def _is_terminal(out: TextIO) -> bool:
 
 
 def _stop(args: argparse.Namespace, out: TextIO) -> int:
-    from airflow_stateful_provider.streams.control.commands import new_command
-    from airflow_stateful_provider.streams.errors import (
-        BrokerUnreachableError,
-        StatusReadTimeoutError,
-        UnknownApplicationError,
-    )
     from airflow_stateful_provider.streams.control.channel import (
         live_instances,
         send_command,
         wait_for_command,
     )
+    from airflow_stateful_provider.streams.control.commands import new_command
     from airflow_stateful_provider.streams.status.reader import fetch_application_status
 
     servers = args.bootstrap_servers
-    try:
-        read_ms = min(10_000, int(args.timeout * 1000))
-        status = fetch_application_status(servers, args.application_id, timeout_ms=read_ms,
-                                          client_configs=args.client_configs)
-        command = new_command(args.application_id, "stop", instances=args.instances)
-        expected = live_instances(status, command)
-        unknown = sorted(set(args.instances or ()) - set(expected))
-        if unknown:
-            print(f"error: no live instance {unknown} in application {args.application_id!r} (live: "
-                  f"{list(live_instances(status, new_command(args.application_id, 'stop')))})", file=sys.stderr)
-            return 1
-        send_command(servers, command, timeout_ms=read_ms, client_configs=args.client_configs)
-        outcome = wait_for_command(servers, command, instances=expected, timeout_ms=int(args.timeout * 1000),
-                                   client_configs=args.client_configs)
-    except (UnknownApplicationError, StatusReadTimeoutError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    read_ms = min(10_000, int(args.timeout * 1000))
+    status = fetch_application_status(servers, args.application_id, timeout_ms=read_ms,
+                                      client_configs=args.client_configs)
+    command = new_command(args.application_id, "stop", instances=args.instances)
+    expected = live_instances(status, command)
+    unknown = sorted(set(args.instances or ()) - set(expected))
+    if unknown:
+        print(f"error: no live instance {unknown} in application {args.application_id!r} (live: "
+              f"{list(live_instances(status, new_command(args.application_id, 'stop')))})", file=sys.stderr)
         return 1
-    except BrokerUnreachableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    send_command(servers, command, timeout_ms=read_ms, client_configs=args.client_configs)
+    outcome = wait_for_command(servers, command, instances=expected, timeout_ms=int(args.timeout * 1000),
+                               client_configs=args.client_configs)
     rows = {i: {"stopped": i not in outcome.missing,
                 "acknowledgement": None if i not in outcome.acknowledgements else outcome.acknowledgements[i].status}
             for i in expected}
@@ -250,8 +273,9 @@ def _stores(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_stateful_provider.streams.errors import StreamsError
     from airflow_stateful_provider.streams.state.store_dir import find_stores, open_store
 
-    if not os.path.isdir(args.state_dir):
-        print(f"error: state directory {args.state_dir!r} does not exist", file=sys.stderr)
+    problem = _state_dir_problem(args.state_dir)
+    if problem is not None:
+        print(f"error: state directory {args.state_dir!r} {problem}", file=sys.stderr)
         return 1
     rows: list[dict[str, Any]] = []
     failures = 0
@@ -262,9 +286,10 @@ def _stores(args: argparse.Namespace, out: TextIO) -> int:
                 stats = store.stats()
             finally:
                 store.close()
-        except (StreamsError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - one store the engine refuses is a row, not the end
             failures += 1
-            rows.append({"path": os.path.relpath(path, args.state_dir), "error": str(exc)})
+            message = str(exc) if isinstance(exc, (StreamsError, OSError)) else f"{type(exc).__name__}: {exc}"
+            rows.append({"path": os.path.relpath(path, args.state_dir), "error": " ".join(message.split())})
             continue
         rows.append({
             "path": os.path.relpath(path, args.state_dir), "type": stats.store_type,
@@ -278,12 +303,30 @@ def _stores(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"no state stores under {args.state_dir}\n")
     else:
         out.write(_stores_table(rows) + "\n")
+    out.flush()
+    if failures:
+        print(f"error: {failures} of {len(rows)} store(s) under {args.state_dir} cannot be opened (their "
+              f"rows say why)", file=sys.stderr)
     return 1 if failures else 0
 
 
+def _state_dir_problem(path: str) -> str | None:
+    """Why ``path`` cannot be listed as a state directory, or None."""
+    if not os.path.exists(path):
+        return "does not exist"
+    if not os.path.isdir(path):
+        return "is not a directory (give the state_dir, which holds <application_id>/<task>/<store>)"
+    try:
+        os.listdir(path)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    return None
+
+
 def _snapshots(args: argparse.Namespace, out: TextIO) -> int:
-    from airflow_stateful_provider.streams.errors import SnapshotError
+    from airflow_stateful_provider.streams.errors import ConfigError, SnapshotError
     from airflow_stateful_provider.streams.snapshots.catalog import (
+        SNAPSHOT_STORAGE_OPTIONS_ENV,
         delete_old_snapshots,
         list_snapshots,
         storage_options_from_env,
@@ -291,20 +334,30 @@ def _snapshots(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
     from airflow_stateful_provider.streams.status.readable import age_text
 
-    try:
-        if args.storage_options:
-            options = _json_object_file(args.storage_options, "--storage-options", "fsspec storage options")
-        else:
+    if args.storage_options:
+        options = _json_object_file(args.storage_options, "--storage-options", "fsspec storage options")
+    else:
+        try:
             options = storage_options_from_env()
-        storage = SnapshotStorage(args.snapshot_url, options)
+        except SnapshotError as exc:
+            raise ConfigError(str(exc)) from None
+    storage = SnapshotStorage(args.snapshot_url, options)
+    try:
+        missing = _missing_snapshots(storage, args.application_id, args.task)
+        if missing is not None:
+            print(f"error: {missing}", file=sys.stderr)
+            return 1
         if args.action == "delete":
             deleted = delete_old_snapshots(storage, args.application_id, args.keep, task_id=args.task,
                                            dry_run=args.dry_run)
         else:
             entries = list_snapshots(storage, args.application_id, args.task)
-    except (ValueError, SnapshotError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except SnapshotError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a storage library's error (credentials, network) named in one line
+        raise SnapshotError(f"cannot read snapshots at {args.snapshot_url}: {type(exc).__name__}: {exc} (check the "
+                            f"URL, and the storage options in --storage-options or "
+                            f"${SNAPSHOT_STORAGE_OPTIONS_ENV}: credentials, endpoint)") from exc
     if args.action == "delete":
         verb = "would delete" if args.dry_run else "deleted"
         if args.json:
@@ -329,6 +382,21 @@ def _snapshots(args: argparse.Namespace, out: TextIO) -> int:
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     out.write("\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines) + "\n")
     return 0
+
+
+def _missing_snapshots(storage: Any, application_id: str, task_id: str | None) -> str | None:
+    """Why there is nothing to list (a location, application or task that does not exist,
+    most likely a typo), or None. An application whose directory exists but is empty has none."""
+    if not storage.exists():
+        return f"snapshot location {storage.url} does not exist (check the URL)"
+    tasks = storage.list_tasks(application_id)
+    applications = [] if tasks else storage.list_applications()
+    if not tasks and application_id not in applications:
+        shown = ", ".join(applications[:10]) + (f" and {len(applications) - 10} more" if len(applications) > 10 else "")
+        return f"no snapshots of application {application_id!r} at {storage.url} (applications there: {shown or 'none'})"
+    if task_id is not None and task_id not in tasks:
+        return f"no snapshots of task {task_id} of application {application_id!r} at {storage.url} (tasks: {tasks})"
+    return None
 
 
 def _stores_table(rows: list[dict[str, Any]]) -> str:

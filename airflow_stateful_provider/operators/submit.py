@@ -189,6 +189,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
     def _prepare(self, hook: StatefulStreamsHook) -> dict[str, Any]:
         self.instances = self._instance_count()
         values = self._config_values(hook)
+        _check_config(values)
         self._application_id = values["application_id"]
         self.application_args = ["--topology", self.topology, "--config-json", json.dumps(values, sort_keys=True),
                                  "--instances", str(self.instances), *self.restart_args]
@@ -343,3 +344,14 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         if application_id:
             self._request_stop(StatefulStreamsHook(self.stateful_streams_conn_id), application_id)
 
+
+def _check_config(values: Mapping[str, Any]) -> None:
+    """Refuse a bad streams config here, naming the setting, before spark-submit runs: the
+    driver would refuse it too, but in cluster deploy mode only its log would say why."""
+    from airflow_stateful_provider.streams.config import StreamsConfig
+    from airflow_stateful_provider.streams.errors import ConfigError
+
+    try:
+        StreamsConfig.from_mapping(values)
+    except ConfigError as exc:
+        raise AirflowException(f"streams_config: {exc}") from None

@@ -36,6 +36,7 @@ from typing import Any
 from airflow_stateful_provider.spark.instance_job import InstanceSpec, run_instance
 from airflow_stateful_provider.spark.restart_policy import RestartPolicy
 from airflow_stateful_provider.spark.supervisor import Supervisor
+from airflow_stateful_provider.streams.client_settings import ADMIN, CONSUMER, settings_for
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, SnapshotError, StreamsError, TopologyError
 from airflow_stateful_provider.streams.snapshots.catalog import storage_options_from_env
@@ -176,27 +177,31 @@ class ControlWatcher(threading.Thread):
         self._consumer.close()
 
 
-def _client_configs(config: StreamsConfig) -> dict[str, Any]:
-    return {"bootstrap_servers": list(config.bootstrap_servers), **config.client_configs}
+def _client_configs(config: StreamsConfig, kind: str) -> dict[str, Any]:
+    """The bootstrap servers and the ``client_configs`` a client of ``kind`` knows."""
+    return {"bootstrap_servers": list(config.bootstrap_servers), **settings_for(kind, config.client_configs)}
 
 
 def _new_consumer(config: StreamsConfig, client_id: str) -> Any:
     from kafka import KafkaConsumer
 
-    return KafkaConsumer(**{**_client_configs(config), "client_id": client_id, "group_id": None,
+    return KafkaConsumer(**{**_client_configs(config, CONSUMER), "client_id": client_id, "group_id": None,
                             "enable_auto_commit": False, "allow_auto_create_topics": False,
                             **config.consumer_configs})
 
 
 def _prepare_topics(config: StreamsConfig) -> None:
-    """The status and control topics exist before any instance or watcher needs them."""
+    """The status and control topics exist before any instance or watcher needs them; the
+    brokers are reached and replication_factor checked first (instance/preflight.py)."""
     from kafka import KafkaAdminClient
 
+    from airflow_stateful_provider.streams.instance.preflight import check_replication_factor, open_admin
     from airflow_stateful_provider.streams.status.publisher import ensure_control_topic, ensure_status_topic
 
-    admin = KafkaAdminClient(**{**_client_configs(config), "client_id": f"{config.application_id}-supervisor",
-                                **config.admin_configs})
+    admin = open_admin(config, lambda: KafkaAdminClient(**{
+        **_client_configs(config, ADMIN), "client_id": f"{config.application_id}-supervisor", **config.admin_configs}))
     try:
+        check_replication_factor(admin, config)
         ensure_status_topic(admin, config.application_id)
         ensure_control_topic(admin, config.application_id)
     finally:
@@ -238,12 +243,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    from airflow_stateful_provider.streams.instance.preflight import check_snapshot_storage, check_topic_names
     from airflow_stateful_provider.streams.runner import load_topology
 
     try:
         values = parse_config_values(args.config, args.config_json, args.set)
         config = StreamsConfig.from_mapping(values)
-        load_topology(args.topology, config).validate()
+        topology = load_topology(args.topology, config)
+        topology.validate()
+        check_topic_names(topology, config)
+        check_snapshot_storage(config)
         policy = RestartPolicy(initial_backoff_s=args.initial_backoff, max_backoff_s=args.max_backoff,
                                max_failures=args.max_failures, failure_window_s=args.failure_window)
     except (ConfigError, TopologyError, SnapshotError, ValueError) as exc:
@@ -272,7 +281,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             _prepare_topics(config)
             initial = {instance_id: epoch + 1 for instance_id, epoch in _latest_epochs(config).items()}
-        except (StreamsError, KafkaError) as exc:
+        except StreamsError as exc:  # unreachable brokers, too few brokers for replication_factor, ...
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except KafkaError as exc:
             print(f"error: preparing the status and control topics on {','.join(config.bootstrap_servers)} failed: "
                   f"{exc!r}", file=sys.stderr)
             return 2

@@ -15,17 +15,30 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import functools
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
 from airflow_stateful_provider.streams.assignment.assignment_configs import AssignmentConfigs
 from airflow_stateful_provider.streams.assignment.subscription_info import check_endpoint
+from airflow_stateful_provider.streams.client_settings import (
+    ADMIN,
+    CLIENT_KINDS,
+    CONSUMER,
+    PRODUCER,
+    check_client_settings,
+    check_consumer_timeouts,
+    check_engine_settings,
+    settings_for,
+)
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, GroupProtocolError
+from airflow_stateful_provider.streams.serdes import check_serde
+from airflow_stateful_provider.streams.topic_names import MAX_TOPIC_NAME_LENGTH, topic_name_problem
 
 __all__ = [
     "AT_LEAST_ONCE",
@@ -35,6 +48,9 @@ __all__ = [
 ]
 
 _APPLICATION_ID_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+#: The longest suffix of the topics every application has (``<application_id>-control``;
+#: status/document.py names them).
+_CONTROL_TOPIC_SUFFIX = "-control"
 
 
 class ProcessingGuarantee(str, enum.Enum):
@@ -62,8 +78,6 @@ TIMESTAMP_EXTRACTOR_NAMES = ("fail_on_invalid_timestamp", "log_and_skip_on_inval
 #: Names accepted for ``default_dsl_store`` (the store implementation DSL operators use).
 DSL_STORE_TYPES = ("rocksdb", "in_memory")
 
-_SERDE_NAMES = ("bytes", "string", "int64", "json")
-
 #: Values of ``on_changelog_loss`` (what a task does when its changelog lost what its
 #: checkpoint says the stores hold; docs/runbook.md).
 CHANGELOG_LOSS_RESPONSES = ("fail", "restore_from_changelog")
@@ -80,7 +94,7 @@ class StreamsConfig:
 
     Required: ``application_id`` (also the consumer group id and the prefix of every
     internal topic) and ``bootstrap_servers``. Everything else has the Kafka Streams
-    default. Unknown keys passed to :meth:`from_mapping` are an error.
+    default. Unknown keys are an error (ConfigError naming the closest known key).
     """
 
     application_id: str
@@ -196,32 +210,8 @@ class StreamsConfig:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen dataclass: normalise in place
-        if not isinstance(self.application_id, str) or not _APPLICATION_ID_RE.match(
-            self.application_id
-        ):
-            raise ConfigError(
-                f"application_id must be a non-empty string of [a-zA-Z0-9._-], "
-                f"got {self.application_id!r}"
-            )
-        servers = self.bootstrap_servers
-        if isinstance(servers, str):
-            servers = [s.strip() for s in servers.split(",") if s.strip()]
-        elif isinstance(servers, (list, tuple)) and all(isinstance(s, str) for s in servers):
-            servers = [s.strip() for s in servers if s.strip()]
-        else:
-            raise ConfigError(
-                f"bootstrap_servers must be 'host:port[,host:port...]' or a list of them, "
-                f"got {self.bootstrap_servers!r}"
-            )
-        if not servers:
-            raise ConfigError(f"bootstrap_servers is empty: {self.bootstrap_servers!r}")
-        for server in servers:
-            host, sep, port = server.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise ConfigError(
-                    f"bootstrap_servers entry {server!r} is not of the form host:port"
-                )
-        set_(self, "bootstrap_servers", tuple(servers))
+        _check_application_id(self.application_id)
+        set_(self, "bootstrap_servers", parse_bootstrap_servers(self.bootstrap_servers))
         if not isinstance(self.state_dir, (str, os.PathLike)) or not str(self.state_dir):
             raise ConfigError(f"state_dir must be a path, got {self.state_dir!r}")
         set_(self, "state_dir", os.fspath(self.state_dir))
@@ -240,7 +230,7 @@ class StreamsConfig:
             commit = duration_ms(self.commit_interval_ms, "commit_interval_ms", minimum=0)
         set_(self, "commit_interval_ms", commit)
         for field in ("default_key_serde", "default_value_serde"):
-            _check_serde(getattr(self, field), field)
+            check_serde(getattr(self, field), field, allow_none=False)
         _check_deserialization_handler(self.deserialization_exception_handler)
         _check_named_or_object(self.processing_exception_handler, "processing_exception_handler",
                                PROCESSING_HANDLER_NAMES, "handle(context, record, exception)", dead_letter=True)
@@ -268,15 +258,13 @@ class StreamsConfig:
             raise ConfigError(f"on_changelog_loss must be one of {list(CHANGELOG_LOSS_RESPONSES)}, "
                               f"got {self.on_changelog_loss!r}")
         self._check_snapshot_settings()
-        self.assignment_configs()  # validates the high-availability settings
+        set_(self, "rack_aware_assignment_tags", self.assignment_configs().rack_aware_assignment_tags)
         if not isinstance(self.client_tags, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in self.client_tags.items()):
             raise ConfigError(f"client_tags must map tag keys to values (str to str), got {self.client_tags!r}")
         set_(self, "client_tags", dict(self.client_tags))
-        set_(self, "rack_aware_assignment_tags", tuple(self.rack_aware_assignment_tags))
-        if self.group_instance_id is not None and (not isinstance(self.group_instance_id, str)
-                                                   or not self.group_instance_id):
-            raise ConfigError(f"group_instance_id must be a non-empty string or None, got {self.group_instance_id!r}")
+        if self.group_instance_id is not None:
+            _check_group_instance_id(self.group_instance_id, self.num_stream_threads)
         if self.application_server:
             try:
                 check_endpoint(self.application_server)
@@ -297,17 +285,27 @@ class StreamsConfig:
         if not isinstance(self.app_configs, Mapping):
             raise ConfigError(f"app_configs must be a mapping, got {self.app_configs!r}")
         set_(self, "app_configs", dict(self.app_configs))
-        for field in ("client_configs", "consumer_configs", "producer_configs", "admin_configs"):
+        self._check_client_settings()
+
+    def _check_client_settings(self) -> None:
+        """Known kafka-python settings with values of their type, none the engine decides
+        itself, each for a client it applies to (client_settings.py)."""
+        for field, kinds in (("client_configs", CLIENT_KINDS), ("consumer_configs", (CONSUMER,)),
+                             ("producer_configs", (PRODUCER,)), ("admin_configs", (ADMIN,))):
             value = getattr(self, field)
             if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-                raise ConfigError(f"{field} must be a mapping of kafka-python setting names to values, got {value!r}")
-            set_(self, field, dict(value))
+                raise ConfigError(f"{field} must be a mapping of kafka-python setting names to values, "
+                                  f"got a {type(value).__name__}")  # never the values: they may hold a password
+            check_client_settings(value, field, kinds)
+            check_engine_settings(value, field, exactly_once=self.exactly_once)
+            object.__setattr__(self, field, dict(value))
+        check_consumer_timeouts({**settings_for(CONSUMER, self.client_configs), **self.consumer_configs},
+                                "client_configs/consumer_configs")
 
     def _check_snapshot_settings(self) -> None:
         url = self.snapshot_url
-        if url is not None and (not isinstance(url, str) or "://" not in url):
-            raise ConfigError(f"snapshot_url must be a URL such as 'file:///mnt/shared/snapshots' or "
-                              f"'s3://bucket/prefix', got {url!r}")
+        if url is not None:
+            _check_snapshot_url(url)
         options = self.snapshot_storage_options
         if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
             raise ConfigError(f"snapshot_storage_options must map fsspec option names to values, "
@@ -331,15 +329,6 @@ class StreamsConfig:
             return values
         if not isinstance(values, Mapping):
             raise ConfigError(f"streams config must be a mapping, got {type(values).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        for key in values:
-            if key not in known:
-                close = difflib.get_close_matches(str(key), sorted(known), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ConfigError(f"unknown streams config key {key!r}{hint}")
-        for required in ("application_id", "bootstrap_servers"):
-            if required not in values:
-                raise ConfigError(f"streams config is missing the required key {required!r}")
         return cls(**values)
 
     def with_overrides(self, **changes: Any) -> StreamsConfig:
@@ -363,11 +352,99 @@ class StreamsConfig:
             acceptable_recovery_lag=self.acceptable_recovery_lag, max_warmup_replicas=self.max_warmup_replicas,
             num_standby_replicas=self.num_standby_replicas,
             probing_rebalance_interval_ms=self.probing_rebalance_interval_ms,
-            rack_aware_assignment_tags=tuple(self.rack_aware_assignment_tags))
+            rack_aware_assignment_tags=self.rack_aware_assignment_tags)
 
     def task_state_dir(self, task_id: object) -> str:
         """``<state_dir>/<application_id>/<subtopology>_<partition>`` (DESIGN.md)."""
         return os.path.join(self.state_dir, self.application_id, str(task_id))
+
+
+def _checked_init(generated: Callable[..., None]) -> Callable[..., None]:
+    """Wrap the dataclass ``__init__`` so an unknown or missing key is a ConfigError with a
+    suggestion (as in :meth:`StreamsConfig.from_mapping`), not a bare TypeError."""
+    names = [f.name for f in dataclasses.fields(StreamsConfig)]
+
+    @functools.wraps(generated)
+    def __init__(self: StreamsConfig, *args: Any, **kwargs: Any) -> None:
+        if len(args) > len(names):
+            raise ConfigError(f"StreamsConfig takes at most {len(names)} positional values, got {len(args)}")
+        for key in kwargs:
+            if key not in names:
+                close = difflib.get_close_matches(str(key), names, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"unknown streams config key {key!r}{hint}")
+        given = set(names[:len(args)]) | set(kwargs)
+        for required in ("application_id", "bootstrap_servers"):
+            if required not in given:
+                raise ConfigError(f"streams config is missing the required key {required!r}")
+        generated(self, *args, **kwargs)
+
+    return __init__
+
+
+StreamsConfig.__init__ = _checked_init(StreamsConfig.__init__)  # type: ignore[method-assign]
+
+
+def _check_application_id(value: Any) -> None:
+    """A legal topic name once the longest suffix every application has (``-control``) is added;
+    a task directory ``<state_dir>/<application_id>`` stays inside ``state_dir``."""
+    if not isinstance(value, str) or not _APPLICATION_ID_RE.match(value) or value in (".", ".."):
+        raise ConfigError(f"application_id must be a non-empty string of [a-zA-Z0-9._-], other than '.' and '..' "
+                          f"(it names the consumer group, the internal topics and the state directory), "
+                          f"got {value!r}")
+    longest = MAX_TOPIC_NAME_LENGTH - len(_CONTROL_TOPIC_SUFFIX)
+    if len(value) > longest:
+        raise ConfigError(f"application_id is {len(value)} characters long; at most {longest} fit: the internal "
+                          f"topic '<application_id>{_CONTROL_TOPIC_SUFFIX}' must stay within Kafka's "
+                          f"{MAX_TOPIC_NAME_LENGTH} characters")
+
+
+def parse_bootstrap_servers(value: Any) -> tuple[str, ...]:
+    """``"h1:9092,h2:9092"`` or a list of ``host:port`` -> a tuple of them; ConfigError for an
+    entry that is not ``host:port`` with a port in 1..65535 and a host without blanks."""
+    if isinstance(value, str):
+        servers = [s.strip() for s in value.split(",") if s.strip()]
+    elif isinstance(value, (list, tuple)) and all(isinstance(s, str) for s in value):
+        servers = [s.strip() for s in value if s.strip()]
+    else:
+        raise ConfigError(f"bootstrap_servers must be 'host:port[,host:port...]' or a list of them, got {value!r}")
+    if not servers:
+        raise ConfigError(f"bootstrap_servers is empty: {value!r}")
+    for server in servers:
+        try:
+            check_endpoint(server)
+        except GroupProtocolError:
+            raise ConfigError(f"bootstrap_servers entry {server!r} is not of the form host:port "
+                              f"(a host without blanks, a port in 1..65535)") from None
+    return tuple(servers)
+
+
+def _check_group_instance_id(value: Any, threads: int) -> None:
+    """Kafka's rules for ``group.instance.id`` (those of a topic name), for the longest id a
+    stream thread gets: ``<group_instance_id>-<thread index>``."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"group_instance_id must be a non-empty string or None, got {value!r}")
+    problem = topic_name_problem(f"{value}-{threads}")
+    if problem is not None:
+        raise ConfigError(f"group_instance_id {value!r}: the stream threads use '<group_instance_id>-<index>' "
+                          f"as static member ids, which follow Kafka's topic-name rules: "
+                          f"{problem.replace('topic name', 'id')}")
+
+
+def _check_snapshot_url(url: Any) -> None:
+    """A URL whose scheme fsspec knows. Whether its implementation (s3fs for s3://) is installed
+    depends on the machine, so an instance checks that when it is created (instance/preflight.py)."""
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigError(f"snapshot_url must be a URL such as 'file:///mnt/shared/snapshots' or "
+                          f"'s3://bucket/prefix', got {url!r}")
+    import fsspec
+
+    scheme = url.split("://", 1)[0]
+    if scheme not in fsspec.available_protocols():
+        close = difflib.get_close_matches(scheme, fsspec.available_protocols(), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError(f"snapshot_url {url!r}: fsspec knows no scheme {scheme!r} ({hint}file, s3, gs, abfs, "
+                          f"hdfs, ...: fsspec.available_protocols() lists them)")
 
 
 def _check_int(value: Any, name: str, *, minimum: int) -> None:
@@ -377,23 +454,15 @@ def _check_int(value: Any, name: str, *, minimum: int) -> None:
         raise ConfigError(f"{name} must be >= {minimum}, got {value}")
 
 
-def _check_serde(value: Any, name: str) -> None:
-    if isinstance(value, str):
-        if value not in _SERDE_NAMES:
-            raise ConfigError(f"{name} must be a serde or one of {list(_SERDE_NAMES)}, got {value!r}")
-        return
-    if not (hasattr(value, "serialize") and hasattr(value, "deserialize")):
-        raise ConfigError(
-            f"{name} must be a serde (with serialize/deserialize) or one of "
-            f"{list(_SERDE_NAMES)}, got {value!r}"
-        )
-
-
 def _check_deserialization_handler(value: Any) -> None:
     if isinstance(value, str):
         if value in DESERIALIZATION_HANDLER_NAMES:
             return
-        if value.startswith("dead_letter:") and value[len("dead_letter:"):].strip():
+        topic = value[len("dead_letter:"):].strip() if value.startswith("dead_letter:") else ""
+        if topic:
+            problem = topic_name_problem(topic)
+            if problem is not None:
+                raise ConfigError(f"deserialization_exception_handler {value!r}: the dead-letter {problem}")
             return
         raise ConfigError(
             f"deserialization_exception_handler must be one of "

@@ -9,8 +9,9 @@ JSON line per restoration and standby event (restore start/batch/end/suspended, 
 start/batch/suspended), for tests and for following a restoration after the fact. The config file holds
 StreamsConfig values as JSON; ``--set`` overrides single values (JSON-parsed when
 possible). SIGTERM/SIGINT close the instance cleanly (commit, checkpoint, leave the
-group); the exit code is 0 after a clean stop and 1 when the instance ended in ERROR or
-refused to start (e.g. a state directory of another application).
+group); the exit code is 0 after a clean stop, 1 when the instance ended in ERROR and 2 when
+it could not start (a bad setting or topology, unreachable brokers, a state directory of
+another application: one line on stderr).
 """
 
 from __future__ import annotations
@@ -143,28 +144,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
-    try:
-        config = load_config(args.config, args.set)
-        topology = load_topology(args.topology, config)
-    except (ConfigError, TopologyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    streams = KafkaStreams(topology, config)
-    if args.events_file:
-        events = EventFileListener(args.events_file)
-        streams.set_global_state_restore_listener(events)
-        streams.set_standby_update_listener(events)
-    streams.set_state_listener(lambda new, old: (new in (KafkaStreamsState.ERROR, KafkaStreamsState.NOT_RUNNING))
-                               and stop.set())
     try:
-        streams.start()
-    except StreamsError as exc:  # refused before running (state directory, topics, epoch)
+        config = load_config(args.config, args.set)
+        topology = load_topology(args.topology, config)
+        streams = KafkaStreams(topology, config)
+        if args.events_file:
+            events = EventFileListener(args.events_file)
+            streams.set_global_state_restore_listener(events)
+            streams.set_standby_update_listener(events)
+        streams.set_state_listener(lambda new, old: (new in (KafkaStreamsState.ERROR, KafkaStreamsState.NOT_RUNNING))
+                                   and stop.set())
+        streams.start()  # checks the brokers and the settings before it creates anything
+    except StreamsError as exc:  # a bad setting, unreachable brokers, missing topics, foreign state, a newer epoch
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return 2
     stop.wait()
     streams.close()
     if streams.state is KafkaStreamsState.ERROR:

@@ -28,6 +28,7 @@ __all__ = [
     "Serde",
     "Serdes",
     "StringSerde",
+    "check_serde",
     "get_serde",
     "resolve_serde",
     "serde_name",
@@ -235,6 +236,22 @@ def serde_name(serde: Any) -> str:
         cls = type(serde)
         return f"{cls.__module__}.{cls.__qualname__}"
     raise SerializationError(f"{_show(serde)} is not a serde (needs serialize and deserialize)")
+
+
+def check_serde(serde: Any, what: str, *, allow_none: bool = True) -> None:
+    """Refuse what :func:`resolve_serde` would refuse at run time, when the serde is given:
+    an unknown built-in name (``"avro"``) or an object without serialize/deserialize.
+    ``None`` (the application's default) is allowed unless ``allow_none`` is False."""
+    if serde is None and allow_none:
+        return
+    if isinstance(serde, str):
+        if serde not in _BY_NAME:
+            raise ConfigError(f"{what}: unknown serde name {serde!r}; built-in serdes are {sorted(_BY_NAME)} "
+                              f"(or give a serde object with serialize/deserialize)")
+        return
+    if not (hasattr(serde, "serialize") and hasattr(serde, "deserialize")):
+        raise ConfigError(f"{what} must be a serde (with serialize/deserialize) or one of {sorted(_BY_NAME)}, "
+                          f"got {_show(serde)}")
 
 
 def resolve_serde(serde: Any, default: Any, what: str) -> Any:

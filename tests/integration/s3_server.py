@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -20,7 +20,7 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def moto_s3_server(work_dir: Path) -> Iterator[str]:
     """Run ``python -m moto.server`` on a free loopback port; yields its endpoint URL."""
-    port = _free_port()
+    port = free_port()
     log_path = work_dir / "moto.log"
     with open(log_path, "wb") as log:
         server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],

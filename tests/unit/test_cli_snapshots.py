@@ -58,7 +58,7 @@ def test_delete_keeps_the_newest_k_of_each_task(tmp_path):
 def test_bad_storage_options_and_keep_are_refused(tmp_path, capsys):
     (tmp_path / "options.json").write_text("[1]")
     code, _ = run("snapshots", "list", "file:///nowhere", "app", "--storage-options", str(tmp_path / "options.json"))
-    assert code == 1 and "must hold a JSON object" in capsys.readouterr().err
+    assert code == 2 and "must hold a JSON object" in capsys.readouterr().err
     try:
         run("snapshots", "delete", "file:///nowhere", "app", "--keep", "0")
     except SystemExit as exc:

@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import TopologyError
+from airflow_stateful_provider.streams.serdes import check_serde
 from airflow_stateful_provider.streams.topology.store_builders import (
     KeyValueStoreBuilder,
     SessionStoreBuilder,
@@ -44,6 +45,8 @@ class Materialized:
     def __post_init__(self) -> None:
         if self.store_type not in (None, "rocksdb", "in_memory"):
             raise TopologyError(f"Materialized store_type must be 'rocksdb' or 'in_memory', got {self.store_type!r}")
+        check_serde(self.key_serde, "Materialized key_serde")
+        check_serde(self.value_serde, "Materialized value_serde")
 
     @classmethod
     def as_(cls, store_name: str) -> Materialized:

@@ -10,6 +10,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from airflow_stateful_provider.streams.serdes import check_serde
+
 __all__ = ["Consumed", "Grouped", "Joined", "Produced"]
 
 
@@ -20,6 +22,9 @@ class Consumed:
     key_serde: Any = None
     value_serde: Any = None
     name: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_serdes(self)
 
     @classmethod
     def with_(cls, key_serde: Any = None, value_serde: Any = None) -> Consumed:
@@ -39,6 +44,9 @@ class Produced:
     partitioner: Callable[..., int | None] | None = None
     name: str | None = None
 
+    def __post_init__(self) -> None:
+        _check_serdes(self)
+
     @classmethod
     def with_(cls, key_serde: Any = None, value_serde: Any = None) -> Produced:
         return cls(key_serde, value_serde)
@@ -51,6 +59,9 @@ class Grouped:
     key_serde: Any = None
     value_serde: Any = None
     name: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_serdes(self)
 
     @classmethod
     def with_(cls, key_serde: Any = None, value_serde: Any = None) -> Grouped:
@@ -69,3 +80,13 @@ class Joined:
     value_serde: Any = None
     other_value_serde: Any = None
     name: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_serdes(self)
+
+
+def _check_serdes(parameters: Any) -> None:
+    """Serdes given by an unknown name fail here, where the user wrote them."""
+    for field in dataclasses.fields(parameters):
+        if field.name.endswith("_serde"):
+            check_serde(getattr(parameters, field.name), f"{type(parameters).__name__} {field.name}")

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from airflow_stateful_provider.streams.client_settings import ADMIN, CONSUMER, PRODUCER, settings_for
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.control.listener import ControlListener
 from airflow_stateful_provider.streams.errors import (
@@ -40,11 +41,15 @@ from airflow_stateful_provider.streams.errors import (
     UnknownApplicationError,
 )
 from airflow_stateful_provider.streams.instance.garbage_collection import raise_gc_thresholds
-from airflow_stateful_provider.streams.instance.stream_thread import StreamThread, StreamThreadState
-from airflow_stateful_provider.streams.processing.deserialization import (
-    DeadLetterQueueExceptionHandler,
-    deserialization_handler_from_config,
+from airflow_stateful_provider.streams.instance.preflight import (
+    check_replication_factor,
+    check_snapshot_storage,
+    check_topic_names,
+    dead_letter_topic,
+    open_admin,
+    prepare_state_dir,
 )
+from airflow_stateful_provider.streams.instance.stream_thread import StreamThread, StreamThreadState
 from airflow_stateful_provider.streams.processing.streams_producer import EOS_TRANSACTION_TIMEOUT_MS
 from airflow_stateful_provider.streams.processing.task_directories import check_state_directory
 from airflow_stateful_provider.streams.restoration.changelog_reader import (
@@ -113,6 +118,9 @@ class KafkaStreams:
     def __init__(self, topology: Topology, config: StreamsConfig | Mapping[str, Any]) -> None:
         self.config = StreamsConfig.from_mapping(config) if not isinstance(config, StreamsConfig) else config
         topology.validate()
+        check_topic_names(topology, self.config)
+        check_snapshot_storage(self.config)
+        prepare_state_dir(self.config)
         self.topology = topology
         self.process_id = uuid.uuid4()
         self.client_id = f"{self.config.application_id}-{self.process_id}"
@@ -205,13 +213,15 @@ class KafkaStreams:
 
     # ------------------------------------------------------------------ clients
 
-    def _common_client_configs(self) -> dict[str, Any]:
-        return {"bootstrap_servers": list(self.config.bootstrap_servers), **self.config.client_configs}
+    def _common_client_configs(self, kind: str) -> dict[str, Any]:
+        """The bootstrap servers and the ``client_configs`` a client of ``kind`` knows."""
+        return {"bootstrap_servers": list(self.config.bootstrap_servers),
+                **settings_for(kind, self.config.client_configs)}
 
     def _new_consumer(self, **overrides: Any) -> Any:
         from kafka import KafkaConsumer
 
-        return KafkaConsumer(**{**self._common_client_configs(), "max_poll_records": 1000,
+        return KafkaConsumer(**{**self._common_client_configs(CONSUMER), "max_poll_records": 1000,
                                 "allow_auto_create_topics": False, **self.config.consumer_configs, **overrides})
 
     def _new_producer(self, **overrides: Any) -> Any:
@@ -223,7 +233,7 @@ class KafkaStreams:
             if overrides.get("transactional_id") else {}
         # A sink topic deleted while the application runs must fail it, not come back empty
         # with the broker's default partition count (brokers with auto.create.topics.enable).
-        return KafkaProducer(**{**self._common_client_configs(), "acks": "all", "linger_ms": 5,
+        return KafkaProducer(**{**self._common_client_configs(PRODUCER), "acks": "all", "linger_ms": 5,
                                 "allow_auto_create_topics": False,
                                 "batch_size": 256 * 1024, **transactional, **self.config.producer_configs,
                                 **overrides})
@@ -231,20 +241,26 @@ class KafkaStreams:
     def _new_admin(self) -> Any:
         from kafka import KafkaAdminClient
 
-        return KafkaAdminClient(**{**self._common_client_configs(), "client_id": f"{self.client_id}-admin",
+        return KafkaAdminClient(**{**self._common_client_configs(ADMIN), "client_id": f"{self.client_id}-admin",
                                    **self.config.admin_configs})
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
         """Check the state directory, validate against the brokers, create internal topics,
-        start the stream threads. A task directory holding another application's or task's
-        state is refused (ForeignStateError) before anything is created on the broker."""
+        start the stream threads. Nothing is created on the broker when a task directory holds
+        another application's or task's state (ForeignStateError), the brokers cannot be
+        reached (BrokerUnreachableError) or a check against them fails (ConfigError,
+        MissingTopicError)."""
         self._require_created("start")
         check_state_directory(self.topology, self.config)
-        self._prepare_topics()
+        admin = open_admin(self.config, self._new_admin)
+        try:
+            check_replication_factor(admin, self.config)
+            self._prepare_topics(admin)
+        finally:
+            admin.close()
         self._check_epoch()
-        os.makedirs(os.path.join(self.config.state_dir, self.config.application_id), exist_ok=True)
         self._set_state(KafkaStreamsState.REBALANCING)
         for index in range(1, self.config.num_stream_threads + 1):
             thread = StreamThread(
@@ -269,31 +285,27 @@ class KafkaStreams:
         log.info("stream-client %s started %d stream thread(s) on %s", self.client_id, len(self.threads),
                  socket.gethostname())
 
-    def _prepare_topics(self) -> None:
-        admin = self._new_admin()
-        try:
-            external = [self.topology.decorate_topic(t, self.config.application_id)
-                        for t in self.topology.source_topics() if not self.topology.is_internal_topic(t)]
-            sinks = self.topology.sink_topics()
-            counts = fetch_partition_counts(admin, external + sinks)
-            for role, topics in (("source", external), ("sink", sinks)):
-                missing = sorted(set(topics) - set(counts))
-                if missing:
-                    raise MissingTopicError(
-                        f"{role} topics {missing} do not exist on {','.join(self.config.bootstrap_servers)}; create "
-                        f"them before starting application {self.config.application_id!r}", topics=missing)
-            self.internal_topics = internal_topics(self.topology, self.config.application_id, counts)
-            self.topic_roles = {**{topic: "source" for topic in external}, **{topic: "sink" for topic in sinks},
-                                **{topic.name: topic.kind for topic in self.internal_topics}}
-            manager = InternalTopicManager(admin, replication_factor=self.config.replication_factor)
-            manager.ensure(self.internal_topics)
-            ensure_status_topic(admin, self.config.application_id)
-            ensure_control_topic(admin, self.config.application_id)
-            dead_letter = self._dead_letter_topic()
-            if dead_letter is not None and not fetch_partition_counts(admin, [dead_letter]):
-                manager.ensure([InternalTopic(dead_letter, 1, {}, "dead-letter", -1)])
-        finally:
-            admin.close()
+    def _prepare_topics(self, admin: Any) -> None:
+        external = [self.topology.decorate_topic(t, self.config.application_id)
+                    for t in self.topology.source_topics() if not self.topology.is_internal_topic(t)]
+        sinks = self.topology.sink_topics()
+        counts = fetch_partition_counts(admin, external + sinks)
+        for role, topics in (("source", external), ("sink", sinks)):
+            missing = sorted(set(topics) - set(counts))
+            if missing:
+                raise MissingTopicError(
+                    f"{role} topics {missing} do not exist on {','.join(self.config.bootstrap_servers)}; create "
+                    f"them before starting application {self.config.application_id!r}", topics=missing)
+        self.internal_topics = internal_topics(self.topology, self.config.application_id, counts)
+        self.topic_roles = {**{topic: "source" for topic in external}, **{topic: "sink" for topic in sinks},
+                            **{topic.name: topic.kind for topic in self.internal_topics}}
+        manager = InternalTopicManager(admin, replication_factor=self.config.replication_factor)
+        manager.ensure(self.internal_topics)
+        ensure_status_topic(admin, self.config.application_id)
+        ensure_control_topic(admin, self.config.application_id)
+        dead_letter = dead_letter_topic(self.config)
+        if dead_letter is not None and not fetch_partition_counts(admin, [dead_letter]):
+            manager.ensure([InternalTopic(dead_letter, 1, {}, "dead-letter", -1)])
 
     def _check_epoch(self) -> None:
         """Refuse to start when the status topic shows a newer epoch for this instance id:
@@ -311,10 +323,6 @@ class KafkaStreams:
                 f"instance {self.instance_id!r} refuses to start with epoch {self.config.instance_epoch}: "
                 f"{status_topic_name(self.config.application_id)!r} shows epoch {document.epoch} for it "
                 f"(published by pid {document.pid} on {document.host}); a newer incarnation exists")
-
-    def _dead_letter_topic(self) -> str | None:
-        handler = deserialization_handler_from_config(self.config.deserialization_exception_handler)
-        return handler.topic if isinstance(handler, DeadLetterQueueExceptionHandler) else None
 
     def close(self, timeout: float | None = None) -> bool:
         """Stop every stream thread cleanly (commit, checkpoint, leave the group).

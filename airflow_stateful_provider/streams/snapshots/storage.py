@@ -86,6 +86,16 @@ class SnapshotStorage:
 
     # ------------------------------------------------------------------ listing
 
+    def exists(self) -> bool:
+        """Whether the location itself exists (a typo in the URL, or a share not mounted, if not)."""
+        self.fs.invalidate_cache()
+        return bool(self.fs.exists(self.root))
+
+    def list_applications(self) -> list[str]:
+        """The applications with a directory at this location."""
+        return sorted(posixpath.basename(entry["name"].rstrip("/")) for entry in self.fs.ls(self.root, detail=True)
+                      if entry.get("type") == "directory")
+
     def list_tasks(self, application_id: str) -> list[str]:
         base = posixpath.join(self.root, application_id)
         if not self.fs.exists(base):

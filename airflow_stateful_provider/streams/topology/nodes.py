@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.errors import TopologyError
 from airflow_stateful_provider.streams.processor import ProcessorSupplier
+from airflow_stateful_provider.streams.topic_names import topic_name_problem
 
 __all__ = [
     "NODE_NAME",
@@ -20,15 +21,13 @@ __all__ = [
     "ProcessorNodeSpec",
     "SinkNodeSpec",
     "SourceNodeSpec",
-    "TOPIC_NAME",
     "TopicNameExtractor",
     "callable_name",
     "check_topic",
     "node_kind",
 ]
 
-#: A valid Kafka topic name, and a valid node name.
-TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+#: A valid node name.
 NODE_NAME = re.compile(r"^\S+$")
 
 
@@ -86,7 +85,6 @@ def callable_name(fn: Any) -> str:
 
 
 def check_topic(topic: Any, owner: str) -> None:
-    if not isinstance(topic, str) or not TOPIC_NAME.match(topic) or topic in (".", ".."):
-        raise TopologyError(
-            f"{owner}: topic name must be 1-249 characters of [a-zA-Z0-9._-], got {topic!r}"
-        )
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        raise TopologyError(f"{owner}: {problem}")

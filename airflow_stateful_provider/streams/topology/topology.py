@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from airflow_stateful_provider.streams.errors import TopologyError
 from airflow_stateful_provider.streams.processor import Processor, ProcessorSupplier
+from airflow_stateful_provider.streams.serdes import check_serde
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.description import TopologyDescription
 from airflow_stateful_provider.streams.topology.nodes import (
@@ -50,7 +51,8 @@ class Topology:
     ``add_state_store`` (or by :class:`~airflow_stateful_provider.streams.dsl.builder.StreamsBuilder`).
 
     Parents must be added before their children, so the graph of nodes can never
-    contain a cycle; every method raises :class:`TopologyError` naming the bad value.
+    contain a cycle; every method raises :class:`TopologyError` naming the bad value
+    (:class:`ConfigError` for a serde that is neither a serde object nor a built-in name).
     """
 
     def __init__(self) -> None:
@@ -86,6 +88,7 @@ class Topology:
                 )
         if len(set(topics)) != len(topics):
             raise TopologyError(f"source {name!r} lists a topic twice: {list(topics)}")
+        _check_serdes(f"source {name!r}", key_serde, value_serde)
         for topic in topics:
             self._topic_to_source[topic] = name
         self._add(SourceNodeSpec(name, tuple(topics), key_serde, value_serde))
@@ -121,6 +124,7 @@ class Topology:
                 f"sink {name!r} topic must be a topic name or a TopicNameExtractor, got {topic!r}"
             )
         self._check_parents(name, parent_names, kind="sink")
+        _check_serdes(f"sink {name!r}", key_serde, value_serde)
         self._add(SinkNodeSpec(name, topic, tuple(parent_names), key_serde, value_serde, partitioner))
         return self
 
@@ -132,6 +136,8 @@ class Topology:
             raise TopologyError(f"store builder {store_builder!r} has no name")
         if store_name in self._stores:
             raise TopologyError(f"state store {store_name!r} is already added")
+        _check_serdes(f"state store {store_name!r}", getattr(store_builder, "key_serde", None),
+                      getattr(store_builder, "value_serde", None))
         self._stores[store_name] = store_builder
         self._store_users[store_name] = []
         self._invalidate()
@@ -423,3 +429,10 @@ class Topology:
         for name in self._nodes:
             if name not in state:
                 visit(name)
+
+
+def _check_serdes(owner: str, key_serde: Any, value_serde: Any) -> None:
+    """A serde given by name must be a built-in one ("avro" is refused now, not when a task
+    first deserializes); None means the application's default."""
+    check_serde(key_serde, f"{owner} key_serde")
+    check_serde(value_serde, f"{owner} value_serde")

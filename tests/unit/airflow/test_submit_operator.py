@@ -58,6 +58,12 @@ def test_the_streams_config_may_name_its_own_brokers(sasl_connection):
     ("{not json", 1, "streams_config is not valid JSON"),
     ({"application_id": "a"}, "two", "instances must be an integer >= 1, got 'two'"),
     ({"application_id": "a"}, 0, "instances must be an integer >= 1, got 0"),
+    # the streams config is checked before spark-submit runs (in cluster mode only the driver's log would say why)
+    ({"application_id": ".."}, 1, "streams_config: application_id must be a non-empty string"),
+    ({"application_id": "a", "consumer_configs": {"session_timeout_ms": "abc"}}, 1,
+     "streams_config: consumer_configs: session_timeout_ms must be an int >= 0, got str 'abc'"),
+    ({"application_id": "a", "snapshot_url": "foo://x"}, 1, "streams_config: snapshot_url 'foo://x'"),
+    ({"application_id": "a", "comit_interval_ms": 5}, 1, "did you mean 'commit_interval_ms'"),
 ])
 def test_bad_arguments_are_named(sasl_connection, config, instances, message):
     with pytest.raises(AirflowException, match=message):

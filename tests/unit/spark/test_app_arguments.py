@@ -49,3 +49,15 @@ def test_bad_topology_reference_exits_2_before_spark_starts(capsys):
     code = main(["--topology", "no_such_module_xyz:build", "--config-json", json.dumps(BASE)])
     assert code == 2
     assert "cannot import module 'no_such_module_xyz'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("values, message", [
+    ({**BASE, "consumer_configs": {"session_timeout_ms": "abc"}},
+     "error: consumer_configs: session_timeout_ms must be an int >= 0, got str 'abc'"),
+    ({**BASE, "application_id": "a" * 235}, "error: a repartition topic would be illegal"),  # <app>-...-repartition
+])
+def test_a_setting_an_instance_would_refuse_exits_2_before_spark_starts(capsys, values, message):
+    code = main(["--topology", "airflow_stateful_provider.examples.clicks_and_payments:build_topology",
+                 "--config-json", json.dumps(values)])
+    assert code == 2
+    assert capsys.readouterr().err.startswith(message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -53,12 +54,47 @@ def test_durations_accept_timedelta():
         ({"default_dsl_store": "lmdb"}, "default_dsl_store"),
         ({"replication_factor": 0}, "replication_factor"),
         ({"max_task_idle_ms": -2}, "max_task_idle_ms"),
+        ({"application_id": "."}, "application_id"),
+        ({"application_id": ".."}, "application_id"),
+        ({"application_id": "a" * 242}, "application_id is 242 characters long; at most 241 fit"),
+        ({"bootstrap_servers": "h:0"}, "bootstrap_servers entry 'h:0'"),
+        ({"bootstrap_servers": "h:65536"}, "bootstrap_servers entry 'h:65536'"),
+        ({"bootstrap_servers": ["ok:1", "my host:1"]}, "bootstrap_servers entry 'my host:1'"),
+        ({"rack_aware_assignment_tags": "zone"}, "rack_aware_assignment_tags must be a sequence of tag keys, got "
+                                                 "the string 'zone'"),
+        ({"snapshot_url": "foo://bucket"}, "snapshot_url 'foo://bucket': fsspec knows no scheme 'foo'"),
+        ({"group_instance_id": "a b"}, "group_instance_id 'a b'"),
+        ({"group_instance_id": "a" * 248}, "group_instance_id"),  # its threads' ids get "-1": 250 characters
+        ({"deserialization_exception_handler": "dead_letter:a b"}, "the dead-letter topic name 'a b' contains"),
+        ({"client_configs": {"sesion_timeout_ms": 1}}, "did you mean 'session_timeout_ms'"),
+        ({"consumer_configs": {"session_timeout_ms": "abc"}}, "consumer_configs: session_timeout_ms must be an int"),
+        ({"admin_configs": {"linger_ms": 1}}, "admin_configs: 'linger_ms' is a producer setting"),
+        ({"producer_configs": {"client_id": "mine"}}, "producer_configs: 'client_id' cannot be set"),
+        ({"default_key_serde": "avro"}, "default_key_serde: unknown serde name 'avro'"),
     ],
 )
 def test_bad_values_are_named(changes, message):
     values = {"application_id": "app", "bootstrap_servers": "h:1", **changes}
     with pytest.raises(ConfigError, match=message):
         StreamsConfig.from_mapping(values)
+
+
+def test_keyword_arguments_are_checked_like_a_mapping():
+    with pytest.raises(ConfigError, match="unknown streams config key 'comit_interval_ms'.*commit_interval_ms"):
+        StreamsConfig("a", "h:1", comit_interval_ms=5)
+    with pytest.raises(ConfigError, match="missing the required key 'application_id'"):
+        StreamsConfig(bootstrap_servers="h:1")
+    fields = len(dataclasses.fields(StreamsConfig))
+    with pytest.raises(ConfigError, match=f"at most {fields} positional values, got {fields + 1}"):
+        StreamsConfig(*["x"] * (fields + 1))
+    assert StreamsConfig("a", "h:1", "/tmp/s").state_dir == "/tmp/s"
+
+
+def test_tags_and_client_settings_are_kept_as_given():
+    c = StreamsConfig("a", "h:1", rack_aware_assignment_tags=["zone", "rack"],
+                      client_configs={"session_timeout_ms": 10_000, "linger_ms": 5})
+    assert c.rack_aware_assignment_tags == ("zone", "rack")
+    assert c.client_configs == {"session_timeout_ms": 10_000, "linger_ms": 5}
 
 
 def test_from_mapping_unknown_and_missing_keys():

@@ -183,3 +183,28 @@ def test_internal_topic_nobody_reads_is_an_error():
     t = Topology().add_source("src", "in").add_internal_topic("x-repartition").add_sink("k", "x-repartition", "src")
     with pytest.raises(TopologyError, match="read by no source"):
         t.validate()
+
+
+def test_a_serde_named_by_an_unknown_name_fails_where_it_is_given():
+    from airflow_stateful_provider.streams.dsl.materialized import Materialized
+    from airflow_stateful_provider.streams.dsl.parameters import Consumed, Grouped, Joined, Produced
+    from airflow_stateful_provider.streams.errors import ConfigError
+
+    for build, what in [
+        (lambda: Topology().add_source("in", "t", key_serde="avro"), "source 'in' key_serde"),
+        (lambda: Topology().add_source("in", "t").add_sink("out", "u", "in", value_serde=object()),
+         "sink 'out' value_serde must be a serde"),
+        (lambda: Topology().add_source("in", "t").add_processor("p", Processor, "in").add_state_store(
+            Stores.key_value_store_builder(Stores.persistent_key_value_store("s"), "string", "avro"), "p"),
+         "state store 's' value_serde"),
+        (lambda: Consumed.with_("avro"), "Consumed key_serde"),
+        (lambda: Produced.with_(None, "protobuf"), "Produced value_serde"),
+        (lambda: Grouped.with_("avro"), "Grouped key_serde"),
+        (lambda: Joined(other_value_serde="avro"), "Joined other_value_serde"),
+        (lambda: Materialized.as_("m").with_value_serde("avro"), "Materialized value_serde"),
+    ]:
+        with pytest.raises(ConfigError, match=what):
+            build()
+    # built-in names, serde objects and None (the application's default) are fine
+    Topology().add_source("in", "t", key_serde="string", value_serde=None)
+    Consumed.with_("int64", "json")

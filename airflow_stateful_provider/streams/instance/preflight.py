@@ -1,0 +1,126 @@
+"""Checks an instance makes before it creates anything: on the brokers, or on disk.
+
+StreamsConfig checks what the config alone can tell. What needs the topology (the internal
+topic names ``<application_id>-<store>-changelog`` must be legal Kafka names), the machine
+(``state_dir`` must be a writable directory, the fsspec implementation of ``snapshot_url``
+must be installed) or the brokers (reachable within a bound, with
+at least ``replication_factor`` of them) is checked here, by ``KafkaStreams`` and by the
+Spark driver, before the first topic is created. Each failure is a ConfigError or a
+BrokerUnreachableError naming the setting and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.errors import BrokerUnreachableError, ConfigError
+from airflow_stateful_provider.streams.kafka_clients import connection_errors, servers_text
+from airflow_stateful_provider.streams.processing.deserialization import (
+    DeadLetterQueueExceptionHandler,
+    deserialization_handler_from_config,
+)
+from airflow_stateful_provider.streams.topic_names import MAX_TOPIC_NAME_LENGTH, topic_name_problem
+from airflow_stateful_provider.streams.topics.internal_topics import internal_topics
+from airflow_stateful_provider.streams.topology.topology import Topology
+
+__all__ = [
+    "check_replication_factor",
+    "check_snapshot_storage",
+    "check_topic_names",
+    "dead_letter_topic",
+    "open_admin",
+    "prepare_state_dir",
+]
+
+
+def dead_letter_topic(config: StreamsConfig) -> str | None:
+    """The topic of a dead-letter deserialization handler, if the config has one."""
+    handler = deserialization_handler_from_config(config.deserialization_exception_handler)
+    return handler.topic if isinstance(handler, DeadLetterQueueExceptionHandler) else None
+
+
+def check_topic_names(topology: Topology, config: StreamsConfig) -> None:
+    """Every topic the application creates is a legal Kafka name: its changelog and repartition
+    topics (names built from ``application_id`` and store or operation names) and the
+    dead-letter topic. StreamsConfig checked that the status and control topics fit; source
+    and sink names were checked when the topology was built."""
+    app = config.application_id
+    for topic in internal_topics(topology, app):
+        problem = topic_name_problem(topic.name)
+        if problem is None:
+            continue
+        what = f"the changelog topic of store {topic.store!r}" if topic.store else f"a {topic.kind} topic"
+        fix = (f"shorten application_id ({len(app)} characters) or the store or operation name"
+               if len(topic.name) > MAX_TOPIC_NAME_LENGTH else "rename the store or operation")
+        raise ConfigError(f"{what} would be illegal: {problem}; {fix}")
+    dead_letter = dead_letter_topic(config)
+    problem = None if dead_letter is None else topic_name_problem(dead_letter)
+    if problem is not None:
+        raise ConfigError(f"deserialization_exception_handler: the dead-letter {problem}")
+
+
+def prepare_state_dir(config: StreamsConfig) -> str:
+    """Create ``<state_dir>/<application_id>`` and prove it writable (as Kafka Streams' StateDirectory
+    does when the instance is created); returns it. ConfigError naming state_dir otherwise."""
+    app_dir = os.path.join(config.state_dir, config.application_id)
+    try:
+        os.makedirs(app_dir, exist_ok=True)
+        with tempfile.TemporaryFile(dir=app_dir, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise ConfigError(f"state_dir {config.state_dir!r} cannot hold the task directories of application "
+                          f"{config.application_id!r}: {reason}{where}; point state_dir at a writable "
+                          f"directory") from None
+    return app_dir
+
+
+def check_snapshot_storage(config: StreamsConfig) -> None:
+    """The fsspec implementation of ``snapshot_url``'s scheme loads on this machine (s3fs for
+    s3://, gcsfs for gs://, ...); else a ConfigError saying what to install."""
+    if config.snapshot_url is None:
+        return
+    import fsspec
+    from fsspec.registry import known_implementations
+
+    scheme = config.snapshot_url.split("://", 1)[0]
+    try:
+        fsspec.get_filesystem_class(scheme)
+    except ImportError as exc:
+        package = known_implementations.get(scheme, {}).get("class", "").split(".")[0]
+        install = f"pip install {package}" if package and package != "fsspec" else "install what it names"
+        raise ConfigError(f"snapshot_url {config.snapshot_url!r}: the fsspec implementation of {scheme}:// cannot "
+                          f"be loaded on this machine ({exc}); {install}") from None
+
+
+def open_admin(config: StreamsConfig, factory: Callable[[], Any]) -> Any:
+    """``factory()``, the instance's first admin client; BrokerUnreachableError naming the bootstrap
+    servers when the brokers cannot be reached within its ``bootstrap_timeout_ms``."""
+    try:
+        return factory()
+    except connection_errors() as exc:
+        from kafka import KafkaAdminClient
+
+        settings = {**config.client_configs, **config.admin_configs}
+        bound = settings.get("bootstrap_timeout_ms", KafkaAdminClient.DEFAULT_CONFIG["bootstrap_timeout_ms"])
+        raise BrokerUnreachableError(
+            f"cannot reach Kafka at {servers_text(config.bootstrap_servers)} within {bound} ms (starting application "
+            f"{config.application_id!r}; nothing was created): check bootstrap_servers and that the brokers are "
+            f"up (the bound is bootstrap_timeout_ms in client_configs or admin_configs): {exc}") from exc
+
+
+def check_replication_factor(admin: Any, config: StreamsConfig) -> None:
+    """``replication_factor`` is at most the number of live brokers (else every topic creation
+    would fail, after the ones before it succeeded)."""
+    if config.replication_factor == -1:
+        return
+    brokers = admin.describe_cluster().get("brokers") or []
+    if config.replication_factor > len(brokers):
+        raise ConfigError(f"replication_factor is {config.replication_factor} but the cluster at "
+                          f"{servers_text(config.bootstrap_servers)} has {len(brokers)} live broker(s); set "
+                          f"replication_factor to at most {len(brokers)} (or -1 for the broker default)")
