@@ -35,7 +35,7 @@ from airflow_stateful_provider.streams import (
     Topology,
     open_store,
 )
-from tests.integration.instances import committed_offsets, end_offsets, read_all
+from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
 from tools.instances import wait_until
 
 STORE = "counts"
@@ -67,28 +67,40 @@ class FailingCount(Processor):
             raise RuntimeError(f"punctuator failed at stream time {stream_time}")
 
 
-def counting_topology(input_topic: str, output_topic: str) -> Topology:
+class Echo(Processor):
+    """Forwards the ``blob`` of the records that have one (to the echo topic)."""
+
+    def process(self, record):
+        blob = record.value.get("blob")
+        if blob is not None:
+            self.context.forward(record.with_value(blob.encode()))
+
+
+def counting_topology(input_topic: str, output_topic: str, echo_topic: str) -> Topology:
+    """source -> count -> output (the oracle's counts); source -> echo -> echo topic."""
     topology = Topology()
     topology.add_source("source", input_topic, key_serde="string", value_serde="json")
     topology.add_processor("count", FailingCount, "source")
     topology.add_state_store(Stores.key_value_store_builder(Stores.persistent_key_value_store(STORE), "string",
                                                             "int64"), "count")
     topology.add_sink("sink", output_topic, "count", key_serde="string", value_serde="int64")
+    topology.add_processor("echo", Echo, "source")
+    topology.add_sink("echo-sink", echo_topic, "echo", key_serde="string", value_serde="bytes")
     return topology
 
 
 def produce_numbered(bootstrap_servers: str, topic: str, count: int, keys: int, *, start_ms: int,
-                     extra: Iterable[tuple[int, bytes, bytes]] = ()) -> dict[str, int]:
+                     extra: Iterable[tuple[str, bytes, int]] = ()) -> dict[str, int]:
     """Records n = 0 .. count-1 keyed ``k<n % keys>`` with timestamps ``start_ms + n``;
-    ``extra`` records (partition, key, raw value) go in after the first half. Returns the
-    records per key (the oracle's n)."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=20)
+    ``extra`` records (key, raw value, timestamp) go in after the first half, to the key's
+    partition. Returns the records per key (the oracle's n, extra records left out)."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=20, max_request_size=16 << 20)
     per_key: Counter[str] = Counter()
     extra = list(extra)
     for n in range(count):
         if n == count // 2:
-            for partition, key, value in extra:
-                producer.send(topic, key=key, value=value, partition=partition, timestamp_ms=start_ms + n)
+            for key, value, timestamp in extra:
+                producer.send(topic, key=key.encode(), value=value, timestamp_ms=timestamp)
         key = f"k{n % keys:03d}"
         producer.send(topic, key=key.encode(), value=json.dumps({"n": n}).encode(), timestamp_ms=start_ms + n)
         per_key[key] += 1
@@ -105,6 +117,7 @@ class CountingApp:
         self.app_id = f"app-{name}"
         self.input = f"in-{name}"
         self.output = f"out-{name}"
+        self.echo = f"echo-{name}"
         self.state_dir = state_dir
         self.config = config
 
@@ -112,7 +125,11 @@ class CountingApp:
         values = {"application_id": self.app_id, "bootstrap_servers": self.bootstrap_servers,
                   "state_dir": str(self.state_dir), "consumer_configs": {"session_timeout_ms": 10_000},
                   **self.config, **overrides}
-        return KafkaStreams(counting_topology(self.input, self.output), StreamsConfig(**values))
+        return KafkaStreams(counting_topology(self.input, self.output, self.echo), StreamsConfig(**values))
+
+    def create_topics(self, **input_configs: str) -> None:
+        create_topics(self.bootstrap_servers, {self.input: PARTITIONS, self.output: PARTITIONS, self.echo: 1},
+                      {self.input: input_configs})
 
     def committed_input(self) -> dict[int, int]:
         return committed_offsets(self.bootstrap_servers, self.app_id, self.input)
@@ -133,8 +150,9 @@ class CountingApp:
         assert streams.state is KafkaStreamsState.ERROR, streams.state
         return streams, seen
 
-    def run_to_end(self, **overrides: Any) -> None:
-        """Start an instance, wait until it committed every input record, close it cleanly."""
+    def run_to_end(self, **overrides: Any) -> dict[str, int]:
+        """Start an instance, wait until it committed every input record, close it cleanly;
+        returns its metrics summed over its tasks (process-total, dropped-records-total:...)."""
         ends = end_offsets(self.bootstrap_servers, self.input)
         streams = self.streams(**overrides)
         streams.start()
@@ -144,9 +162,16 @@ class CountingApp:
                                    lambda: f"state {streams.state}, committed {self.committed_input()}",
                                    failed=lambda: streams.state in (KafkaStreamsState.ERROR,
                                                                     KafkaStreamsState.PENDING_ERROR))
+            metrics: Counter[str] = Counter()
+            for task_metrics in streams.metrics().values():
+                metrics.update(task_metrics)
         finally:
             assert streams.close(timeout=60)
         assert streams.state is KafkaStreamsState.NOT_RUNNING, streams.state
+        return dict(metrics)
+
+    def echoed(self) -> list[Any]:
+        return read_all(self.bootstrap_servers, self.echo)
 
     def outputs_per_key(self) -> dict[str, list[int]]:
         outputs: dict[str, list[int]] = defaultdict(list)

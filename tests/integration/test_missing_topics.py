@@ -32,7 +32,7 @@ BOUND_SECONDS = 120
 def app(request, bootstrap_servers, tmp_path):
     suffix = uuid.uuid4().hex[:8]
     counting = CountingApp(bootstrap_servers, suffix, tmp_path, processing_guarantee=request.param)
-    create_topics(bootstrap_servers, {counting.input: PARTITIONS, counting.output: PARTITIONS})
+    counting.create_topics()
     return counting
 
 
@@ -105,7 +105,7 @@ def test_input_topic_deleted_while_running(app):
 
 def test_sink_topic_missing_at_start_is_refused_before_anything_is_created(bootstrap_servers, tmp_path):
     counting = CountingApp(bootstrap_servers, uuid.uuid4().hex[:8], tmp_path)
-    create_topics(bootstrap_servers, {counting.input: PARTITIONS})
+    create_topics(bootstrap_servers, {counting.input: PARTITIONS, counting.echo: 1})
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
     try:
         before = set(admin.list_topics())

@@ -479,3 +479,24 @@ def test_publish_now_wakes_the_thread_without_blocking_and_the_interval_repeats(
     time.sleep(0.3)
     fast.close()
     assert fast.published_count >= 3
+
+
+def test_skipped_records_travel_in_the_document_and_show_in_the_task_status():
+    streams, _ = fake_instance()
+    running = streams.threads[0].tasks[TaskId(0, 1)]
+    running.metrics = SimpleNamespace(dropped_records={"invalid-timestamp": 2, "production": 1})
+    doc = InstanceStatus.from_dict(status_document_from_instance(streams, "i-1", 4, now_ms=NOW), key="i-1")
+    assert doc.tasks[1].dropped_records == {"invalid-timestamp": 2, "production": 1}
+    assert doc.tasks[0].dropped_records == {} and "dropped_records" not in doc.tasks[0].to_dict()
+    assert InstanceStatus.from_json_bytes(doc.to_json_bytes(), key="i-1") == doc
+    assert doc.format_version == 1  # an optional field: readers of version 1 ignore it
+
+    status = build_application_status([doc], {}, NOW)
+    (task,) = [t for t in status.tasks if t.task_id == "0_1"]
+    assert task.dropped_records == {"invalid-timestamp": 2, "production": 1}
+    assert "3 record(s) skipped: invalid-timestamp 2, production 1" in task.notes
+
+    bad = doc.to_dict()
+    bad["tasks"][1]["dropped_records"] = {"production": "many"}
+    with pytest.raises(StatusFormatError, match=r"tasks\[1\].dropped_records.production"):
+        InstanceStatus.from_dict(bad, key="i-1")

@@ -116,6 +116,9 @@ class TaskStatus:
     #: Where the owner got the task's state (local / snapshot / changelog); None when its
     #: document does not say (earlier builds).
     restore: TaskRestore | None = None
+    #: Records the active skipped, by reason ("deserialization", "processing", "production",
+    #: "invalid-timestamp", "late", ...), since the task started on its owner.
+    dropped_records: Mapping[str, int] = dataclasses.field(default_factory=dict, hash=False)
 
     @property
     def warmups(self) -> tuple[StandbyReplica, ...]:
@@ -318,6 +321,10 @@ def _task_status(task_id: str, claims: list[tuple[InstanceStatus, InstanceTask]]
         for other_doc, other in ranked[1:]:
             flag = " (stale)" if stale[other_doc.instance_id] else ""
             notes.append(f"also claimed active by {other_doc.instance_id}{flag} ({other.state})")
+    if owner is not None and owner[1].dropped_records:
+        dropped = owner[1].dropped_records
+        notes.append(f"{sum(dropped.values()):,} record(s) skipped: "
+                     + ", ".join(f"{reason} {count:,}" for reason, count in sorted(dropped.items())))
     for doc, task in claims:
         for lost in task.lost_changelogs:
             notes.append(f"STATE LOST on {doc.instance_id} ({task.role}): {lost.describe()}; see docs/runbook.md")
@@ -327,7 +334,8 @@ def _task_status(task_id: str, claims: list[tuple[InstanceStatus, InstanceTask]]
         for doc, task in sorted(((d, t) for d, t in claims if t.role != "active"),
                                 key=lambda c: (c[1].role, c[0].instance_id)))
     return TaskStatus(task_id, state, active, restoration, standbys, tuple(notes),
-                      None if owner is None else owner[1].restore)
+                      None if owner is None else owner[1].restore,
+                      {} if owner is None else dict(owner[1].dropped_records))
 
 
 def restore_note(restore: TaskRestore, now_ms: int) -> str:

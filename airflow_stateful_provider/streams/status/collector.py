@@ -99,6 +99,12 @@ def _restore_entry(source: Any) -> dict[str, Any]:
     return {"restore": source.as_dict()}
 
 
+def _dropped_entry(task: Any) -> dict[str, Any]:
+    """``{"dropped_records": {reason: count}}`` for a task that skipped records (optional field)."""
+    dropped = getattr(getattr(task, "metrics", None), "dropped_records", None)
+    return {"dropped_records": dict(dropped)} if dropped else {}
+
+
 def _generation(thread: Any) -> int | None:
     consumer = getattr(thread, "consumer", None)
     if consumer is None:
@@ -132,7 +138,8 @@ def _thread_tasks(thread: Any, now_ms: int, tracker: RestoreRateTracker | None, 
         key = str(task_id)
         tasks.append({"task_id": key, "role": "active", "state": state,
                       "changelogs": [_changelog_entry(e, key, now_ms, tracker, observed)
-                                     for e in by_task.get(key, [])], **_restore_entry(sources.get(key))})
+                                     for e in by_task.get(key, [])], **_restore_entry(sources.get(key)),
+                      **_dropped_entry(task)})
     warmup_ids = {str(t) for t in (getattr(thread, "warmup_tasks", None) or ())}
     standby_map = getattr(thread, "standby_tasks", None) or {}
     for task_id, standby in sorted(standby_map.items(), key=lambda item: _sort_key(item[0])):

@@ -160,7 +160,9 @@ class InstanceTask:
     """A task an instance holds: its role, its state and its changelog partitions.
 
     Running active tasks list no changelogs: their stores are current with their input. A
-    ``state_lost`` task lists what its changelogs lost in ``lost_changelogs``.
+    ``state_lost`` task lists what its changelogs lost in ``lost_changelogs``. An active task
+    that skipped records (exception handlers, invalid timestamps, late or null-key records)
+    counts them by reason in ``dropped_records`` (since the task started on this instance).
     """
 
     task_id: str
@@ -169,6 +171,7 @@ class InstanceTask:
     changelogs: tuple[ChangelogProgress, ...] = ()
     restore: TaskRestore | None = None
     lost_changelogs: tuple[LostChangelogReport, ...] = ()
+    dropped_records: Mapping[str, int] = dataclasses.field(default_factory=dict, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"task_id": self.task_id, "role": self.role, "state": self.state,
@@ -177,6 +180,8 @@ class InstanceTask:
             out["restore"] = self.restore.to_dict()
         if self.lost_changelogs:
             out["lost_changelogs"] = [c.to_dict() for c in self.lost_changelogs]
+        if self.dropped_records:
+            out["dropped_records"] = dict(sorted(self.dropped_records.items()))
         return out
 
 
@@ -378,8 +383,11 @@ class _DocumentParser:
         lost = tuple(self.lost_changelog(c, f"{path}.lost_changelogs[{i}]")
                      for i, c in enumerate(self.listing(obj, "lost_changelogs", f"{path}.lost_changelogs")))\
             if "lost_changelogs" in obj else ()
+        dropped = self.mapping(obj["dropped_records"], f"{path}.dropped_records") if "dropped_records" in obj else {}
+        dropped = {str(reason): self.integer(dropped, reason, f"{path}.dropped_records.{reason}")
+                   for reason in dropped}
         return InstanceTask(task_id, self.text(obj, "role", f"{path}.role", choices=TASK_ROLES), state, changelogs,
-                            restore, lost)
+                            restore, lost, dropped)
 
     def lost_changelog(self, raw: Any, path: str) -> LostChangelogReport:
         obj = self.mapping(raw, path)
