@@ -37,7 +37,6 @@ from airflow_stateful_provider.streams.errors import (
     FencedInstanceError,
     IllegalStateError,
     MissingTopicError,
-    StreamsError,
     UnknownApplicationError,
 )
 from airflow_stateful_provider.streams.instance.garbage_collection import raise_gc_thresholds

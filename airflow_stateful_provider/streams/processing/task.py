@@ -32,13 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.errors import (
-    DeserializationError,
-    IllegalStateError,
-    InvalidTimestampError,
-    ProcessingError,
-    StreamsError,
-)
+from airflow_stateful_provider.streams.errors import IllegalStateError, ProcessingError, StreamsError
 from airflow_stateful_provider.streams.processing.deserialization import deserialization_handler_from_config
 from airflow_stateful_provider.streams.processing.error_handling import (
     ErrorHandlerContext,
@@ -58,25 +52,15 @@ from airflow_stateful_provider.streams.processing.processor_node import (
 )
 from airflow_stateful_provider.streams.processing.punctuation import PunctuationQueue, PunctuationSchedule
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
-from airflow_stateful_provider.streams.processing.timestamp_extractors import (
-    ConsumedRecord,
-    InvalidTimestampPolicy,
-    extractor_from_config,
-)
+from airflow_stateful_provider.streams.processing.record_intake import record_deserializer
+from airflow_stateful_provider.streams.processing.timestamp_extractors import extractor_from_config
 from airflow_stateful_provider.streams.processing.records import (
     OffsetAndMetadata,
     TopicPartition,
     decode_commit_metadata,
     encode_commit_metadata,
 )
-from airflow_stateful_provider.streams.processor import (
-    Cancellable,
-    PunctuationType,
-    Punctuator,
-    Record,
-    _as_headers,
-    trusted_record,
-)
+from airflow_stateful_provider.streams.processor import Cancellable, PunctuationType, Punctuator, Record
 from airflow_stateful_provider.streams.serdes import resolve_serde
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.nodes import ProcessorNodeSpec, SinkNodeSpec, SourceNodeSpec
@@ -116,16 +100,6 @@ class _NoStores:
 
     def close(self) -> None:
         pass
-
-
-def _extract_timestamp(extractor: Any, raw: Any, key: Any, value: Any, headers: Any, partition_time: int) -> Any:
-    """A user's (or the wall-clock) extractor's timestamp for ``raw``; its failure names it."""
-    record = ConsumedRecord(raw.topic, raw.partition, raw.offset, raw.timestamp, key, value, headers)
-    try:
-        return extractor.extract(record, partition_time)
-    except Exception as exc:
-        raise InvalidTimestampError(f"timestamp extractor {extractor!r} failed on the record at topic {raw.topic!r} "
-                                    f"partition {raw.partition} offset {raw.offset}: {exc!r}") from exc
 
 
 def _system_clock_ms() -> int:
@@ -231,7 +205,8 @@ class StreamTask:
                     f"partition {tp} is not read by subtopology {task_id.subtopology} of task {task_id} "
                     f"(its topics: {sorted(self._sources_by_topic)})"
                 )
-            queues[tp] = RecordQueue(tp, source.name, self._make_deserializer(source))
+            queues[tp] = RecordQueue(tp, source.name, record_deserializer(
+                source, task_id, self._handler, self._timestamps, self.record_collector, self.metrics))
         self.partitions = list(queues)
         self._partition_group = PartitionGroup(
             queues, max_task_idle_ms=config.max_task_idle_ms, fetched_lag=fetched_lag
@@ -562,71 +537,6 @@ class StreamTask:
         return self.stores.get(name)
 
     # ------------------------------------------------------------------ internals
-
-    def _make_deserializer(self, source: SourceNode) -> Callable[[Any, int], Record | None]:
-        """``deserialize(raw, partition_time)``: the typed record with its timestamp, or None
-        when it is skipped (deserialization handler CONTINUE, or an invalid timestamp the
-        extractor skips). The built-in extractors keep the record's own timestamp inline."""
-        key_serde, value_serde = source.key_serde, source.value_serde
-        handler = self._handler
-        collector = self.record_collector
-        metrics = self.metrics
-        task_id = self.id
-        timestamps = self._timestamps
-        policy = timestamps if isinstance(timestamps, InvalidTimestampPolicy) else None
-
-        def deserialize(raw: Any, partition_time: int) -> Record | None:
-            try:
-                key = None if raw.key is None else key_serde.deserialize(raw.key)
-                value = None if raw.value is None else value_serde.deserialize(raw.value)
-                headers = _as_headers(raw.headers) if raw.headers else ()
-            except Exception as exc:
-                context = ErrorHandlerContext(
-                    raw.topic, raw.partition, raw.offset, raw.timestamp,
-                    tuple(raw.headers or ()), source.name, task_id, raw.key, raw.value,
-                )
-                try:
-                    response = normalize_response(handler.handle(context, raw, exc), handler)
-                except Exception as handler_exc:
-                    raise DeserializationError(
-                        f"deserialization exception handler failed for record at topic "
-                        f"{raw.topic!r} partition {raw.partition} offset {raw.offset}: {handler_exc!r}"
-                    ) from handler_exc
-                for dead in response.dead_letter_records:
-                    collector.send_bytes(dead.topic, dead.key, dead.value, dead.timestamp, headers=dead.headers)
-                if response.result is HandlerResult.FAIL:
-                    raise DeserializationError(
-                        f"cannot deserialize record of task {task_id} at topic {raw.topic!r} "
-                        f"partition {raw.partition} offset {raw.offset}: {exc!r}"
-                    ) from exc
-                metrics.record_dropped("deserialization")
-                return None
-            timestamp = raw.timestamp
-            if policy is None:
-                timestamp = _extract_timestamp(timestamps, raw, key, value, headers, partition_time)
-            if type(timestamp) is int and timestamp >= 0:
-                return trusted_record(key, value, timestamp, headers)
-            if policy is InvalidTimestampPolicy.USE_PARTITION_TIME and type(timestamp) is int:
-                if partition_time < 0:
-                    raise InvalidTimestampError(
-                        f"record at topic {raw.topic!r} partition {raw.partition} offset {raw.offset} has invalid "
-                        f"timestamp {timestamp}, and partition time is not known yet to use instead "
-                        f"(default_timestamp_extractor 'use_partition_time_on_invalid_timestamp')")
-                log.warning("record at topic %r partition %d offset %d has invalid timestamp %d; using partition "
-                            "time %d", raw.topic, raw.partition, raw.offset, timestamp, partition_time)
-                return trusted_record(key, value, partition_time, headers)
-            if policy is InvalidTimestampPolicy.FAIL or type(timestamp) is not int:
-                raise InvalidTimestampError(
-                    f"record at topic {raw.topic!r} partition {raw.partition} offset {raw.offset} has invalid "
-                    f"timestamp {timestamp!r}; timestamps must be >= 0 (default_timestamp_extractor "
-                    f"'fail_on_invalid_timestamp'; 'log_and_skip_on_invalid_timestamp' or "
-                    f"'use_partition_time_on_invalid_timestamp' process such records)")
-            log.warning("skipping record at topic %r partition %d offset %d: negative timestamp %d (%s)",
-                        raw.topic, raw.partition, raw.offset, timestamp, timestamps)
-            metrics.record_dropped("invalid-timestamp")
-            return None
-
-        return deserialize
 
     def _write_checkpoint(self) -> None:
         """Flush stores and producer, then checkpoint unconditionally (SEMANTICS §1: on
