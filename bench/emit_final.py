@@ -1,7 +1,8 @@
 """Emit-on-window-close at ``windowed_aggregation_emit_interval_ms=0``: does doubling the
 clicks double the time, or quadruple it?
 
-    .venv/bin/python bench/emit_final.py [--clicks 20000] [--repeat 3] [--scan] [--store-type rocksdb]
+    .venv/bin/python bench/emit_final.py [--clicks 20000] [--repeat 3] [--scan]
+                                         [--store-type rocksdb|in_memory]
 
 Runs the example pipeline's session aggregation (airflow_stateful_provider/examples, the
 crash tests' settings: 10 min gap, 2 min grace, a day of retention) in the

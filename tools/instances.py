@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: How the waits name the usual progress measure of an application (see wait_for_commits).
+COMMITTED_AND_RESTORED = "committed offsets + restored changelog records"
 
 
 class InstanceExitedError(AssertionError):
@@ -63,10 +65,12 @@ class InstanceProcess:
             return []
         return [json.loads(line) for line in self.events_path.read_text().splitlines() if line.strip()]
 
-    def restored_records(self) -> int:
+    def restored_records(self, standbys: bool = False) -> int:
         """Changelog records its active tasks restored so far (restore_batch events): the
-        progress of an instance that restores before it processes."""
-        return sum(e.get("count", 0) for e in self.events() if e["event"] == "restore_batch")
+        progress of an instance that restores before it processes; with ``standbys`` the
+        records its standby tasks applied too."""
+        kinds = ("restore_batch", "standby_batch") if standbys else ("restore_batch",)
+        return sum(e.get("count", 0) for e in self.events() if e["event"] in kinds)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -186,7 +190,7 @@ def wait_for_commits(committed: Callable[[], Mapping[int, int]], target: Mapping
             f"----- {instance.name}\n{instance.log_tail()}" for instance in instances)
         return f"committed offsets {dict(sorted(seen.items()))}, target {target}\n{logs}"
 
-    return wait_progressing(done, progress, what, measure="committed offsets + restored changelog records",
+    return wait_progressing(done, progress, what, measure=COMMITTED_AND_RESTORED,
                             stall=stall, cap=cap, context=describe, interval=0.5)
 
 

@@ -35,7 +35,14 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from airflow_stateful_provider.examples.clicks_and_payments import JOIN_NAME, ExampleSettings
 from airflow_stateful_provider.examples.expected import SessionKey, expected_payments_usd, expected_sessions
 from airflow_stateful_provider.examples.generator import RATE, GeneratedRecord, ensure_topics, generate, produce
-from tools.instances import InstanceProcess, committed_offsets, process_cpu_seconds, wait_progressing, wait_until
+from tools.instances import (
+    COMMITTED_AND_RESTORED,
+    InstanceProcess,
+    committed_offsets,
+    process_cpu_seconds,
+    wait_progressing,
+    wait_until,
+)
 
 TOPOLOGY = "airflow_stateful_provider.examples.clicks_and_payments:build_topology"
 
@@ -422,7 +429,7 @@ def wait_for_app(watch: OffsetWatch, cluster: Cluster, done: Callable[[], bool],
     restored) for ``stall`` seconds. 60 s is longer than a rebalance after a kill, a
     restoration's start or an open transaction's timeout (10 s)."""
     return wait_progressing(done, lambda: watch.committed_total() + cluster.restored_records(), what,
-                            measure="committed offsets + restored changelog records", stall=stall,
+                            measure=COMMITTED_AND_RESTORED, stall=stall,
                             context=context, interval=interval)
 
 

@@ -69,11 +69,15 @@ def test_wait_for_commits_fails_on_offsets_that_stop_naming_them():
 
 
 def test_process_cpu_seconds_grows_while_a_process_computes():
-    child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 30\nwhile time.time() < end: pass"])
+    busy = "import time\nend = time.time() + 30\nwhile time.time() < end: pass"
+    child = subprocess.Popen([sys.executable, "-c", busy])
     try:
         first = process_cpu_seconds(child.pid)
-        wait_progressing(lambda: process_cpu_seconds(child.pid) > first + 0.05, lambda: process_cpu_seconds(child.pid),
-                         "CPU time to grow", stall=20, interval=0.02)
+
+        def cpu() -> float:
+            return process_cpu_seconds(child.pid)
+
+        wait_progressing(lambda: cpu() > first + 0.05, cpu, "CPU time to grow", stall=20, interval=0.02)
     finally:
         child.kill()
         child.wait()
