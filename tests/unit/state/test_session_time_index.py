@@ -149,7 +149,7 @@ def _dsl_output(topology, clicks, store_type: str) -> list:
         return [(r.key, r.value, r.timestamp) for r in counts.read_records_to_list()]
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=15)  # three TopologyTestDriver runs each, committing after every record
 @given(window=st.sampled_from(WINDOWS), ops=clicks_and_events())
 def test_dsl_emit_on_close_forwards_the_same_with_the_index_as_with_the_segment_scan(window, ops):
     clicks = [(op[1].decode("latin-1"), op[2]) for op in ops if op[0] == "click"]
