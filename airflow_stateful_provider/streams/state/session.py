@@ -276,6 +276,11 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
         if time_index and not self._indexed and not read_only:
             self._build_time_index()
 
+    @property
+    def time_index(self) -> bool:
+        """Whether the store keeps the time index (session_index.py)."""
+        return self._indexed
+
     def _load_state(self) -> None:
         super()._load_state()
         self._indexed = self._db.get(TIME_INDEX_KEY) is not None

@@ -142,6 +142,9 @@ def _emit_final_topology(emit: EmitStrategy, window) -> object:
 def _dsl_output(topology, clicks, store_type: str) -> list:
     config = {"windowed_aggregation_emit_interval_ms": 0}
     with TopologyTestDriver(topology, config, store_type=store_type) as driver:
+        if store_type == "rocksdb":  # the runtime builds the store the builder describes
+            store = driver.tasks[0].stores.raw_store("sessions")
+            assert store.time_index == topology.store_builder("sessions").time_index
         clicks_in = driver.create_input_topic("clicks", Serdes.string(), Serdes.string())
         counts = driver.create_output_topic("counts", SessionWindowedSerde(Serdes.string()), Serdes.int64())
         for key, ts in clicks:
@@ -203,10 +206,11 @@ def test_a_store_without_the_index_gets_it_when_opened_for_emit_on_close(tmp_pat
     _fill(expected)
     plain = RocksDBSessionStore(tmp_path / "s", RETENTION)
     _fill(plain)
+    assert not plain.time_index
     plain.close()
     indexed = RocksDBSessionStore(tmp_path / "s", RETENTION, time_index=True)
     try:
-        assert indexed._indexed
+        assert indexed.time_index
         assert _flat(indexed.find_sessions_by_end(0, 1 << 62)) == expected.model.find_sessions_by_end(0, 1 << 62)
         assert _flat(indexed.find_sessions_by_end(60_000, 120_000)) == expected.model.find_sessions_by_end(
             60_000, 120_000)
@@ -221,7 +225,7 @@ def test_a_store_with_the_index_keeps_it_up_to_date_when_opened_without_asking(t
     RocksDBSessionStore(tmp_path / "s", RETENTION, time_index=True).close()
     maintenance = open_store(tmp_path / "s")
     try:
-        assert maintenance._indexed
+        assert maintenance.time_index
         _fill(maintenance)
         _fill(expected)
         maintenance.enforce_retention(150_000)
