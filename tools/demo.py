@@ -294,12 +294,13 @@ def kill_instance(story: Story, servers: str, app_id: str) -> None:
 
 def caught_up_outputs(servers: str, app_id: str):
     """The example's outputs once the application has committed every record of its input
-    and repartition topics."""
+    and repartition topics: waited for while its committed offsets move (a busy machine is
+    slower, not a failure), given up after a minute without progress."""
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
     from airflow_stateful_provider.examples.clicks_and_payments import ExampleSettings
     from airflow_stateful_provider.examples.expected import read_outputs
-    from tools.instances import committed_offsets
+    from tools.instances import committed_offsets, wait_progressing
 
     names = ExampleSettings()
     admin = KafkaAdminClient(bootstrap_servers=servers)
@@ -309,12 +310,19 @@ def caught_up_outputs(servers: str, app_id: str):
         topics += [t for t in consumer.topics() if t.startswith(f"{app_id}-") and t.endswith("-repartition")]
         partitions = [TopicPartition(t, p) for t in topics for p in (consumer.partitions_for_topic(t) or ())]
 
+        committed: dict[str, dict[int, int]] = {}
+
         def caught_up() -> bool:
             ends = consumer.end_offsets(partitions)
-            committed = {t: committed_offsets(admin, app_id, t) for t in topics}
+            committed.update({t: committed_offsets(admin, app_id, t) for t in topics})
             return all(committed[tp.topic].get(tp.partition, 0) >= end for tp, end in ends.items())
 
-        wait_for(caught_up, 180, "the application to process every input record")
+        try:
+            wait_progressing(caught_up, lambda: sum(sum(offsets.values()) for offsets in committed.values()),
+                             "the application to process every input record", measure="committed offsets",
+                             interval=0.5)
+        except AssertionError as exc:
+            raise SystemExit(str(exc)) from None
     finally:
         consumer.close()
         admin.close()

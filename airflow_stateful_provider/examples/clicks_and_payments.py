@@ -76,7 +76,7 @@ PAYMENTS_USD_TOPIC = "payments-usd"
 
 DEFAULT_SESSION_GAP_MS = 30 * 60_000
 DEFAULT_SESSION_GRACE_MS = 5 * 60_000
-#: A day, not the DSL default gap + grace: emit-on-window-close scans the session store for
+#: A day, not the DSL default gap + grace: emit-on-window-close looks in the session store for
 #: sessions that just closed, and a jump of stream time that expires a whole segment first
 #: (segment interval = retention / 2) loses the sessions in it (see docs/example-pipeline.md).
 DEFAULT_SESSIONS_RETENTION_MS = 24 * 3_600_000

@@ -10,7 +10,8 @@ What tests/integration/test_exactly_once.py puts together:
   input right now (an active task of it is running and its input partition has lag), some
   0.5-2 s after another kill or restart (during the rebalance that follows);
 - :func:`wait_fully_consumed`: the group's committed offsets cover every input and
-  repartition record;
+  repartition record, waited for on progress (committed offsets and restored changelog
+  records), never on a deadline near the normal run time;
 - the outputs are counted per key against the oracle in output_verdict.py.
 """
 
@@ -25,7 +26,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,14 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from airflow_stateful_provider.examples.clicks_and_payments import JOIN_NAME, ExampleSettings
 from airflow_stateful_provider.examples.expected import SessionKey, expected_payments_usd, expected_sessions
 from airflow_stateful_provider.examples.generator import RATE, GeneratedRecord, ensure_topics, generate, produce
-from tools.instances import InstanceProcess, committed_offsets, wait_until
+from tools.instances import (
+    COMMITTED_AND_RESTORED,
+    InstanceProcess,
+    committed_offsets,
+    process_cpu_seconds,
+    wait_progressing,
+    wait_until,
+)
 
 TOPOLOGY = "airflow_stateful_provider.examples.clicks_and_payments:build_topology"
 
@@ -75,8 +83,9 @@ def compute_oracle(workload: Workload, now_ms: int) -> Oracle:
                   expected_payments_usd(records, partitions=workload.partitions))
 
 
-def _lower_priority() -> None:
+def _oracle_child(workload: Workload, now_ms: int, results: Any) -> None:
     os.nice(10)  # the instances under test come first on a small machine
+    results.send(compute_oracle(workload, now_ms))
 
 
 class BackgroundOracle:
@@ -85,18 +94,34 @@ class BackgroundOracle:
     input; ``close`` ends the child even mid-computation (a test failing early)."""
 
     def __init__(self, workload: Workload, now_ms: int) -> None:
-        self._pool = multiprocessing.get_context("spawn").Pool(1, initializer=_lower_priority)
-        self._result = self._pool.apply_async(compute_oracle, (workload, now_ms))
+        context = multiprocessing.get_context("spawn")
+        self._results, child_end = context.Pipe(duplex=False)
+        self._child = context.Process(target=_oracle_child, args=(workload, now_ms, child_end), daemon=True,
+                                      name="crash-oracle")
+        self._child.start()
+        child_end.close()
 
-    def result(self, timeout: float) -> Oracle:
-        try:
-            return self._result.get(timeout=timeout)
-        except multiprocessing.TimeoutError:
-            raise AssertionError(f"the oracle was not computed within {timeout}s") from None
+    def result(self, stall: float = 60.0) -> Oracle:
+        """Waits while the child computes (its CPU time grows: a niced child on a busy machine
+        may take minutes), and fails if it stops computing or exits without a result."""
+        child = self._child
+
+        def ready() -> bool:
+            if self._results.poll():
+                return True
+            if child.exitcode is not None:
+                raise AssertionError(f"the oracle process exited with {child.exitcode} before its result")
+            return False
+
+        wait_progressing(ready, lambda: process_cpu_seconds(child.pid), "the oracle",
+                         measure="CPU seconds of the oracle process", stall=stall, interval=0.5)
+        return self._results.recv()
 
     def close(self) -> None:
-        self._pool.terminate()
-        self._pool.join()
+        if self._child.is_alive():
+            self._child.kill()
+        self._child.join()
+        self._results.close()
 
 
 # ---------------------------------------------------------------------------- the application
@@ -287,6 +312,10 @@ class Cluster:
         for instance in self.instances.values():
             instance.ensure_stopped()
 
+    def restored_records(self) -> int:
+        """Changelog records the instances restored, all their runs together."""
+        return sum(instance.restored_records() for instance in self.instances.values())
+
     def logs(self, lines: int = 40) -> str:
         """The last lines of every instance's log (all of its runs), without the warnings about
         late clicks (thousands, expected: the generator sends some far too late)."""
@@ -325,6 +354,10 @@ class OffsetWatch:
 
     def committed(self, topic: str) -> dict[int, int]:
         return committed_offsets(self.admin, self.app.application_id, topic)
+
+    def committed_total(self, topics: Iterable[str] | None = None) -> int:
+        """The group's committed offsets summed over ``topics`` (default: every topic it reads)."""
+        return sum(sum(self.committed(topic).values()) for topic in (topics or self.app.consumed_topics))
 
     def partitions(self, topic: str) -> list[TopicPartition]:
         found = self.consumer.partitions_for_topic(topic)
@@ -389,9 +422,21 @@ class OffsetWatch:
         return why
 
 
-def wait_fully_consumed(watch: OffsetWatch, cluster: Cluster, timeout: float, timeline: Timeline) -> float:
+def wait_for_app(watch: OffsetWatch, cluster: Cluster, done: Callable[[], bool], what: str,
+                 context: Callable[[], str], stall: float = 60, interval: float = 0.5) -> float:
+    """Until ``done()``; fails when the application made no progress (the group's committed
+    offsets on every topic it reads, plus the changelog records ``cluster``'s instances
+    restored) for ``stall`` seconds. 60 s is longer than a rebalance after a kill, a
+    restoration's start or an open transaction's timeout (10 s)."""
+    return wait_progressing(done, lambda: watch.committed_total() + cluster.restored_records(), what,
+                            measure=COMMITTED_AND_RESTORED, stall=stall,
+                            context=context, interval=interval)
+
+
+def wait_fully_consumed(watch: OffsetWatch, cluster: Cluster, timeline: Timeline) -> float:
     """Until the group's committed offsets cover every record of the input and repartition
-    topics (see OffsetWatch.unconsumed); every instance must keep running meanwhile."""
+    topics (see OffsetWatch.unconsumed), waited for with :func:`wait_for_app`; every instance
+    must keep running meanwhile."""
     state: dict[str, Any] = {}
     next_progress = [time.monotonic()]
 
@@ -410,8 +455,8 @@ def wait_fully_consumed(watch: OffsetWatch, cluster: Cluster, timeout: float, ti
                 return False
         return True
 
-    waited = wait_until(done, timeout, "the group to commit every input and repartition record",
-                        lambda: f"not consumed: {state}\n{timeline}\n{cluster.logs()}", interval=0.5)
+    waited = wait_for_app(watch, cluster, done, "the group to commit every input and repartition record",
+                          lambda: f"not consumed: {state}\n{timeline}\n{cluster.logs()}")
     timeline.add(f"every input and repartition record committed (waited {waited:.1f}s)")
     return waited
 

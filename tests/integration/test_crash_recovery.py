@@ -16,7 +16,7 @@ import pytest
 from kafka import KafkaProducer
 
 from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
-from tools.instances import InstanceProcess, wait_until
+from tools.instances import InstanceProcess, wait_for_commits
 from tests.integration.topologies import SESSION_GAP_MS
 
 pytestmark = pytest.mark.kafka
@@ -95,17 +95,15 @@ def test_sigkill_mid_run_loses_no_input(bootstrap_servers, tmp_path):
     first = InstanceProcess(topology, config, tmp_path, "first").start()
     second = None
     try:
-        wait_until(lambda: first.check_alive() or sum(committed_offsets(bootstrap_servers, app, clicks_topic).values()) >= 30_000,
-                   120, "the first instance to commit 30k clicks", first.log_tail)
+        wait_for_commits(lambda: committed_offsets(bootstrap_servers, app, clicks_topic), 30_000,
+                         "the first instance to commit 30k clicks", [first])
         first.kill()
         at_kill = committed_offsets(bootstrap_servers, app, clicks_topic)
         assert sum(at_kill.values()) < CLICKS, "the kill came too late to test recovery"
 
         second = InstanceProcess(topology, config, tmp_path, "second").start()
-        wait_until(lambda: second.check_alive() or committed_offsets(bootstrap_servers, app, clicks_topic) == ends,
-                   180, "the restarted instance to commit every click",
-                   lambda: f"committed {committed_offsets(bootstrap_servers, app, clicks_topic)}, end offsets {ends}\n"
-                           + second.log_tail())
+        wait_for_commits(lambda: committed_offsets(bootstrap_servers, app, clicks_topic), ends,
+                         "the restarted instance to commit every click", [second])
         assert second.stop() == 0, second.log_tail()
     finally:
         first.ensure_stopped()

@@ -28,7 +28,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from airflow_stateful_provider.streams import open_store
 from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
 from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
-from tools.instances import InstanceProcess, wait_until
+from tools.instances import InstanceProcess, wait_for_commits, wait_progressing
 
 pytestmark = pytest.mark.kafka
 
@@ -57,9 +57,11 @@ def input_keys_below(bootstrap_servers: str, topic: str, offsets: dict[int, int]
         consumer.seek_to_beginning(*tps)
         counts: collections.Counter = collections.Counter()
         pending = {tp for tp in tps if offsets.get(tp.partition, 0) > 0}
+        read = [0]
 
         def step() -> bool:
             for tp, batch in consumer.poll(timeout_ms=200).items():
+                read[0] += len(batch)
                 for record in batch:
                     if record.offset < offsets.get(tp.partition, 0):
                         counts[record.key.decode()] += 1
@@ -67,7 +69,8 @@ def input_keys_below(bootstrap_servers: str, topic: str, offsets: dict[int, int]
                     pending.discard(tp)
             return not pending
 
-        wait_until(step, 60, f"reading {topic} up to {offsets}", interval=0)
+        wait_progressing(step, lambda: read[0], f"reading {topic} up to {offsets}", measure="records read",
+                         interval=0)
         return counts
     finally:
         consumer.close()
@@ -113,12 +116,12 @@ def test_kill_under_exactly_once_restores_only_the_tail(bootstrap_servers, tmp_p
     first = InstanceProcess(topology, config, tmp_path, "first").start()
     second = None
     try:
-        wait_until(lambda: first.check_alive() or committed_offsets(bootstrap_servers, app, source)
-                   == end_offsets(bootstrap_servers, source), 120, "the first wave to be committed", first.log_tail)
+        wait_for_commits(lambda: committed_offsets(bootstrap_servers, app, source),
+                         end_offsets(bootstrap_servers, source), "the first wave to be committed", [first])
         produce(bootstrap_servers, source, FIRST_WAVE, SECOND_WAVE)
         total = FIRST_WAVE + SECOND_WAVE
-        wait_until(lambda: first.check_alive() or sum(committed_offsets(bootstrap_servers, app, source).values())
-                   >= FIRST_WAVE + SECOND_WAVE // 3, 120, "a third of the second wave to be committed", first.log_tail)
+        wait_for_commits(lambda: committed_offsets(bootstrap_servers, app, source), FIRST_WAVE + SECOND_WAVE // 3,
+                         "a third of the second wave to be committed", [first])
         first.kill()
         at_kill = committed_offsets(bootstrap_servers, app, source)
         assert sum(at_kill.values()) < total, "the kill came after the last record: nothing was in flight"
@@ -134,8 +137,8 @@ def test_kill_under_exactly_once_restores_only_the_tail(bootstrap_servers, tmp_p
         changelog_size = sum(end_offsets(bootstrap_servers, f"{app}-{STORE}-changelog").values())
         second = InstanceProcess(topology, config, tmp_path, "second").start()
         ends = end_offsets(bootstrap_servers, source)
-        wait_until(lambda: second.check_alive() or committed_offsets(bootstrap_servers, app, source) == ends,
-                   120, "the restarted instance to commit every record", second.log_tail)
+        wait_for_commits(lambda: committed_offsets(bootstrap_servers, app, source), ends,
+                         "the restarted instance to commit every record", [second])
         assert second.stop() == 0, second.log_tail()
     finally:
         first.ensure_stopped()

@@ -12,7 +12,7 @@ from airflow_stateful_provider.examples.expected import expected_payments_usd, e
 from airflow_stateful_provider.examples.generator import RATE, ensure_topics, generate, produce
 from airflow_stateful_provider.streams.status.reader import fetch_application_status
 from tests.integration.instances import committed_offsets, end_offsets
-from tools.instances import InstanceProcess, wait_until
+from tools.instances import COMMITTED_AND_RESTORED, InstanceProcess, wait_progressing, wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -42,6 +42,12 @@ def test_two_instances_output_exactly_the_oracle(bootstrap_servers, tmp_path):
 
     def logs() -> str:
         return "\n".join(f"--- {i.name}\n{i.log_tail(25)}" for i in instances)
+
+    def committed_and_restored() -> int:
+        """Progress: offsets committed on the topics the group reads, changelog records restored."""
+        topics = (*settings.input_topics, f"{app}-{JOIN_NAME}-left-repartition")
+        return (sum(sum(committed_offsets(bootstrap_servers, app, topic).values()) for topic in topics)
+                + sum(instance.restored_records() for instance in instances))
 
     def caught_up(*topics: str) -> bool:
         for instance in instances:
@@ -73,12 +79,14 @@ def test_two_instances_output_exactly_the_oracle(bootstrap_servers, tmp_path):
 
         # rates first and committed: every payment then finds the rates valid at its time
         produce(bootstrap_servers, rates, rates_topic=settings.rates_topic, partitions=PARTITIONS)
-        wait_until(lambda: caught_up(settings.rates_topic), 30, "the rates committed", logs, interval=0.5)
+        wait_progressing(lambda: caught_up(settings.rates_topic), committed_and_restored, "the rates committed",
+                         measure=COMMITTED_AND_RESTORED, context=logs, interval=0.5)
         produce(bootstrap_servers, [r for r in records if r.kind != RATE], clicks_topic=settings.clicks_topic,
                 payments_topic=settings.payments_topic, partitions=PARTITIONS)
         repartition = f"{app}-{JOIN_NAME}-left-repartition"
-        wait_until(lambda: caught_up(settings.clicks_topic, settings.payments_topic, repartition), 40,
-                   "clicks, payments and re-keyed payments committed", logs, interval=0.5)
+        wait_progressing(lambda: caught_up(settings.clicks_topic, settings.payments_topic, repartition),
+                         committed_and_restored, "clicks, payments and re-keyed payments committed",
+                         measure=COMMITTED_AND_RESTORED, context=logs, interval=0.5)
         outputs = read_outputs(bootstrap_servers, sessions_topic=settings.sessions_topic,
                                payments_usd_topic=settings.payments_usd_topic)
         for instance in instances:

@@ -12,7 +12,7 @@ from kafka import KafkaProducer
 
 from airflow_stateful_provider.streams.status.reader import fetch_application_status, read_status_documents
 from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
-from tools.instances import InstanceProcess, wait_until
+from tools.instances import InstanceProcess, wait_for_commits, wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -122,8 +122,8 @@ def test_failover_to_the_standby_restores_at_most_its_lag_and_loses_nothing(boot
 
         producer.join(timeout=60)
         ends_in = end_offsets(bootstrap_servers, "failover-in")
-        wait_until(lambda: committed_offsets(bootstrap_servers, app, "failover-in") == ends_in, 60,
-                   "every record committed", instances[survivor].log_tail)
+        wait_for_commits(lambda: committed_offsets(bootstrap_servers, app, "failover-in"), ends_in,
+                         "every record committed", [instances[survivor]])
         assert instances[survivor].stop() == 0, instances[survivor].log_tail()
     finally:
         for instance in instances.values():
@@ -157,9 +157,9 @@ def test_scale_out_warms_up_first_moves_actives_once_caught_up_and_keeps_other_t
     try:
         first.start()
         preload.run()
-        wait_until(lambda: first.check_alive() or
-                   sum(committed_offsets(bootstrap_servers, app, topic_in).values()) >= 20_000,
-                   90, "the first instance to load 20k records", first.log_tail)
+        # nothing is committed before the instance has started and joined: a longer stall allowed
+        wait_for_commits(lambda: committed_offsets(bootstrap_servers, app, topic_in), 20_000,
+                         "the first instance to load 20k records", [first], stall=90)
         steady.start()
         second.start()
 

@@ -25,7 +25,7 @@ from airflow_stateful_provider.examples.generator import RATE, ensure_topics, ge
 from airflow_stateful_provider.streams.status.reader import fetch_application_status, read_status_documents
 from airflow_stateful_provider.streams.topology.store_builders import changelog_topic_name
 from tests.integration.instances import committed_offsets, end_offsets
-from tools.instances import wait_until
+from tools.instances import wait_progressing, wait_until
 from tools.spark_app import SparkApplication
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -67,6 +67,15 @@ def test_example_on_spark_survives_a_killed_worker_and_stops_cleanly(bootstrap_s
                 return False
         return True
 
+    def committed_total() -> int:
+        """Progress: the offsets committed on every topic the group reads."""
+        return sum(sum(committed_offsets(bootstrap_servers, app_id, topic).values())
+                   for topic in (*settings.input_topics, repartition))
+
+    def wait_caught_up(what: str, *topics: str) -> None:
+        wait_progressing(lambda: caught_up(*topics), committed_total, what, measure="committed offsets",
+                         context=app.log_tail, interval=0.5)
+
     def documents() -> dict:
         return read_status_documents(bootstrap_servers, app_id, allow_empty=True)
 
@@ -85,11 +94,10 @@ def test_example_on_spark_survives_a_killed_worker_and_stops_cleanly(bootstrap_s
         wait_until(settled, 120, "12 running tasks over both instances, 8 with a standby", app.log_tail, interval=0.5)
         stateful_tasks = [t.task_id for t in fetch_application_status(bootstrap_servers, app_id).tasks if t.standbys]
         produce(bootstrap_servers, rates, rates_topic=settings.rates_topic, partitions=PARTITIONS)
-        wait_until(lambda: caught_up(settings.rates_topic), 60, "the rates committed", app.log_tail, interval=0.5)
+        wait_caught_up("the rates committed", settings.rates_topic)
         produce(bootstrap_servers, first, clicks_topic=settings.clicks_topic, payments_topic=settings.payments_topic,
                 partitions=PARTITIONS)
-        wait_until(lambda: caught_up(settings.clicks_topic, settings.payments_topic, repartition), 60,
-                   "the first half committed", app.log_tail, interval=0.5)
+        wait_caught_up("the first half committed", settings.clicks_topic, settings.payments_topic, repartition)
 
         killed = documents()[instance_1]
         assert killed.epoch == 1
@@ -117,8 +125,7 @@ def test_example_on_spark_survives_a_killed_worker_and_stops_cleanly(bootstrap_s
             doc = documents().get(instance_1)
             return doc is not None and doc.epoch == 2 and doc.state == "RUNNING" and doc.pid != killed.pid
         wait_until(rejoined, 90, "instance 1 running again with epoch 2", app.log_tail, interval=0.5)
-        wait_until(lambda: caught_up(settings.clicks_topic, settings.payments_topic, repartition), 60,
-                   "everything committed", app.log_tail, interval=0.5)
+        wait_caught_up("everything committed", settings.clicks_topic, settings.payments_topic, repartition)
         outputs = read_outputs(bootstrap_servers, sessions_topic=settings.sessions_topic,
                                payments_usd_topic=settings.payments_usd_topic)
         changelog_ends = {f"{sub}_{p}": end for sub, store in ((0, SESSIONS_STORE), (1, RATES_STORE))

@@ -16,7 +16,7 @@ from airflow_stateful_provider import cli
 from airflow_stateful_provider.streams.state.checkpoint import read_checkpoint
 from tests.integration.instances import create_topics
 from tools.changelog_state import fill_counts_changelog
-from tools.instances import wait_until
+from tools.instances import wait_progressing
 from tools.spark_app import SparkApplication
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -55,8 +55,26 @@ def test_status_follows_restoration_on_spark_then_stop_drains(bootstrap_servers,
             return (len(tasks) == PARTITIONS and all(t["state"] == "running" for t in tasks)
                     and all(len(t["standbys"]) == 1 and t["standbys"][0]["lag"] == 0 for t in tasks))
 
-        waited = wait_until(restored_and_caught_up, 240, "all tasks restored with caught-up standbys", app.log_tail,
-                            interval=0.1)
+        def changelog_records_applied() -> int:
+            """Progress: per task the records restored (all once running) and its standby's position."""
+            if not snapshots:
+                return 0
+            applied = 0
+            for task in snapshots[-1]["tasks"]:
+                end = ends[int(task["task_id"].split("_")[1])]
+                restoration = task.get("restoration")
+                if task["state"] == "running":
+                    applied += end
+                elif restoration is not None and not restoration.get("pending"):
+                    applied += restoration["restored"]
+                applied += sum(end - s["lag"] for s in task["standbys"] if s.get("lag") is not None)
+            return applied
+
+        # nothing shows before spark-submit has started the instances: a longer stall allowed
+        waited = wait_progressing(restored_and_caught_up, changelog_records_applied,
+                                  "all tasks restored with caught-up standbys",
+                                  measure="changelog records restored and applied by standbys", stall=120,
+                                  context=app.log_tail, interval=0.1)
         print(f"restored {RECORDS} changelog records (actives and standbys) {waited:.1f}s after spark-submit")
 
         # While restoring: active owners are the two instances, progress within the changelog.

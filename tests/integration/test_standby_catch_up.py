@@ -15,7 +15,7 @@ import pytest
 from airflow_stateful_provider.streams.status.reader import fetch_application_status
 from tests.integration.instances import create_topics
 from tools.changelog_state import fill_counts_changelog
-from tools.instances import InstanceProcess, wait_until
+from tools.instances import InstanceProcess, wait_progressing
 
 pytestmark = pytest.mark.kafka
 
@@ -61,7 +61,9 @@ def test_every_standby_catches_up_with_a_large_changelog(bootstrap_servers, tmp_
     try:
         for instance in instances:
             instance.start()
-        waited = wait_until(caught_up, 60, "every task running with one caught-up standby", context)
+        waited = wait_progressing(caught_up, lambda: sum(i.restored_records(standbys=True) for i in instances),
+                                  "every task running with one caught-up standby",
+                                  measure="changelog records restored and applied by standbys", context=context)
         print(f"restored and caught up with {RECORDS} changelog records in {waited:.1f}s")
     finally:
         for instance in instances:

@@ -105,7 +105,7 @@ class Materialized:
 
 def store_builder_for(
     materialized: Materialized, store_name: str, key_serde: Any, value_serde: Any, *, kind: str,
-    session_retention_ms: int | None = None, windows: SessionWindows | None = None,
+    session_retention_ms: int | None = None, windows: SessionWindows | None = None, time_index: bool = False,
 ) -> StoreBuilder:
     persistent = None if materialized.store_type is None else materialized.store_type == "rocksdb"
     builder: StoreBuilder
@@ -114,6 +114,7 @@ def store_builder_for(
         builder = SessionStoreBuilder(
             store_name, key_serde, value_serde, True, retention_ms=session_retention_ms,
             inactivity_gap_ms=windows.inactivity_gap_ms, grace_period_ms=windows.grace_period_ms,
+            time_index=time_index,
         )
     elif materialized.is_versioned:
         if kind != "table":

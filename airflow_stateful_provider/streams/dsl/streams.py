@@ -335,11 +335,13 @@ class SessionWindowedKStream:
         source = grouped._source_for(store_name)
         key_serde = materialized.key_serde if materialized.key_serde is not None else grouped._key_serde
         name = builder.new_name(prefix)
+        emit = self._emit
         store_builder = store_builder_for(
             materialized, store_name, key_serde, materialized.value_serde, kind="session",
             session_retention_ms=retention, windows=windows,
+            # what closed is found by end time: cheap with the time index (state/session_index.py)
+            time_index=emit.type is EmitStrategy.StrategyType.ON_WINDOW_CLOSE,
         )
-        emit = self._emit
         builder.topology.add_processor(
             name,
             lambda: SessionWindowAggregateProcessor(

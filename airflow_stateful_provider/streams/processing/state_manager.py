@@ -44,7 +44,8 @@ from airflow_stateful_provider.streams.state.changelogging import (
 )
 from airflow_stateful_provider.streams.state.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
 from airflow_stateful_provider.streams.state.keyvalue import InMemoryKeyValueStore, RocksDBKeyValueStore
-from airflow_stateful_provider.streams.state.session import InMemorySessionStore, RocksDBSessionStore
+from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
+from airflow_stateful_provider.streams.state.session_in_memory import InMemorySessionStore
 from airflow_stateful_provider.streams.state.typed_stores import (
     TypedKeyValueStore,
     TypedSessionStore,
@@ -385,6 +386,7 @@ class TaskStateManager:
                 raw = RocksDBSessionStore(
                     path, builder.retention_ms, name=builder.name, transactional=transactional, **serdes,
                     inactivity_gap=builder.inactivity_gap_ms, grace_period=builder.grace_period_ms,
+                    time_index=builder.time_index,
                 )
             else:
                 raw = InMemorySessionStore(builder.retention_ms, builder.name, **serdes)

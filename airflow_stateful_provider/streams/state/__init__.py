@@ -49,11 +49,8 @@ from airflow_stateful_provider.streams.state.segments import (
     session_segment_interval,
     versioned_segment_interval,
 )
-from airflow_stateful_provider.streams.state.session import (
-    InMemorySessionStore,
-    RocksDBSessionStore,
-    SessionStore,
-)
+from airflow_stateful_provider.streams.state.session import RocksDBSessionStore, SessionStore
+from airflow_stateful_provider.streams.state.session_in_memory import InMemorySessionStore
 from airflow_stateful_provider.streams.state.session_key import (
     SessionKey,
     session_key_from_bytes,

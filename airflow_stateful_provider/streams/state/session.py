@@ -1,4 +1,6 @@
-"""Session stores (KIP-94): aggregates per (key, session window), RocksDB and in-memory.
+"""Session stores (KIP-94): aggregates per (key, session window). This module holds the
+protocol, what both implementations share, and the RocksDB one; the in-memory one is in
+session_in_memory.py, the time index both keep for emit-on-window-close in session_index.py.
 
 Store key layout (also the changelog key), SEMANTICS §4::
 
@@ -15,6 +17,7 @@ RocksDB layout (one RocksDB per store)::
 
     0x00 "observed_stream_time"        -> observed stream time, 8 bytes big-endian
     0x02 | segment id (8 bytes BE) | session key layout above -> aggregate bytes
+    0x00 "time_index", 0x03 | ...      -> the time index, when the store has one (session_index.py)
 
 Observed stream time advances on every put and remove (with the session end) and
 is persisted on flush, so expiry continues correctly after a restart.
@@ -35,27 +38,36 @@ from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError
 from airflow_stateful_provider.streams.serdes import serde_name
 from airflow_stateful_provider.streams.state.changelog_records import ChangelogRecord
-from airflow_stateful_provider.streams.state.maintenance import StoreStats
-from airflow_stateful_provider.streams.state.memory import InMemoryStore
 from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
 from airflow_stateful_provider.streams.state.rocks import restores_directly
 from airflow_stateful_provider.streams.state.segments import (
     SEGMENT_PREFIX,
     SegmentedRocksDBStore,
     SegmentedStore,
+    segment_prefix,
     session_segment_interval,
+)
+from airflow_stateful_provider.streams.state.session_index import (
+    INDEX_PREFIX,
+    TIME_INDEX_KEY,
+    index_bound,
+    index_row,
 )
 from airflow_stateful_provider.streams.state.session_key import (
     SessionKey,
     as_session_key,
-    session_key_from_bytes,
 )
 
 
 __all__ = [
-    "InMemorySessionStore",
     "RocksDBSessionStore",
     "SessionStore",
+    "SessionStoreBase",
+    "bad_window_error",
+    "check_key",
+    "check_times",
+    "session_retention_ms",
+    "short_key_error",
 ]
 
 _MAX_TS = (1 << 63) - 1
@@ -63,6 +75,7 @@ _TS2 = struct.Struct(">qq")  # end, start
 _record_key = attrgetter("key")
 _SEGP = struct.Struct(">Bq")  # segment marker, segment id (segment_prefix in one pack)
 _SEG_MARK = SEGMENT_PREFIX[0]
+_INDEX_MARK = INDEX_PREFIX[0]
 
 
 def _check_agg(agg: object) -> None:
@@ -70,21 +83,21 @@ def _check_agg(agg: object) -> None:
         raise InvalidRecordError(f"session aggregates must be bytes or None, got {type(agg).__name__} {agg!r:.80}")
 
 
-def _check_key(key: object) -> None:
+def check_key(key: object) -> None:
     if type(key) is not bytes:
         if key is None:
             raise InvalidRecordError("session key cannot be null (None)")
         raise InvalidRecordError(f"session store keys must be bytes, got {type(key).__name__} {key!r:.80}")
 
 
-def _check_times(*times: object) -> None:
+def check_times(*times: object) -> None:
     """Query bounds must be ints (a float or None would silently mis-sort as bytes)."""
     for value in times:
         if type(value) is not int:
             raise InvalidRecordError(f"session time bounds must be int ms, got {type(value).__name__} {value!r}")
 
 
-def _retention(retention: int | Any) -> int:
+def session_retention_ms(retention: int | Any) -> int:
     ms = duration_ms(retention, "session store retention")
     if ms <= 0:
         raise ConfigError(f"session store retention must be > 0 ms, got {ms} ms")
@@ -130,7 +143,7 @@ class SessionStore(Protocol):
     def close(self) -> None: ...
 
 
-class _SessionBase(SegmentedStore):
+class SessionStoreBase(SegmentedStore):
     """The read visibility rule, the queries derived from ``find_sessions`` and the
     contract of ``find_sessions_by_end``, the same in both implementations (observed
     stream time is the largest session end seen by put/remove)."""
@@ -200,10 +213,11 @@ class _SessionBase(SegmentedStore):
         Used by emit-on-window-close, which asks for sessions that just closed: like Kafka's
         time-ordered session store it returns every session still in a live segment,
         without the ``observed - retention + 1`` read cut-off of the other queries (a
-        session ending at ``close - 1`` is already past that cut-off). Scans the whole
-        segments covering the range, so call it per close-time advance, not per record.
+        session ending at ``close - 1`` is already past that cut-off). With the time index
+        (session_index.py) it costs a seek plus the sessions returned; a RocksDB store
+        without it scans the segments covering the range.
         """
-        _check_times(earliest_session_end, latest_session_end)
+        check_times(earliest_session_end, latest_session_end)
         self._check_open()
         actual_from = max(earliest_session_end, 0)
         if latest_session_end < actual_from:
@@ -213,8 +227,14 @@ class _SessionBase(SegmentedStore):
         return result
 
 
-class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
-    """Persistent session store on one RocksDB with end-time segments as key prefixes."""
+class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
+    """Persistent session store on one RocksDB with end-time segments as key prefixes.
+
+    ``time_index=True`` (emit-on-window-close aggregations) gives the store the time index
+    of session_index.py, built on opening a store that has none; a store that has it keeps
+    it up to date whatever this flag says, so a reader or a maintenance run never leaves
+    it stale.
+    """
 
     store_type: ClassVar[StoreType] = StoreType.SESSION
 
@@ -230,8 +250,9 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
         grace_period: int | Any | None = None,
         read_only: bool = False,
         transactional: bool = False,
+        time_index: bool = False,
     ) -> None:
-        retention_ms = None if retention is None else _retention(retention)
+        retention_ms = None if retention is None else session_retention_ms(retention)
         gap_ms = None if inactivity_gap is None else duration_ms(inactivity_gap, "inactivity_gap", minimum=1)
         grace_ms = None if grace_period is None else duration_ms(grace_period, "grace_period", minimum=0)
         if retention_ms is None and gap_ms is not None:
@@ -252,18 +273,60 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
         super().__init__(path, requested, read_only=read_only, transactional=transactional)
         self._open_segments(self.metadata.retention_ms)
         self.retention_ms = self._segment_retention_ms
+        if time_index and not self._indexed and not read_only:
+            self._build_time_index()
+
+    @property
+    def time_index(self) -> bool:
+        """Whether the store keeps the time index (session_index.py)."""
+        return self._indexed
+
+    def _load_state(self) -> None:
+        super()._load_state()
+        self._indexed = self._db.get(TIME_INDEX_KEY) is not None
+
+    def _build_time_index(self) -> None:
+        """Index every session (a store created before it served emit-on-window-close), a
+        write batch per segment, the marker last: an interrupted build starts over."""
+        for segment_id in self._segments:
+            batch = rocksdict.WriteBatch(raw_mode=True)
+            for (key, start, end), _ in self._scan_segment(segment_id):
+                batch.put(INDEX_PREFIX + _TS2.pack(end, start) + key, b"")
+            self._db.write(batch)
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        batch.put(TIME_INDEX_KEY, b"1")
+        self._db.write(batch)  # committed at once, also in a transactional store (its buffer is empty)
+        self._indexed = True
 
     # -- writes ----------------------------------------------------------------------------
 
     def _store_session(self, segment_id: int, key: bytes, start: int, end: int, agg: bytes) -> None:
         if segment_id not in self._segments:
             self._segments.add(segment_id)
-        self._db.put(_SEGP.pack(_SEG_MARK, segment_id) + key + _TS2.pack(end, start), agg)
+        window = _TS2.pack(end, start)
+        if self._indexed:  # before the session row (session_index.py)
+            self._db.put(INDEX_PREFIX + window + key, b"")
+        self._db.put(_SEGP.pack(_SEG_MARK, segment_id) + key + window, agg)
 
     def _drop_session(self, segment_id: int, key: bytes, start: int, end: int) -> None:
         if segment_id < self._min_live or segment_id not in self._segments:
             return
-        self._db.delete(_SEGP.pack(_SEG_MARK, segment_id) + key + _TS2.pack(end, start))
+        window = _TS2.pack(end, start)
+        self._db.delete(_SEGP.pack(_SEG_MARK, segment_id) + key + window)
+        if self._indexed:
+            self._db.delete(INDEX_PREFIX + window + key)
+
+    def _expire(self, min_live: int) -> None:
+        dropped = self._segments.drop_below(min_live)
+        if dropped:
+            self._delete_segments(segment_prefix(dropped[0]), segment_prefix(min_live))
+            if self._indexed:
+                self._db.delete_range(INDEX_PREFIX, index_bound(min_live * self.segment_interval_ms))
+
+    def _reclaim(self, dropped: list[int]) -> int:
+        if dropped and self._indexed:
+            self._db.compact_range(INDEX_PREFIX, index_bound((dropped[-1] + 1) * self.segment_interval_ms))
+        return super()._reclaim(dropped)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -273,9 +336,9 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
         """Sessions of ``key`` with end >= earliest_session_end and start <= latest_session_start,
         ordered by (end, start)."""
         if type(key) is not bytes:
-            _check_key(key)
+            check_key(key)
         if type(earliest_session_end) is not int or type(latest_session_start) is not int:
-            _check_times(earliest_session_end, latest_session_start)
+            check_times(earliest_session_end, latest_session_start)
         if not self._open:
             self._check_open()
         actual_from = self._observed - self.retention_ms + 1
@@ -314,8 +377,8 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
     def fetch_session(self, key: bytes, session_start: int, session_end: int) -> bytes | None:
         """The aggregate of exactly that session, or None (also when expired)."""
         if type(key) is not bytes:
-            _check_key(key)
-        _check_times(session_start, session_end)
+            check_key(key)
+        check_times(session_start, session_end)
         self._check_open()
         if session_end < self._observed - self.retention_ms + 1 or session_end < 0 or session_start < 0:
             return None
@@ -325,6 +388,28 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
         return self._db.get(_SEGP.pack(_SEG_MARK, segment_id) + key + _TS2.pack(session_end, session_start))
 
     def _ending_between(self, actual_from: int, latest_session_end: int) -> list[tuple[SessionKey, bytes]]:
+        if not self._indexed:
+            return self._scan_ending_between(actual_from, latest_session_end)
+        interval = self.segment_interval_ms
+        result = []
+        it = self._db.iter()
+        it.seek(index_bound(actual_from))
+        get, pack, unpack_from = self._db.get, _SEGP.pack, _TS2.unpack_from
+        while it.valid():
+            row_key = it.key()
+            if row_key[0] != _INDEX_MARK:
+                break
+            end, start = unpack_from(row_key, 1)
+            if end > latest_session_end:
+                break
+            key = row_key[17:]
+            agg = get(pack(_SEG_MARK, end // interval) + key + row_key[1:17])
+            if agg is not None:  # else the session was deleted and its index row not yet
+                result.append((SessionKey(key, start, end), agg))
+            it.next()
+        return result
+
+    def _scan_ending_between(self, actual_from: int, latest_session_end: int) -> list[tuple[SessionKey, bytes]]:
         interval = self.segment_interval_ms
         result = []
         for segment_id in self._segments.from_id(actual_from // interval):
@@ -398,6 +483,12 @@ class RocksDBSessionStore(SegmentedRocksDBStore, _SessionBase):
                 batch.delete(row_key)
             else:
                 batch.put(row_key, value)
+        if self._indexed:  # the index rows, derived from the changelog keys (session_index.py)
+            for i, value in zip(live, values):
+                if value is None:
+                    batch.delete(index_row(keys[i]))
+                else:
+                    batch.put(index_row(keys[i]), b"")
         for segment_id in {segment_id for segment_id, value in zip(live_segment_ids, values) if value is not None}:
             self._segments.add(segment_id)  # the segments that got a row
         self._db.write(batch)
@@ -415,151 +506,27 @@ def _session_ends(keys: list[bytes], records: list[Any]) -> np.ndarray:
     lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
     short = np.flatnonzero(lengths < 16)
     if len(short):
-        raise _short_key(records[short[0]])
+        raise short_key_error(records[short[0]])
     blob = np.frombuffer(b"".join(keys), dtype=np.uint8)
     suffix_at = np.cumsum(lengths) - 16
     windows = blob[suffix_at[:, None] + _WINDOW_BYTES].view(">i8").astype(np.int64)  # rows: end, start
     ends, starts = windows[:, 0], windows[:, 1]
     bad = np.flatnonzero((starts < 0) | (ends < starts))
     if len(bad):
-        raise _bad_window(records[bad[0]], int(starts[bad[0]]), int(ends[bad[0]]))
+        raise bad_window_error(records[bad[0]], int(starts[bad[0]]), int(ends[bad[0]]))
     return ends
 
 
-def _short_key(record: Any) -> InvalidRecordError:
+def short_key_error(record: Any) -> InvalidRecordError:
     return InvalidRecordError(
         f"session changelog record at offset {record.offset} has a {len(record.key)}-byte key; "
         f"expected key + end + start (>= 16 bytes): {record.key!r:.80}"
     )
 
 
-def _bad_window(record: Any, start: int, end: int) -> InvalidRecordError:
+def bad_window_error(record: Any, start: int, end: int) -> InvalidRecordError:
     """Reads trust the stored bounds: a restore refuses them here."""
     return InvalidRecordError(
         f"session changelog record at offset {record.offset} has session window "
         f"[{start}, {end}]; expected 0 <= start <= end: {record.key!r:.80}"
     )
-
-
-class InMemorySessionStore(InMemoryStore, _SessionBase):
-    """Non-persistent session store with the same segments and visibility as the RocksDB one.
-
-    Layout: ``{segment id: {key: {(end, start): aggregate}}}``.
-    """
-
-    store_type: ClassVar[StoreType] = StoreType.SESSION
-
-    def __init__(
-        self,
-        retention: int | Any,
-        name: str = "in-memory-session",
-        *,
-        key_serde: object = "bytes",
-        value_serde: object = "bytes",
-    ) -> None:
-        retention_ms = _retention(retention)
-        super().__init__(name, key_serde=key_serde, value_serde=value_serde)
-        self.retention_ms = retention_ms
-        self._init_segments(retention_ms, session_segment_interval(retention_ms))
-        self._data: dict[int, dict[bytes, dict[tuple[int, int], bytes]]] = {}
-
-    def _expire(self, min_live: int) -> None:
-        for segment_id in [s for s in self._data if s < min_live]:
-            del self._data[segment_id]
-
-    def _live_segment_ids(self) -> list[int]:
-        return sorted(self._data)
-
-    def _store_session(self, segment_id: int, key: bytes, start: int, end: int, agg: bytes) -> None:
-        self._data.setdefault(segment_id, {}).setdefault(key, {})[(end, start)] = agg
-
-    def _drop_session(self, segment_id: int, key: bytes, start: int, end: int) -> None:
-        per_key = self._data.get(segment_id, {}).get(key)
-        if per_key is not None:
-            per_key.pop((end, start), None)
-            if not per_key:
-                del self._data[segment_id][key]
-
-    def find_sessions(
-        self, key: bytes, earliest_session_end: int, latest_session_start: int
-    ) -> list[tuple[SessionKey, bytes]]:
-        _check_key(key)
-        _check_times(earliest_session_end, latest_session_start)
-        self._check_open()
-        actual_from = max(earliest_session_end, self._visible_from())
-        result = []
-        interval = self.segment_interval_ms
-        for segment_id in sorted(self._data):
-            if segment_id < actual_from // interval:
-                continue
-            per_key = self._data[segment_id].get(key)
-            if not per_key:
-                continue
-            for end, start in sorted(per_key):
-                if end >= actual_from and start <= latest_session_start:
-                    result.append((SessionKey(key, start, end), per_key[(end, start)]))
-        return result
-
-    def fetch_session(self, key: bytes, session_start: int, session_end: int) -> bytes | None:
-        _check_key(key)
-        _check_times(session_start, session_end)
-        self._check_open()
-        if session_end < self._visible_from():
-            return None
-        per_key = self._data.get(session_end // self.segment_interval_ms, {}).get(key)
-        return None if per_key is None else per_key.get((session_end, session_start))
-
-    def _ending_between(self, actual_from: int, latest_session_end: int) -> list[tuple[SessionKey, bytes]]:
-        return [
-            (SessionKey(key, start, end), agg)
-            for segment in self._data.values()
-            for key, per_key in segment.items()
-            for (end, start), agg in per_key.items()
-            if actual_from <= end <= latest_session_end
-        ]
-
-    def all(self) -> list[tuple[SessionKey, bytes]]:
-        self._check_open()
-        visible = self._visible_from()
-        result = []
-        for segment_id in sorted(self._data):
-            segment = self._data[segment_id]
-            for key in sorted(segment):
-                per_key = segment[key]
-                for end, start in sorted(per_key):
-                    if end >= visible:
-                        result.append((SessionKey(key, start, end), per_key[(end, start)]))
-        return result
-
-    def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
-        self._check_open()
-        batch_records = [r for r in records if r.key is not None]
-        sessions = []
-        max_end = self._observed
-        for record in batch_records:
-            if len(record.key) < 16:
-                raise _short_key(record)
-            session = session_key_from_bytes(record.key)
-            if session.start < 0 or session.end < session.start:
-                raise _bad_window(record, session.start, session.end)
-            sessions.append((session, record.value))
-            max_end = max(max_end, session.end)
-        if max_end > self._observed:
-            self._advance(max_end)
-        applied = 0
-        for session, value in sessions:
-            if session.end // self.segment_interval_ms < self._min_live:
-                continue
-            if value is None:
-                self.remove(session)
-            else:
-                self.put(session, value)
-            applied += 1
-        return applied
-
-    def stats(self) -> StoreStats:
-        return self._segment_stats(None, sum(len(p) for seg in self._data.values() for p in seg.values()), 0)
-
-    def close(self) -> None:
-        self._data.clear()
-        super().close()

@@ -163,6 +163,9 @@ class SessionStoreBuilder(StoreBuilder):
     retention_ms: int = 0
     inactivity_gap_ms: int | None = None
     grace_period_ms: int | None = None
+    #: keep sessions indexed by end too (state/session_index.py): set for the stores of
+    #: emit-on-window-close aggregations, as Kafka gives them its time-ordered session store
+    time_index: bool = False
 
     store_type = StoreType.SESSION
 

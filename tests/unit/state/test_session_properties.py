@@ -21,7 +21,8 @@ from .models import SessionModel
 
 KEYS = [b"", b"a", b"a\x00"]
 AGGS = [b"", b"1", b"22", b"x" * 30]
-CASES = [("rocksdb", 100_000), ("memory", 100_000), ("memory", 400_000)]
+#: "rocksdb-indexed": with the time index of emit-on-window-close stores (state/session_index.py)
+CASES = [("rocksdb", 100_000), ("rocksdb-indexed", 100_000), ("memory", 100_000), ("memory", 400_000)]
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -80,14 +81,15 @@ class _Harness:
         self.store = self._open()
 
     def _open(self):
-        if self.impl == "rocksdb":
-            inner = RocksDBSessionStore(f"{self.directory}/store", self.retention)
+        if self.impl.startswith("rocksdb"):
+            inner = RocksDBSessionStore(f"{self.directory}/store", self.retention,
+                                        time_index=self.impl == "rocksdb-indexed")
         else:
             inner = InMemorySessionStore(self.retention)
         return ChangeloggingSessionStore(inner, self.changelog)
 
     def reopen(self):
-        if self.impl == "rocksdb":
+        if self.impl.startswith("rocksdb"):
             self.store.close()
             self.store = self._open()
 
@@ -159,8 +161,9 @@ def test_restore_from_changelog_reproduces_the_store(impl, retention, data, batc
         try:
             _run(ops, harness, model)
             records = harness.changelog.records
-            if impl == "rocksdb":
-                restored = RocksDBSessionStore(f"{directory}/restored", retention)
+            if impl.startswith("rocksdb"):
+                restored = RocksDBSessionStore(f"{directory}/restored", retention,
+                                               time_index=impl == "rocksdb-indexed")
             else:
                 restored = InMemorySessionStore(retention)
             position = i = 0
