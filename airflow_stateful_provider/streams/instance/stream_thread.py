@@ -81,6 +81,8 @@ log = logging.getLogger(__name__)
 
 #: Bound of the group leader's changelog end-offset lookup (see _assignor_context).
 LEADER_END_OFFSETS_TIMEOUT_MS = 5_000
+#: Longest one iteration of the loop processes before it looks at commits and polls.
+PROCESSING_BUDGET_MAX_MS = 1_000
 #: Longest poll while there is nothing to process or restore.
 IDLE_POLL_MS = 100
 #: Poll timeout of the main consumer while its group rejoins and tasks restore (the
@@ -190,6 +192,9 @@ class StreamThread(threading.Thread):
         self.consumer: Any = None
         self.restore_consumer: Any = None
         self.producer: StreamsProducer | None = None
+        #: How long one iteration processes before it commits (when due) and polls again:
+        #: the commit interval, at most PROCESSING_BUDGET_MAX_MS.
+        self._processing_budget_ms = max(1, min(config.commit_interval_ms, PROCESSING_BUDGET_MAX_MS))
         #: Exactly-once: commit early once the stores' buffered writes pass this many bytes.
         self._uncommitted_max_bytes = config.statestore_uncommitted_max_bytes // config.num_stream_threads
         self.changelog_reader: ChangelogReader | None = None
@@ -368,7 +373,7 @@ class StreamThread(threading.Thread):
             wait = 0 if self.task_manager.has_processable() else (50 if reader.restoring_tasks else idle_wait)
             self._apply_changelogs(reader.poll(poll_timeout_ms=wait))
         try:
-            self.task_manager.process()
+            self.task_manager.process(self._processing_budget_ms)
             for task in self.task_manager.running_tasks():
                 task.maybe_punctuate_system_time()
         except TransactionFailedError as exc:

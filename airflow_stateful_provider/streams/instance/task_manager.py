@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -83,6 +84,8 @@ class TaskManager:
         #: Exactly-once: tasks closed by a rollback, to run again from their committed
         #: offsets (task id -> its input partitions); see close_running_for_revival.
         self.tasks_to_revive: dict[TaskId, list[TopicPartition]] = {}
+        #: Where the next process() starts among the running tasks (see process).
+        self._next_first = 0
 
     @property
     def name(self) -> str:
@@ -139,11 +142,24 @@ class TaskManager:
         now = self.wall_clock_ms()
         return any(t.is_processable(now) for t in self.running_tasks())
 
-    def process(self) -> int:
+    def process(self, budget_ms: int) -> int:
+        """Process up to RECORDS_PER_TASK_ITERATION records of each running task, for at most
+        about ``budget_ms``: then the thread commits and polls again, however slow the
+        processors are (a transaction left open past its timeout is aborted by the
+        coordinator, and every task's work since the last commit with it). When the budget
+        runs out, the next call starts with the tasks that were left out."""
         total = 0
         now = self.wall_clock_ms()
-        for task in self.running_tasks():
-            total += task.process_batch(now, RECORDS_PER_TASK_ITERATION)
+        deadline = time.monotonic() + budget_ms / 1000
+        tasks = self.running_tasks()
+        if tasks:
+            start = self._next_first % len(tasks)
+            tasks = tasks[start:] + tasks[:start]
+        for index, task in enumerate(tasks):
+            total += task.process_batch(now, RECORDS_PER_TASK_ITERATION, deadline)
+            if time.monotonic() > deadline:
+                self._next_first += index + 1
+                break
         return total
 
     def uncommitted_bytes(self) -> int:

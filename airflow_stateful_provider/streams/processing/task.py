@@ -351,10 +351,12 @@ class StreamTask:
         self.metrics.process_total += 1
         return True
 
-    def process_batch(self, wall_clock_ms: int, max_records: int) -> int:
+    def process_batch(self, wall_clock_ms: int, max_records: int, deadline: float | None = None) -> int:
         """Process up to ``max_records`` records while the task is processable (the same as
         ``while is_processable(now) and process(now): maybe_punctuate_stream_time()``, in
-        one call per batch instead of three per record); returns how many were processed."""
+        one call per batch instead of three per record), and no longer than until
+        ``deadline`` (time.monotonic(), looked at every 32 records); returns how many were
+        processed."""
         group = self._partition_group
         stream_queue = self._stream_queue
         done = 0
@@ -365,6 +367,8 @@ class StreamTask:
                 done += 1
                 if stream_queue:  # no stream-time schedule: nothing can be due
                     self.maybe_punctuate_stream_time()
+                if deadline is not None and not done & 31 and time.monotonic() > deadline:
+                    break
         finally:
             self.metrics.process_total += done
         return done

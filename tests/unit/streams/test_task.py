@@ -504,3 +504,22 @@ def test_process_batch_is_the_per_record_loop_in_one_call():
     assert fired == fired_1 and len(fired) >= 3
     assert task.metrics.process_total == one_by_one.metrics.process_total == 7
     assert task.process_batch(0, 100) == 0
+
+
+def test_process_batch_stops_at_its_deadline():
+    """A slow processor cannot hold the stream thread past the commit (and, exactly-once, the
+    transaction timeout): the batch ends at the deadline, looked at every 32 records."""
+    import time as time_module
+
+    class Slow(Processor):
+        def process(self, record):
+            time_module.sleep(0.002)
+
+    topology = Topology().add_source("src", "in").add_processor("slow", Slow, "src")
+    task = StreamTask(TaskId(0, 0), topology, _config(), record_collector=RecordCollector(FakeProducer()))
+    _run(task)
+    task.add_records(("in", 0), [_rec("in", 0, i, i) for i in range(500)])
+    started = time_module.monotonic()
+    done = task.process_batch(0, 1_000, deadline=started + 0.05)
+    assert done == 32, done  # 32 records take at least 64 ms: the first check is past the deadline
+    assert task.process_batch(0, 1_000) == 500 - done  # without a deadline: the rest
