@@ -44,7 +44,7 @@ from airflow_stateful_provider.streams.instance.preflight import (
     check_replication_factor,
     check_snapshot_storage,
     check_topic_names,
-    dead_letter_topic,
+    dead_letter_topics,
     open_admin,
     prepare_state_dir,
 )
@@ -302,9 +302,11 @@ class KafkaStreams:
         manager.ensure(self.internal_topics)
         ensure_status_topic(admin, self.config.application_id)
         ensure_control_topic(admin, self.config.application_id)
-        dead_letter = dead_letter_topic(self.config)
-        if dead_letter is not None and not fetch_partition_counts(admin, [dead_letter]):
-            manager.ensure([InternalTopic(dead_letter, 1, {}, "dead-letter", -1)])
+        dead_letters = list(dead_letter_topics(self.config))
+        present = fetch_partition_counts(admin, dead_letters)
+        manager.ensure([InternalTopic(topic, 1, {}, "dead-letter", -1)
+                        for topic in dead_letters if topic not in present])
+        self.topic_roles.update({topic: "dead-letter" for topic in dead_letters})
 
     def _check_epoch(self) -> None:
         """Refuse to start when the status topic shows a newer epoch for this instance id:

@@ -23,6 +23,10 @@ from airflow_stateful_provider.streams.processing.deserialization import (
     DeadLetterQueueExceptionHandler,
     deserialization_handler_from_config,
 )
+from airflow_stateful_provider.streams.processing.error_handling import (
+    ProcessingDeadLetterHandler,
+    processing_handler_from_config,
+)
 from airflow_stateful_provider.streams.topic_names import MAX_TOPIC_NAME_LENGTH, topic_name_problem
 from airflow_stateful_provider.streams.topics.internal_topics import internal_topics
 from airflow_stateful_provider.streams.topology.topology import Topology
@@ -31,16 +35,23 @@ __all__ = [
     "check_replication_factor",
     "check_snapshot_storage",
     "check_topic_names",
-    "dead_letter_topic",
+    "dead_letter_topics",
     "open_admin",
     "prepare_state_dir",
 ]
 
 
-def dead_letter_topic(config: StreamsConfig) -> str | None:
-    """The topic of a dead-letter deserialization handler, if the config has one."""
+def dead_letter_topics(config: StreamsConfig) -> dict[str, str]:
+    """The dead-letter topics of the config's exception handlers ("dead_letter:<topic>"), each
+    with the setting that names it (the instance creates them when missing)."""
+    topics: dict[str, str] = {}
     handler = deserialization_handler_from_config(config.deserialization_exception_handler)
-    return handler.topic if isinstance(handler, DeadLetterQueueExceptionHandler) else None
+    if isinstance(handler, DeadLetterQueueExceptionHandler):
+        topics[handler.topic] = "deserialization_exception_handler"
+    processing = processing_handler_from_config(config.processing_exception_handler)
+    if isinstance(processing, ProcessingDeadLetterHandler):
+        topics.setdefault(processing.topic, "processing_exception_handler")
+    return topics
 
 
 def check_topic_names(topology: Topology, config: StreamsConfig) -> None:
@@ -57,10 +68,10 @@ def check_topic_names(topology: Topology, config: StreamsConfig) -> None:
         fix = (f"shorten application_id ({len(app)} characters) or the store or operation name"
                if len(topic.name) > MAX_TOPIC_NAME_LENGTH else "rename the store or operation")
         raise ConfigError(f"{what} would be illegal: {problem}; {fix}")
-    dead_letter = dead_letter_topic(config)
-    problem = None if dead_letter is None else topic_name_problem(dead_letter)
-    if problem is not None:
-        raise ConfigError(f"deserialization_exception_handler: the dead-letter {problem}")
+    for dead_letter, setting in dead_letter_topics(config).items():
+        problem = topic_name_problem(dead_letter)
+        if problem is not None:
+            raise ConfigError(f"{setting}: the dead-letter {problem}")
 
 
 def prepare_state_dir(config: StreamsConfig) -> str:
