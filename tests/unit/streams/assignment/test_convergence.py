@@ -28,7 +28,7 @@ from airflow_stateful_provider.streams.assignment.assignment_configs import Assi
 from airflow_stateful_provider.streams.assignment.client_state import ClientState
 from airflow_stateful_provider.streams.assignment.lag import LATEST_OFFSET
 from airflow_stateful_provider.streams.task_id import TaskId
-from tests.unit.assignment.simulation import (
+from tests.unit.streams.assignment.simulation import (
     active_load_skew,
     assert_valid,
     round_bound,

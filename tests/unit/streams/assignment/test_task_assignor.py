@@ -20,7 +20,7 @@ from airflow_stateful_provider.streams.assignment.task_assignor import (
     assign_without_lags,
 )
 from airflow_stateful_provider.streams.task_id import TaskId
-from tests.unit.assignment.simulation import active_load_skew, assert_valid
+from tests.unit.streams.assignment.simulation import active_load_skew, assert_valid
 
 NINE = [TaskId(s, p) for s in range(3) for p in range(3)]
 WITH_STANDBY = AssignmentConfigs(acceptable_recovery_lag=100, max_warmup_replicas=2,
