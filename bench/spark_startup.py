@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -28,7 +29,8 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
+    os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
 from airflow_stateful_provider.streams.control.channel import send_command  # noqa: E402
 from airflow_stateful_provider.streams.control.commands import new_command  # noqa: E402

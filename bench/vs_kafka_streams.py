@@ -40,7 +40,8 @@ from contextlib import nullcontext
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
+    os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402

@@ -51,9 +51,7 @@ os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ[
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-sys.path.insert(0, str(REPO_ROOT))
-
-from tools.kafka.broker import BrokerError, LocalKafkaBroker  # noqa: E402
+from tools.kafka.broker import BrokerError, LocalKafkaBroker  # noqa: E402 - after AIRFLOW_HOME is set
 
 DATA = {"users": 20_000, "clicks": 200_000, "payments": 20_000}
 STEPS = 7

@@ -9,10 +9,13 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
 from tools.kafka.broker import BrokerError, LocalKafkaBroker, resolve_jars
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.kafka
 
@@ -71,13 +74,12 @@ def test_failed_start_shows_the_log_tail_and_leaves_no_process(tmp_path):
 def test_broker_dies_with_the_python_process_that_started_it(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
-        sys.path.insert(0, {str(os.getcwd())!r})
         from tools.kafka.broker import LocalKafkaBroker
         broker = LocalKafkaBroker({str(tmp_path / 'k')!r}).start()
         print(broker.process.pid, flush=True)
         time.sleep(600)
     """)
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:
         java_pid = int(parent.stdout.readline())
         assert _alive(java_pid)
