@@ -27,8 +27,8 @@ USERS, CLICKS = 1_000, 100_000
 def generate_clicks(seed: int = 7) -> list[tuple[str, int]]:
     """(user, timestamp) in global timestamp order; per user, gaps mostly inside a session
     with some longer than the session gap. Event time lies in the last hours (about 4 h
-    of clicks): the session changelog's time retention (store retention + 1 day, SEMANTICS
-    §7) lets the broker delete records with older timestamps."""
+    of clicks): the session changelog's time retention (store retention + 1 day,
+    docs/semantics.md §7) lets the broker delete records with older timestamps."""
     rng = random.Random(seed)
     base = int(time.time() * 1000) - 6 * 3_600_000
     clock = {f"user-{u:04d}": base + rng.randrange(0, 3_600_000) for u in range(USERS)}

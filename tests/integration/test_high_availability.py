@@ -1,4 +1,4 @@
-"""High availability across instance processes on a real broker (SEMANTICS §2-§3):
+"""High availability across instance processes on a real broker (docs/semantics.md §2-§3):
 failover to a standby, and what the status topic shows meanwhile."""
 
 from __future__ import annotations

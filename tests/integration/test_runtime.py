@@ -1,4 +1,4 @@
-"""The Kafka-backed instance on a real broker, in this process: restoration (SEMANTICS §2),
+"""The Kafka-backed instance on a real broker, in this process: restoration (docs/semantics.md §2),
 poison records under each deserialization handler, repartition purging and the status topic (a
 lost changelog: test_state_identity.py)."""
 
@@ -90,7 +90,7 @@ def run_until(streams: KafkaStreams, condition, what: str, timeout: float = 60) 
 
 
 def semantics_2_changelog(bootstrap_servers: str, names: dict, tmp_path: Path):
-    """The SEMANTICS §2 example: a changelog with records at 0-9 (offset 8 has a null key)
+    """The docs/semantics.md §2 example: a changelog with records at 0-9 (offset 8 has a null key)
     and a checkpoint at 5, plus an opened state manager and a restore consumer."""
     cfg = config(bootstrap_servers, names, tmp_path)
     changelog = f"{names['app']}-counts-changelog"
@@ -111,8 +111,8 @@ def semantics_2_changelog(bootstrap_servers: str, names: dict, tmp_path: Path):
 
 
 def test_restoration_applies_up_to_the_captured_end_offset_and_skips_null_keys(bootstrap_servers, names, tmp_path):
-    """SEMANTICS §2: checkpoint 5, end offset 10, records at 6, 7, 8 (null key), 9, 11 ->
-    the active restores 6, 7 and 9 and leaves 11 alone."""
+    """docs/semantics.md §2: checkpoint 5, end offset 10, records at 6, 7, 8 (null key), 9, then 10
+    and 11 appended -> the active restores 6, 7 and 9 and leaves 10 and 11 alone."""
     cfg, task_id, changelog, value, manager, restore_consumer = semantics_2_changelog(bootstrap_servers, names,
                                                                                       tmp_path)
     listener = RecordingListener()
@@ -148,7 +148,7 @@ class RecordingStandbyListener:
 
 def test_standby_applies_past_the_end_offset_and_a_promotion_restores_only_the_remainder(
         bootstrap_servers, names, tmp_path):
-    """SEMANTICS §2: a standby applies 6, 7, 9 and 11 and keeps going; promoted, it keeps
+    """docs/semantics.md §2: a standby applies 6, 7, 9, 10 and 11 and keeps going; promoted, it keeps
     its store and restores only what arrived since."""
     cfg, task_id, changelog, value, manager, restore_consumer = semantics_2_changelog(bootstrap_servers, names,
                                                                                       tmp_path)

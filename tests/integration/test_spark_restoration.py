@@ -112,7 +112,7 @@ def test_status_follows_restoration_on_spark_then_stop_drains(bootstrap_servers,
         app.kill()
 
     # Every task's store, active or standby, was checkpointed at the last changelog record
-    # (SEMANTICS §1: the offset of the last record applied).
+    # (docs/semantics.md §1: the offset of the last record applied).
     checkpointed: dict[int, list[int]] = {}
     for checkpoint in Path(state_dir).glob(f"*/{app_id}/*/.checkpoint"):
         for (topic, partition), offset in read_checkpoint(checkpoint).items():

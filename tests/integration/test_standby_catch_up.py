@@ -1,4 +1,4 @@
-"""Standbys catch up with a large changelog while the actives restore (SEMANTICS §2), across
+"""Standbys catch up with a large changelog while the actives restore (docs/semantics.md §2), across
 instance processes on a real broker.
 
 Regression: the restore consumer pauses standby partitions while actives restore; pausing a
