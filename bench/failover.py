@@ -48,8 +48,9 @@ from bench.topologies import (  # noqa: E402
     machine,
     produce_keys,
 )
-from tools.instances import InstanceProcess, wait_until  # noqa: E402
+from tools.instances import InstanceProcess  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
+from tools.waits import wait_until  # noqa: E402
 
 PARTITIONS = 4
 TASK = "0_0"

@@ -36,11 +36,11 @@ from airflow_stateful_provider.streams.control.channel import send_command  # no
 from airflow_stateful_provider.streams.control.commands import new_command  # noqa: E402
 from airflow_stateful_provider.streams.status.reader import fetch_application_status  # noqa: E402
 from bench.topologies import machine  # noqa: E402
-from tests.integration.instances import create_topics  # noqa: E402
 from tools.changelog_state import fill_counts_changelog  # noqa: E402
-from tools.instances import wait_until  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
+from tools.kafka.topics import create_topics  # noqa: E402
 from tools.spark_app import SparkApplication  # noqa: E402
+from tools.waits import wait_until  # noqa: E402
 
 PARTITIONS = 4
 INSTANCES = 2

@@ -47,8 +47,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
 
 from bench.sessionize import PARTITIONS, produce_events, topology  # noqa: E402
-from tools.instances import committed_offsets  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker, require_java, require_maven  # noqa: E402
+from tools.kafka.topics import read_committed_offsets  # noqa: E402
 
 JAVA_PROJECT = REPO_ROOT / "bench" / "kafka_streams_java"
 INPUT = "bench-vs-clicks"
@@ -111,7 +111,7 @@ def measure(engine: str, command: list[str], admin: KafkaAdminClient, app: str, 
     first_commit: tuple[float, int] | None = None  # (when, committed) at the first report with commits
     try:
         while True:
-            committed = sum(committed_offsets(admin, app, INPUT).values())
+            committed = sum(read_committed_offsets(admin, app, INPUT).values())
             if committed >= events:
                 break
             if process.poll() is not None:

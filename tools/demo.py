@@ -298,7 +298,8 @@ def caught_up_outputs(servers: str, app_id: str):
 
     from airflow_stateful_provider.examples.clicks_and_payments import ExampleSettings
     from airflow_stateful_provider.examples.expected import read_outputs
-    from tools.instances import committed_offsets, wait_progressing
+    from tools.kafka.topics import read_committed_offsets
+    from tools.waits import wait_progressing
 
     names = ExampleSettings()
     admin = KafkaAdminClient(bootstrap_servers=servers)
@@ -312,7 +313,7 @@ def caught_up_outputs(servers: str, app_id: str):
 
         def caught_up() -> bool:
             ends = consumer.end_offsets(partitions)
-            committed.update({t: committed_offsets(admin, app_id, t) for t in topics})
+            committed.update({t: read_committed_offsets(admin, app_id, t) for t in topics})
             return all(committed[tp.topic].get(tp.partition, 0) >= end for tp, end in ends.items())
 
         try:

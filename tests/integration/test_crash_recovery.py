@@ -13,11 +13,11 @@ import uuid
 from collections import defaultdict
 
 import pytest
-from kafka import KafkaProducer
 
-from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
-from tools.instances import InstanceProcess, wait_for_commits
 from tests.integration.topologies import SESSION_GAP_MS
+from tools.instances import InstanceProcess
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, produce, read_all
+from tools.waits import wait_for_commits
 
 pytestmark = pytest.mark.kafka
 
@@ -81,11 +81,8 @@ def test_sigkill_mid_run_loses_no_input(bootstrap_servers, tmp_path):
     clicks_topic, sessions_topic = "clicks", "sessions"  # the topics of tests.integration.topologies:session_counts
     create_topics(bootstrap_servers, {clicks_topic: 4, sessions_topic: 4})
     clicks = generate_clicks()
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=20, batch_size=512 * 1024)
-    for user, ts in clicks:
-        producer.send(clicks_topic, key=user.encode(), value=b"click", timestamp_ms=ts)
-    producer.flush()
-    producer.close()
+    produce(bootstrap_servers, clicks_topic, [(user, b"click", ts) for user, ts in clicks], linger_ms=20,
+            batch_size=512 * 1024)
     ends = end_offsets(bootstrap_servers, clicks_topic)
     assert sum(ends.values()) == CLICKS
 

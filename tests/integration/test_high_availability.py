@@ -11,8 +11,9 @@ import pytest
 from kafka import KafkaProducer
 
 from airflow_stateful_provider.streams.status.reader import fetch_application_status, read_status_documents
-from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
-from tools.instances import InstanceProcess, wait_for_commits, wait_until
+from tools.instances import InstanceProcess
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, read_all
+from tools.waits import wait_for_commits, wait_until
 
 pytestmark = pytest.mark.kafka
 

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 
 from airflow_stateful_provider.cli import main as cli_main
 from airflow_stateful_provider.streams.config import StreamsConfig
@@ -22,9 +22,9 @@ from airflow_stateful_provider.streams.processing.state_manager import TaskState
 from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
 from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.task_id import TaskId
-from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
-from tools.instances import wait_until
 from tests.integration.topologies import json_counts, regrouped_counts
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, produce, read_all
+from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -62,14 +62,6 @@ def config(bootstrap_servers: str, names: dict, state_dir: Path, **overrides) ->
     return StreamsConfig(application_id=names["app"], bootstrap_servers=bootstrap_servers, state_dir=str(state_dir),
                          commit_interval_ms=200, consumer_configs={"session_timeout_ms": 10_000},
                          processing_guarantee=names["guarantee"], **overrides)
-
-
-def produce(bootstrap_servers: str, topic: str, records: list[tuple[bytes | None, bytes | None]], partition=None):
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
-    for key, value in records:
-        producer.send(topic, key=key, value=value, partition=partition)
-    producer.flush()
-    producer.close()
 
 
 def final_counts(bootstrap_servers: str, topic: str) -> dict[str, int]:

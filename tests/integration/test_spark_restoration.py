@@ -14,10 +14,10 @@ import pytest
 
 from airflow_stateful_provider import cli
 from airflow_stateful_provider.streams.state.checkpoint import read_checkpoint
-from tests.integration.instances import create_topics
 from tools.changelog_state import fill_counts_changelog
-from tools.instances import wait_progressing
+from tools.kafka.topics import create_topics
 from tools.spark_app import SparkApplication
+from tools.waits import wait_progressing
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -13,9 +13,10 @@ import uuid
 import pytest
 
 from airflow_stateful_provider.streams.status.reader import fetch_application_status
-from tests.integration.instances import create_topics
 from tools.changelog_state import fill_counts_changelog
-from tools.instances import InstanceProcess, wait_progressing
+from tools.instances import InstanceProcess
+from tools.kafka.topics import create_topics
+from tools.waits import wait_progressing
 
 pytestmark = pytest.mark.kafka
 
