@@ -1,1 +1,2 @@
-"""The local Kafka broker for tests, benchmarks, the demo and development (broker.py, pom.xml)."""
+"""Kafka for tests, benchmarks, the demo and development: the local broker (broker.py,
+pom.xml) and what is done with its topics (topics.py)."""
