@@ -55,8 +55,8 @@ def produce(bootstrap_servers: str, topic: str, records: Iterable[tuple[Any, ...
         producer.close()
     if failed:
         key, error = failed[0]
-        raise AssertionError(f"{len(failed)} of {sent} records were not written to {topic}, the first (key {key!r}): "
-                             f"{error!r}")
+        raise AssertionError(f"{len(failed)} of {sent} records were not written to {topic}, e.g. the one with key "
+                             f"{key!r}: {error!r}")
     return sent
 
 
