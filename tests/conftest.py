@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))  # for tools.kafka.broker
 
 # Airflow reads its configuration when first imported, so the isolated home is set before any
 # test module can import it.

@@ -1,6 +1,6 @@
 """What the example topology must output for given input records, and what it did output.
 
-The oracle is written from SEMANTICS §4 and §5, not from the engine's code: it replays
+The oracle is written from docs/semantics.md §4 and §5, not from the engine's code: it replays
 the records in send order per partition (Kafka's default partitioner, so pass the input
 topics' partition count; the TopologyTestDriver runs one partition).
 

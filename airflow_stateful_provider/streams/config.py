@@ -166,7 +166,7 @@ class StreamsConfig:
     snapshot_interval_commits: int = 0
     #: Snapshots kept per task (the newest ones); older ones are deleted after each upload.
     snapshot_retention_count: int = 3
-    #: High availability (SEMANTICS §3): hot standby copies of each stateful task.
+    #: High availability (docs/semantics.md §3): hot standby copies of each stateful task.
     num_standby_replicas: int = 0
     #: A client at most this many changelog records behind on a task is caught up.
     acceptable_recovery_lag: int = 10_000
@@ -355,7 +355,7 @@ class StreamsConfig:
             rack_aware_assignment_tags=self.rack_aware_assignment_tags)
 
     def task_state_dir(self, task_id: object) -> str:
-        """``<state_dir>/<application_id>/<subtopology>_<partition>`` (DESIGN.md)."""
+        """``<state_dir>/<application_id>/<subtopology>_<partition>`` (docs/stores.md, "Store directories")."""
         return os.path.join(self.state_dir, self.application_id, str(task_id))
 
 

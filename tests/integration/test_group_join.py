@@ -14,7 +14,7 @@ from kafka import KafkaConsumer
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from airflow_stateful_provider.streams.instance.group_join import keep_completed_join_results
-from tests.integration.instances import create_topics
+from tools.kafka.topics import create_topics
 
 pytestmark = pytest.mark.kafka
 

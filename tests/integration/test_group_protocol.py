@@ -36,8 +36,8 @@ from airflow_stateful_provider.streams.instance.group_join import keep_completed
 from airflow_stateful_provider.streams.processor import Processor
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.topology import Topology
-from tests.integration.instances import create_topics
-from tools.instances import wait_until
+from tools.kafka.topics import create_topics
+from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 

@@ -43,8 +43,8 @@ from tests.integration.crash_harness import (
     wait_no_open_transactions,
 )
 from tests.integration.output_verdict import compare_outputs, json_value, payment_key, read_topic, session_key
-from tools.instances import wait_until
 from tools.spark_app import SparkApplication
+from tools.waits import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -27,7 +27,7 @@ from tests.integration.failure_oracle import (
     assert_exact,
     produce_numbered,
 )
-from tests.integration.instances import read_all
+from tools.kafka.topics import read_all
 
 pytestmark = pytest.mark.kafka
 

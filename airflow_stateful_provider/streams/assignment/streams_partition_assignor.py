@@ -9,7 +9,7 @@ rebalance must not stop tasks that stay where they are. So:
   thread's :class:`AssignorContext`: process id, previous tasks, changelog offset sums, client
   tags, endpoint; and, under the cooperative protocol, the partitions the member still owns.
 - ``assign()`` (the leader) groups members by process into clients, turns partition counts
-  into tasks, computes lags from live changelog end offsets (SEMANTICS §3), runs the
+  into tasks, computes lags from live changelog end offsets (docs/semantics.md §3), runs the
   high-availability task assignor (``task_assignor.assign``; ``assign_without_lags`` plus a
   follow-up rebalance when end offsets cannot be fetched), spreads each client's tasks over
   its threads, and encodes one :class:`AssignmentInfo` per member.
@@ -128,7 +128,7 @@ class AssignorContext:
     - ``client_tags``, ``endpoint``: ``client_tag.*`` values and ``host:port`` (or ``""``).
     - ``previous_active_tasks()``, ``previous_standby_tasks()``: what this thread runs now.
     - ``task_offset_sums()``: per task with local state on this *process*, its changelog
-      offset sum; ``-2`` for a running active (SEMANTICS §3).
+      offset sum; ``-2`` for a running active (docs/semantics.md §3).
     - ``owned_partitions()``: the partitions the consumer owns now, e.g.
       ``lambda: consumer.assignment()``. Without it the assignor remembers its last assignment,
       which is wrong after the member lost its partitions (session timeout); pass it.

@@ -1,5 +1,5 @@
 """The processors of aggregations: per key into a key-value store, and per session window
-into a session store (merging, grace, emit on update or on window close; SEMANTICS §4)."""
+into a session store (merging, grace, emit on update or on window close; docs/semantics.md §4)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class StreamAggregateProcessor(Processor):
 
 
 class SessionWindowAggregateProcessor(Processor):
-    """Session window aggregation exactly as SEMANTICS §4 / Kafka's KStreamSessionWindowAggregate."""
+    """Session window aggregation exactly as docs/semantics.md §4 / Kafka's KStreamSessionWindowAggregate."""
 
     def __init__(
         self,

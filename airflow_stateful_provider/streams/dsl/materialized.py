@@ -26,7 +26,7 @@ class Materialized:
 
     ``Materialized.as_("name")`` names the store (queryable from the test driver);
     ``Materialized.as_versioned("name", history_retention)`` makes a table versioned
-    (SEMANTICS §5). ``store_type`` "rocksdb" or "in_memory" overrides the config's
+    (docs/semantics.md §5). ``store_type`` "rocksdb" or "in_memory" overrides the config's
     ``default_dsl_store``. ``retention`` applies to session stores (default gap + grace).
     """
 

@@ -267,7 +267,7 @@ class KGroupedStream:
 
 
 class SessionWindowedKStream:
-    """A grouped stream windowed into sessions (SEMANTICS §4)."""
+    """A grouped stream windowed into sessions (docs/semantics.md §4)."""
 
     def __init__(self, grouped: KGroupedStream, windows: SessionWindows, emit: EmitStrategy) -> None:
         self._grouped = grouped

@@ -8,7 +8,7 @@ thread's time and a good part of a processing one's (docs/benchmarks.md).
 :func:`decode_batches_at_once` gives a consumer a fetcher that reads a whole batch in one
 loop straight into ``ConsumerRecord`` tuples, with the one- and two-byte varints (nearly all
 of them) read inline. The records are the same, field for field
-(tests/unit/streams/test_batch_decoding.py compares them with kafka-python's own decoding);
+(tests/unit/streams/instance/test_batch_decoding.py compares them with kafka-python's own decoding);
 so are the CRC checks, transaction handling, control batches and consumer positions. Only
 the per-record work differs, and a malformed batch is refused whole, naming the partition
 and offset, where kafka-python first returns the records before the bad one.

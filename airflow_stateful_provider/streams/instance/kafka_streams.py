@@ -2,7 +2,7 @@
 
 ``start()`` refuses a state directory holding another application's state
 (processing/task_directories.py), checks the topology against the brokers (source topics
-exist and are co-partitioned), creates the internal topics (SEMANTICS §7) and starts
+exist and are co-partitioned), creates the internal topics (docs/semantics.md §7) and starts
 ``num_stream_threads`` stream threads, each a member of the consumer group
 ``<application_id>``. ``close()`` stops them cleanly: commit, checkpoint, leave the group.
 Before starting it refuses to run when the status topic shows a newer epoch for its
@@ -310,7 +310,7 @@ class KafkaStreams:
 
     def _check_epoch(self) -> None:
         """Refuse to start when the status topic shows a newer epoch for this instance id:
-        a newer incarnation of it runs (DESIGN: the supervisor restarts with a higher epoch)."""
+        a newer incarnation of it runs (docs/spark.md: the supervisor restarts it with a higher epoch)."""
         try:
             documents = read_status_documents(list(self.config.bootstrap_servers), self.config.application_id,
                                               client_configs={**self.config.client_configs,

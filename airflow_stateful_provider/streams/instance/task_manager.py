@@ -261,7 +261,7 @@ class TaskManager:
     def task_offset_sums(self) -> dict[TaskId, int]:
         """Per task with state on this process: the sum of its changelog positions (next
         offset to read), from checkpoint files; -2 for the actives this thread runs. The
-        group leader turns them into lags (SEMANTICS §3)."""
+        group leader turns them into lags (docs/semantics.md §3)."""
         sums: dict[TaskId, int] = {}
         app_dir = os.path.join(self.config.state_dir, self.config.application_id)
         try:

@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 _record_key = attrgetter("key")
 
 #: Checkpoint on commit only after this many changelog offsets were applied since the
-#: last write (SEMANTICS §1); suspend/close/restore-complete always write.
+#: last write (docs/semantics.md §1); suspend/close/restore-complete always write.
 CHECKPOINT_OFFSET_DELTA = 10_000
 
 _KINDS = {
@@ -268,14 +268,14 @@ class TaskStateManager:
     def checkpointed_offsets(self) -> dict[TopicPartition, int]:
         """Offsets of the last changelog record applied per changelog partition, from the
         checkpoint file (persistent stores only; -4 = unknown). Restore from offset + 1;
-        a partition absent here restores from the beginning (SEMANTICS §1)."""
+        a partition absent here restores from the beginning (docs/semantics.md §1)."""
         persistent = {e.changelog for e in self._entries.values() if e.persistent and e.changelog is not None}
         return {tp: off for tp, off in self._checkpointed.items() if tp in persistent and off != OFFSET_UNKNOWN}
 
     def restore(self, partition: TopicPartition, records: Iterable[Any]) -> int:
         """Apply changelog records (objects with ``key``, ``value``, ``offset``, ...) to
         the store logged to ``partition``, bypassing the changelog. Returns how many were
-        restored: the records with a key (SEMANTICS §2). The store may still drop some of
+        restored: the records with a key (docs/semantics.md §2). The store may still drop some of
         them, as it drops writes into expired segments during processing."""
         entry = self.store_for_changelog(TopicPartition(partition[0], partition[1]))
         records = records if isinstance(records, list) else list(records)
@@ -287,7 +287,7 @@ class TaskStateManager:
 
     def wipe_store(self, name: str) -> None:
         """Drop a (corrupted) store's content and checkpoint entry; it is rebuilt empty
-        (SEMANTICS §2: an out-of-range changelog offset restores from the beginning)."""
+        (docs/semantics.md §2: it then replays its changelog from the log start)."""
         entry = self._entry(name)
         entry.raw.close()
         if entry.persistent:

@@ -543,7 +543,7 @@ class StreamTask:
     # ------------------------------------------------------------------ internals
 
     def _write_checkpoint(self) -> None:
-        """Flush stores and producer, then checkpoint unconditionally (SEMANTICS §1: on
+        """Flush stores and producer, then checkpoint unconditionally (docs/semantics.md §1: on
         suspend and close)."""
         self.stores.flush()
         self.record_collector.flush()

@@ -1,4 +1,4 @@
-"""Restoration and standby updating: replaying changelog partitions into stores (SEMANTICS §2).
+"""Restoration and standby updating: replaying changelog partitions into stores (docs/semantics.md §2).
 
 One :class:`ChangelogReader` per stream thread owns the thread's *restore consumer* (a
 consumer without a group, ``auto_offset_reset="none"`` so that an out-of-range offset is

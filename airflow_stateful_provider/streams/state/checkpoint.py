@@ -1,4 +1,4 @@
-"""The task directory's ``.checkpoint`` file (SEMANTICS §1, Kafka's OffsetCheckpoint).
+"""The task directory's ``.checkpoint`` file (docs/semantics.md §1, Kafka's OffsetCheckpoint).
 
 It records, per changelog partition, the offset of the last record applied to
 the task's persistent stores, so a restart restores only what came after it.

@@ -241,7 +241,7 @@ class RocksDBKeyValueStore(RocksDBStore, _KeyValueCommon):
     def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
         """Apply changelog records in one write batch; returns how many were applied.
 
-        Records with a null key are skipped (SEMANTICS §2).
+        Records with a null key are skipped (docs/semantics.md §2).
         """
         self._check_writable()
         batch = rocksdict.WriteBatch(raw_mode=True)

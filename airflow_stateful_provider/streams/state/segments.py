@@ -4,7 +4,7 @@ A segment holds the rows whose segment timestamp (a session's end, a version's
 valid_to) falls in ``[id * interval, (id + 1) * interval)``. Given the store's
 observed stream time ``t`` and retention ``r``, segments with
 ``id < (t - r) // interval`` are dead: they are dropped whole, and writes into
-them are discarded (SEMANTICS §4, §5).
+them are discarded (docs/semantics.md §4, §5).
 
 Besides the arithmetic, this module holds what the segmented stores share:
 :class:`SegmentedStore` (observed stream time, expiry, retention runs and stats, for
@@ -54,7 +54,7 @@ def session_segment_interval(retention_ms: int) -> int:
 
 
 def versioned_segment_interval(history_retention_ms: int) -> int:
-    """Kafka's default versioned store segment interval by history retention (SEMANTICS §5)."""
+    """Kafka's default versioned store segment interval by history retention (docs/semantics.md §5)."""
     hr = history_retention_ms
     if hr <= 60_000:
         return max(hr // 3, 2_000)

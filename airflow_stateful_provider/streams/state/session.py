@@ -2,7 +2,7 @@
 protocol, what both implementations share, and the RocksDB one; the in-memory one is in
 session_in_memory.py, the time index both keep for emit-on-window-close in session_index.py.
 
-Store key layout (also the changelog key), SEMANTICS §4::
+Store key layout (also the changelog key), docs/semantics.md §4::
 
     record key bytes | end (8 bytes big-endian) | start (8 bytes big-endian)
 

@@ -1,7 +1,7 @@
 """SessionKey: a key and its session window, and its byte form in stores and changelogs.
 
 The session store, its changelogging wrapper, the write-back cache and the typed view all
-speak in SessionKeys; this module is the one they share. Byte layout (SEMANTICS §4)::
+speak in SessionKeys; this module is the one they share. Byte layout (docs/semantics.md §4)::
 
     record key bytes | end (8 bytes big-endian) | start (8 bytes big-endian)
 """

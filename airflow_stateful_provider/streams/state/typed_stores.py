@@ -201,7 +201,7 @@ class VersionedRecord(Generic[V]):
 
 
 class TypedVersionedKeyValueStore(_Typed):
-    """``VersionedKeyValueStore<K, V>`` (SEMANTICS §5): put returns valid_to, -1 when the
+    """``VersionedKeyValueStore<K, V>`` (docs/semantics.md §5): put returns valid_to, -1 when the
     new version is the newest, or NOT_PUT (the store's constant) when older than history
     retention; get(key[, as_of]) and get_versions return :class:`VersionedRecord`."""
 

@@ -1,6 +1,6 @@
 """Versioned key-value stores (KIP-889): per key a timeline of versions, RocksDB and in-memory.
 
-Semantics (SEMANTICS §5): a version is ``(valid_from, value or tombstone)``; it is
+Semantics (docs/semantics.md §5): a version is ``(valid_from, value or tombstone)``; it is
 valid until the next version's ``valid_from``. ``put`` returns that ``valid_to``,
 ``-1`` (:data:`VALID_TO_UNDEFINED`) when the version is the newest, or
 :data:`NOT_PUT` when it is older than ``observed stream time - history retention``.

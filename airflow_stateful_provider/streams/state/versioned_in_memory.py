@@ -1,5 +1,5 @@
 """The versioned key-value store in memory: per key a sorted timeline of versions, with the
-same segment-based expiry as the RocksDB store so both answer alike (SEMANTICS §5)."""
+same segment-based expiry as the RocksDB store so both answer alike (docs/semantics.md §5)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The versioned key-value store on RocksDB: the newest versions in a latest value store,
-older ones in time segments that expire whole (SEMANTICS §5).
+older ones in time segments that expire whole (docs/semantics.md §5).
 
 RocksDB layout, one RocksDB per store, three key spaces told apart by the first byte::
 

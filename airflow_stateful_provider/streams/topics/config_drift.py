@@ -1,4 +1,4 @@
-"""Drift between the configs an application's internal topics should have (SEMANTICS §7)
+"""Drift between the configs an application's internal topics should have (docs/semantics.md §7)
 and what the brokers report.
 
 Kafka Streams sets changelog and repartition topic configs once, at creation, and never
@@ -115,8 +115,8 @@ def config_drift(
             want, got = topic.config[key], configs.get(key)
             if _normalized(key, want) != _normalized(key, got):
                 drifts.append(Drift(topic.name, key, want, got, True,
-                                    f"SEMANTICS §7 {topic.kind} config" + (f" of store {topic.store!r}"
-                                                                           if topic.store else "")))
+                                    f"docs/semantics.md §7 {topic.kind} config"
+                                    + (f" of store {topic.store!r}" if topic.store else "")))
     return drifts
 
 

@@ -11,7 +11,7 @@ its implementation (persistent RocksDB or in-memory) and time parameters; a
 
 Serdes left as None are the application's defaults. Logging (a changelog topic
 ``<application_id>-<store>-changelog``) is on unless disabled; the topic configs
-follow SEMANTICS §7 (:meth:`StoreBuilder.changelog_config`).
+follow docs/semantics.md §7 (:meth:`StoreBuilder.changelog_config`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ CHANGELOG_ADDITIONAL_RETENTION_MS = 86_400_000
 
 
 def changelog_topic_name(application_id: str, store_name: str) -> str:
-    """``<application_id>-<store>-changelog`` (SEMANTICS §7)."""
+    """``<application_id>-<store>-changelog`` (docs/semantics.md §7)."""
     return f"{application_id}-{store_name}-changelog"
 
 
@@ -140,7 +140,7 @@ class StoreBuilder:
         raise NotImplementedError
 
     def changelog_config(self) -> dict[str, str]:
-        """Topic configs of this store's changelog (SEMANTICS §7), user overrides last."""
+        """Topic configs of this store's changelog (docs/semantics.md §7), user overrides last."""
         config = {"message.timestamp.type": "CreateTime", **self._base_changelog_config()}
         config.update(self.log_config)
         return config

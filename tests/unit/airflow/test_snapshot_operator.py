@@ -10,7 +10,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_stateful_provider.operators.snapshots import SnapshotRetentionOperator
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
-from tests.unit.snapshots.two_tasks import take_snapshots
+from tests.unit.streams.snapshots.two_tasks import take_snapshots
 
 
 def make_snapshots(tmp_path, per_task: int) -> str:

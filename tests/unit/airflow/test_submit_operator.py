@@ -16,7 +16,7 @@ from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
 from airflow_stateful_provider.operators.submit import SubmitTopologyOperator
 from airflow_stateful_provider.spark.app import PASSWORD_ENV
 from airflow_stateful_provider.streams.errors import UnknownApplicationError
-from tests.unit.airflow.status_documents import NOW_MS, document, snapshot
+from tests.unit.streams.status.status_documents import NOW_MS, document, snapshot
 
 TOPOLOGY = "airflow_stateful_provider.examples.clicks_and_payments:build_topology"
 

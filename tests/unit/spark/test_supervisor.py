@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from airflow_stateful_provider.spark.instance_job import InstanceSpec, instance_state_dir
 from airflow_stateful_provider.spark.restart_policy import CrashLoopError, RestartPolicy, RestartTracker
 from airflow_stateful_provider.spark.supervisor import Supervisor, error_summary
+from tools.waits import wait_until
 
 FAST = RestartPolicy(initial_backoff_s=0.01, max_backoff_s=0.05, max_failures=3, failure_window_s=60)
 
@@ -67,12 +67,8 @@ def run_in_background(sup: Supervisor) -> tuple[threading.Thread, list[int]]:
     return thread, codes
 
 
-def wait_for(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.01)
+def wait_for(predicate, what: str = "the supervisor's threads to get there") -> None:
+    wait_until(predicate, 5, what, interval=0.01)
 
 
 def kinds(events: list[dict], kind: str) -> list[dict]:

@@ -1,4 +1,4 @@
-"""The .checkpoint file, SEMANTICS §1 (and Kafka's OffsetCheckpoint parse rules)."""
+"""The .checkpoint file, docs/semantics.md §1 (and Kafka's OffsetCheckpoint parse rules)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _write_raw(tmp_path, text: str | bytes) -> str:
     return str(path)
 
 
-# -- SEMANTICS §1 examples -------------------------------------------------------------------
+# -- docs/semantics.md §1 examples -------------------------------------------------------------------
 
 
 def test_example_known_and_unknown_offsets(tmp_path):

@@ -1,4 +1,4 @@
-"""Session stores: SEMANTICS §4 store-level behaviour and examples, RocksDB and in memory."""
+"""Session stores: docs/semantics.md §4 store-level behaviour and examples, RocksDB and in memory."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def S(key, start, end):  # noqa: N802
 
 
 class CountAggregation:
-    """SEMANTICS §4's per-record algorithm (count, merger = sum) over a store, as the
+    """docs/semantics.md §4's per-record algorithm (count, merger = sum) over a store, as the
     runtime's session aggregation runs it; records what it forwards."""
 
     def __init__(self, store, gap, grace=0, emit_on_close=False):
@@ -60,7 +60,7 @@ class CountAggregation:
             self.forwarded.append(((session.start, session.end), count, session.end))
 
 
-# -- SEMANTICS §4 examples (gap G, no grace, count, merger = sum) -------------------------------
+# -- docs/semantics.md §4 examples (gap G, no grace, count, merger = sum) -------------------------------
 
 
 def test_example_extend_session(make_session):

@@ -27,8 +27,6 @@ from airflow_stateful_provider.streams.state import (
     rocks,
 )
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
 
 def _tree(path):
     return sorted(os.path.relpath(os.path.join(root, name), path) for root, _d, files in os.walk(path) for name in files)
@@ -245,7 +243,6 @@ def test_read_only_store_refuses_writes_and_maintenance(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    sys.path.insert(0, {root!r})
     from airflow_stateful_provider.streams.state import RocksDBSessionStore, SessionKey
     store = RocksDBSessionStore({path!r}, 300000)
     for line in sys.stdin:
@@ -265,7 +262,7 @@ WRITER = textwrap.dedent(
 def test_read_only_open_while_another_process_writes(tmp_path):
     path = str(tmp_path / "s")
     writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER.format(root=REPO_ROOT, path=path)],
+        [sys.executable, "-c", WRITER.format(path=path)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -1,4 +1,4 @@
-"""Versioned key-value stores: every SEMANTICS §5 example, on RocksDB and in memory."""
+"""Versioned key-value stores: every docs/semantics.md §5 example, on RocksDB and in memory."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def R(value, ts, valid_to=None):  # noqa: N802 - short for readability of expect
     return VersionedRecord(value, ts, valid_to)
 
 
-# -- SEMANTICS §5 examples --------------------------------------------------------------------
+# -- docs/semantics.md §5 examples --------------------------------------------------------------------
 
 
 def test_example_in_order_puts(make_versioned):
@@ -69,9 +69,8 @@ def test_example_inserts_between_versions(make_versioned):
 
 
 def test_example_expired_put_is_not_put(make_versioned):
-    # SEMANTICS §5 puts "v1@10" on k2 itself and then says get(k2) = None, which cannot both
-    # hold (a NOT_PUT changes nothing). Kafka's RocksDBVersionedStoreTest.shouldNotPutExpired,
-    # which this example comes from, puts v1@10 on k1; Kafka wins, so: k1 keeps v1, k2 is empty.
+    # docs/semantics.md §5, last example (Kafka's RocksDBVersionedStoreTest.shouldNotPutExpired):
+    # v1@10 goes on k1, so k1 keeps v1 and k2 stays empty (a NOT_PUT changes nothing).
     store = make_versioned(HR, SEG)
     assert store.put(b"k", b"v", 300_010) == -1
     assert store.put(b"k1", b"v1", 10) == -1  # exactly observed - HR: still accepted
@@ -162,7 +161,7 @@ def test_get_versions_ranges_and_order(make_versioned):
 
 
 def test_get_versions_finds_version_whose_valid_to_is_in_a_later_segment(make_versioned):
-    # KIP-968 semantics (SEMANTICS §5): every version valid at some time in [from, to].
+    # KIP-968 semantics (docs/semantics.md §5): every version valid at some time in [from, to].
     # Kafka's RocksDBVersionedStore scans only segments up to segment(to_time) and misses
     # such a version; we follow the documented semantics, not that scan bound.
     store = make_versioned(HR, SEG)

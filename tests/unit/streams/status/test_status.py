@@ -29,6 +29,7 @@ from airflow_stateful_provider.streams.status.document import (
 from airflow_stateful_provider.streams.status.publisher import StatusPublisher
 from airflow_stateful_provider.streams.status.rendering import progress_bar, render_status_table
 from airflow_stateful_provider.streams.task_id import TaskId
+from tools.waits import wait_until
 
 NOW = 1_700_000_000_000
 CL = "app-counts-changelog"
@@ -465,13 +466,10 @@ def test_publish_now_wakes_the_thread_without_blocking_and_the_interval_repeats(
 
     pub = publisher(producer, collect=collect, status_interval_ms=60_000).start()
     try:
-        deadline = time.monotonic() + 5
-        while len(producer.sent) < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: len(producer.sent) >= 1, 5, "the first document", interval=0.01)
         assert len(producer.sent) == 1  # published once at start, next one due in 60 s
         pub.publish_now()
-        while len(producer.sent) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: len(producer.sent) >= 2, 5, "the document publish_now asked for", interval=0.01)
         assert len(producer.sent) == 2
     finally:
         pub.close()

@@ -1,4 +1,4 @@
-"""tools/instances.py's waits on progress: slow work that keeps moving is waited for past
+"""tools/waits.py, the waits on progress: slow work that keeps moving is waited for past
 any stall limit, a hang fails within the stall limit naming what was last seen."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from tools.instances import process_cpu_seconds, wait_for_commits, wait_progressing
+from tools.instances import process_cpu_seconds
+from tools.waits import wait_for_commits, wait_progressing
 
 
 class _Work:

@@ -1,4 +1,4 @@
-"""SEMANTICS §6, every example literally: at the queue level and through a task."""
+"""docs/semantics.md §6, every example literally: at the queue level and through a task."""
 
 from __future__ import annotations
 
@@ -174,13 +174,12 @@ def test_stream_time_first_due_is_0_fires_once_stream_time_is_known():
 
 
 def test_walkthrough_every_5s_kafka_alignment_wins():
-    """SEMANTICS §6's walkthrough (every 5 s; records at 1 s fires -> next 6 s, 4 s no,
-    8 s fires -> next 11 s, 10 s no) assumes the first due time is the first stream time.
+    """docs/semantics.md §6, every 5 s through a task with records at 1 s, 4 s, 8 s, 10 s.
     Kafka Streams aligns STREAM_TIME schedules to 0 (StreamTask.schedule: "align
-    punctuation to 0L"), which SEMANTICS also states, so through a task the schedule is
-    0, 5 s, 10 s: fires at 1 s (next 5 s), 8 s (next 10 s) and 10 s. Kafka wins.
-    The walkthrough's own numbers hold for a schedule whose first due time is 1 s
-    (next test)."""
+    punctuation to 0L"), so the schedule is 0, 5 s, 10 s: fires at 1 s (next 5 s), 8 s
+    (next 10 s) and 10 s. A walkthrough that takes the first stream time as the first due
+    time (1 s fires -> next 6 s, 4 s no, 8 s fires -> next 11 s, 10 s no) holds only for a
+    schedule whose first due time is 1 s (next test)."""
     calls: list[int] = []
     with _driver(calls, timedelta(seconds=5), STREAM) as driver:
         topic = driver.create_input_topic("in")

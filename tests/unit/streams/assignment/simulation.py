@@ -4,7 +4,7 @@ feed the outcome back as the next round's subscriptions, until no probing rebala
 Why a model this simple is enough: the assignor only sees lags, previous tasks, capacities and
 tags. A round's outcome is summarised by what each client was told to run; after the probing
 interval every assigned copy (active, standby or warmup) has caught up, which is the best case
-the assignor plans for (SEMANTICS §3 "Convergence").
+the assignor plans for (docs/semantics.md §3 "Convergence").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SEMANTICS §4 through the TopologyTestDriver (count, merger = sum, no caching)."""
+"""docs/semantics.md §4 through the TopologyTestDriver (count, merger = sum, no caching)."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def test_gap_of_exactly_gap_merges(run):
 
 
 def test_a0_aG1_two_sessions_then_aG2_merges_all_three(run):
-    """SEMANTICS' example, with the store retention Kafka Streams' own test of it uses
+    """docs/semantics.md §4's merge example, with the store retention Kafka Streams' own test of it uses
     (3 x gap, KStreamSessionWindowAggregateProcessorTest.shouldMergeSessions)."""
     r = run(_topology(SessionWindows.of_inactivity_gap_with_no_grace(G), retention=3 * G))
     r.pipe("a", 0)
@@ -131,8 +131,9 @@ def test_a0_aG1_two_sessions_then_aG2_merges_all_three(run):
 def test_a0_aG1_aG2_with_default_retention_kafka_wins(run):
     """With the default store retention (gap + grace = G), Kafka Streams' session store
     no longer returns [0,0] once its observed stream time is G+1 (reads start at
-    observed - retention + 1 = 2), so a@G/2 only merges with [G+1, G+1]. Kafka wins over
-    the literal SEMANTICS example, which holds with a longer retention (test above)."""
+    observed - retention + 1 = 2), so a@G/2 only merges with [G+1, G+1], as in Kafka Streams
+    (docs/semantics.md §4, the default-retention row); the three-way merge needs a longer
+    retention (test above)."""
     r = run(_topology(SessionWindows.of_inactivity_gap_with_no_grace(G)))
     for ts in (0, G + 1, G // 2):
         r.pipe("a", ts)
@@ -202,13 +203,13 @@ def test_on_window_close_example(run):
 
 
 def test_on_window_close_with_default_retention(run, store_type):
-    """SEMANTICS §4 says every closed session is forwarded once. Kafka Streams' default
+    """docs/semantics.md §4 says every closed session is forwarded once. Kafka Streams' default
     (RocksDB) store for emit-on-close is its time-ordered session store, whose by-end-time
     range query returns every session of a live segment, so it does emit here. With the
     default retention (gap + grace) a session closes exactly when it falls behind the
     store's read horizon (observed - retention + 1), so a store that applies that horizon
     to find_sessions_by_end never returns it. (Kafka's in-memory session store has that
-    same gap; we follow the RocksDB behaviour, which is what SEMANTICS describes.) Segment
+    same gap; we follow the RocksDB behaviour, which is what docs/semantics.md describes.) Segment
     drops are the other way to lose them: see the segment-boundary tests below."""
     r = run(_topology(SessionWindows.of_inactivity_gap_with_no_grace(G), EmitStrategy.on_window_close()))
     for ts in (0, G + 1, G + 1, 2 * G + 2):

@@ -1,4 +1,4 @@
-"""Changelog and repartition topic configuration computed from a topology (SEMANTICS §7)."""
+"""Changelog and repartition topic configuration computed from a topology (docs/semantics.md §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The high-availability task assignor beyond the SEMANTICS scenarios: Kafka Streams'
+"""The high-availability task assignor beyond the docs/semantics.md §3 scenarios: Kafka Streams'
 HighAvailabilityTaskAssignorTest cases, standby movements, determinism, input errors and
 the sticky fallback."""
 
@@ -20,7 +20,7 @@ from airflow_stateful_provider.streams.assignment.task_assignor import (
     assign_without_lags,
 )
 from airflow_stateful_provider.streams.task_id import TaskId
-from tests.unit.assignment.simulation import active_load_skew, assert_valid
+from tests.unit.streams.assignment.simulation import active_load_skew, assert_valid
 
 NINE = [TaskId(s, p) for s in range(3) for p in range(3)]
 WITH_STANDBY = AssignmentConfigs(acceptable_recovery_lag=100, max_warmup_replicas=2,
@@ -277,7 +277,7 @@ def test_without_lags_probing_is_scheduled_even_when_nothing_moves() -> None:
 
 
 def test_round_robin_target_ignores_previous_ownership_stickiness_comes_from_movements() -> None:
-    """SEMANTICS step (1) says round-robin, and so does Kafka Streams 4.x: its
+    """docs/semantics.md §3 step (1) says round-robin, and so does Kafka Streams 4.x: its
     assignActiveStatefulTasks is round-robin plus thread balancing, with no regard for who
     owned what (the earlier KIP-441 drafts that started from a state-constrained assignment
     were replaced by this in apache/kafka PR #8588, before 2.6 shipped). Stickiness comes only

@@ -287,7 +287,7 @@ def test_endpoints_map_hosts_to_partitions():
 
 
 def test_semantics_scenario_a_through_the_protocol_with_cooperative_two_phase_move():
-    """SEMANTICS §3, config A: P1 was active on the stateful task but lags 500, P2 has lag 0.
+    """docs/semantics.md §3, config A: P1 was active on the stateful task but lags 500, P2 has lag 0.
     -> P1 active on the stateless task + warmup; P2 active on the stateful task; probing.
     Cooperative: P1 still owns the stateful task's partition, so round 1 leaves it
     unassigned (P1 revokes it, P2 is told to rebalance at once); round 2 gives it to P2."""

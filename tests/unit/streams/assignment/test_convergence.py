@@ -1,4 +1,4 @@
-"""Convergence (SEMANTICS §3): repeated probing rebalances settle on a valid, balanced assignment.
+"""Convergence (docs/semantics.md §3): repeated probing rebalances settle on a valid, balanced assignment.
 
 Each round runs the assignor, then every assigned task catches up (simulation.py), until the
 assignor stops asking for a probing rebalance. Bounds:
@@ -28,7 +28,7 @@ from airflow_stateful_provider.streams.assignment.assignment_configs import Assi
 from airflow_stateful_provider.streams.assignment.client_state import ClientState
 from airflow_stateful_provider.streams.assignment.lag import LATEST_OFFSET
 from airflow_stateful_provider.streams.task_id import TaskId
-from tests.unit.assignment.simulation import (
+from tests.unit.streams.assignment.simulation import (
     active_load_skew,
     assert_valid,
     round_bound,
@@ -129,7 +129,8 @@ def test_random_static_cluster_settles_within_bound(cluster) -> None:
 @SETTINGS
 @given(clusters(), st.data())
 def test_everything_caught_up_settles_in_one_round(cluster, data) -> None:
-    """SEMANTICS: "a static cluster settles in 1 round" when every client is caught up on every task."""
+    """docs/semantics.md §3: "a static cluster that is already caught up settles in one round", when
+    every client is caught up on every task."""
     states, stateful, stateless, configs, _ = cluster
     caught_up = [
         dataclasses.replace(

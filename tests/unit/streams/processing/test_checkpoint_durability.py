@@ -15,8 +15,7 @@ import textwrap
 import pytest
 
 SETUP = """
-import collections, os, sys
-sys.path.insert(0, {root!r})
+import collections, os
 from airflow_stateful_provider.streams import StreamsConfig, Stores, Topology
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.records import TopicPartition
@@ -48,8 +47,7 @@ Record = collections.namedtuple("Record", "key value offset")
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
 def test_a_checkpoint_after_restoring_survives_kill_9(tmp_path, guarantee):
-    root = str(__import__("pathlib").Path(__file__).resolve().parents[3])
-    setup = SETUP.format(root=root, state_dir=str(tmp_path), guarantee=guarantee)
+    setup = SETUP.format(state_dir=str(tmp_path), guarantee=guarantee)
     writer = setup + textwrap.dedent("""
         manager.restore(changelog, [Record(b"k%d" % i, b"v%d" % i, i) for i in range(500)])
         manager.checkpoint({}, force=True)   # what the changelog reader does when a restoration ends

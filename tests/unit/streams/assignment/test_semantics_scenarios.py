@@ -1,10 +1,10 @@
-"""SEMANTICS §3, literally: every lag example and every assignor scenario.
+"""docs/semantics.md §3, literally: every lag example and every assignor scenario.
 
 All scenarios use capacity 1 and process ids P1 < P2 < P3. Config A = acceptable lag 100,
 2 warmups, 0 standbys; B = A + 1 standby. MAX = no state (no lag entry). Each expected
 result was checked against Kafka Streams' HighAvailabilityTaskAssignor (and its
-HighAvailabilityTaskAssignorTest, which has the same scenarios); they agree, and where the
-SEMANTICS text is less precise than Kafka Streams the docstring says what KS does.
+HighAvailabilityTaskAssignorTest, which has the same scenarios); they agree, and where a
+scenario's one-line result leaves something open the docstring says what KS does.
 """
 
 from __future__ import annotations

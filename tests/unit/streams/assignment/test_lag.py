@@ -1,4 +1,4 @@
-"""Lag computation (SEMANTICS §3) beyond the literal examples in test_semantics_scenarios.py."""
+"""Lag computation (docs/semantics.md §3) beyond the literal examples in test_semantics_scenarios.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from airflow_stateful_provider.streams.task_id import TaskId
 
 
 def test_unknown_offset_sum_counts_as_no_state() -> None:
-    """SEMANTICS: UNKNOWN -> endSum. Kafka Streams differs in form only: its ClientState keeps
+    """docs/semantics.md §3: UNKNOWN -> endSum. Kafka Streams differs in form only: its ClientState keeps
     -3 as the lag, but it reports -3 solely for standbys of pre-KIP-441 (version < 7)
     subscriptions, which our versioned codec never produces; a -3 lag there is "not caught up"
     yet sorts as most caught up, an artifact we do not reproduce."""

@@ -11,7 +11,7 @@ from airflow_stateful_provider.streams.status.conditions import (
     standby_lag_condition,
     stateful_task_ids,
 )
-from tests.unit.airflow.status_documents import NOW_MS, changelog, document, snapshot, task
+from tests.unit.streams.status.status_documents import NOW_MS, changelog, document, snapshot, task
 
 CL = "clicks-counts-changelog"
 

@@ -14,7 +14,7 @@ from airflow_stateful_provider.streams.assignment.standby_placement import (
 )
 from airflow_stateful_provider.streams.assignment.task_assignor import AssignmentResult, assign
 from airflow_stateful_provider.streams.task_id import TaskId
-from tests.unit.assignment.simulation import assert_valid, round_bound, run_until_stable
+from tests.unit.streams.assignment.simulation import assert_valid, round_bound, run_until_stable
 
 
 def t(text: str) -> TaskId:

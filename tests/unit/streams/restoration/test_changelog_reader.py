@@ -1,5 +1,5 @@
 """ChangelogReader against a fake restore consumer that buffers fetched batches the way
-kafka-python 3.0.12's Fetcher does (SEMANTICS §2: standbys yield to restoration but still move)."""
+kafka-python 3.0.12's Fetcher does (docs/semantics.md §2: standbys yield to restoration but still move)."""
 
 from __future__ import annotations
 

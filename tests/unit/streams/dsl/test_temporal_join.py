@@ -1,4 +1,4 @@
-"""The temporal join of the original design (SEMANTICS §5) through the TopologyTestDriver."""
+"""The temporal join of the original design (docs/semantics.md §5) through the TopologyTestDriver."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_versioned_table_source_drops_put_older_than_history_retention(store_typ
         store = driver.get_versioned_key_value_store("rates")
         assert store.get("k").value == "new"
         assert store.get("k", 960).value == "older-but-kept"
-        # the changelog still receives the NOT_PUT record (SEMANTICS §5)
+        # the changelog still receives the NOT_PUT record (docs/semantics.md §5)
         changelog = driver.create_output_topic("topology-test-driver-rates-changelog", S, S)
         assert [r.value for r in changelog.read_records_to_list()] == ["new", "older-but-kept", "too-old"]
 
