@@ -13,7 +13,6 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_stateful_provider.streams.errors import StatusFormatError, UnsupportedStatusVersionError
-from airflow_stateful_provider.streams.processing.records import TopicPartition
 from airflow_stateful_provider.streams.status.application import ApplicationStatus, build_application_status
 from airflow_stateful_provider.streams.status.collector import (
     RestoreRateTracker,
@@ -29,6 +28,7 @@ from airflow_stateful_provider.streams.status.document import (
 from airflow_stateful_provider.streams.status.publisher import StatusPublisher
 from airflow_stateful_provider.streams.status.rendering import progress_bar, render_status_table
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 NOW = 1_700_000_000_000
 CL = "app-counts-changelog"

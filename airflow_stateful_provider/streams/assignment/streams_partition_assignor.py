@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping
 from types import MappingProxyType
@@ -71,6 +70,7 @@ from airflow_stateful_provider.streams.assignment.task_assignor import (
 )
 from airflow_stateful_provider.streams.assignment.task_partitions import TaskPartitions, task_partitions
 from airflow_stateful_provider.streams.assignment.thread_assignment import assign_tasks_to_threads
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.errors import (
     ConfigError,
     GroupProtocolError,
@@ -95,10 +95,6 @@ STREAMS_ASSIGNOR_NAME = "stream"
 #: Version of the consumer protocol's own subscription schema we send: 1 is the first with
 #: ``owned_partitions`` (KIP-429).
 _CONSUMER_PROTOCOL_VERSION = 1
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _no_tasks() -> Collection[TaskId]:
@@ -147,7 +143,7 @@ class AssignorContext:
     previous_standby_tasks: Callable[[], Collection[TaskId]] = _no_tasks
     task_offset_sums: Callable[[], Mapping[TaskId, int]] = _no_offset_sums
     owned_partitions: Callable[[], Collection[TopicPartition]] | None = None
-    clock_ms: Callable[[], int] = _wall_clock_ms
+    clock_ms: Callable[[], int] = wall_clock_ms
 
     def __post_init__(self) -> None:
         if not isinstance(self.process_id, uuid.UUID):
@@ -187,7 +183,7 @@ def group_rejoining(consumer: Any) -> bool:
     during a join, and with timeout 0 the join made no progress before the session
     timeout), so every poll gives the JoinGroup/SyncGroup round trip REBALANCE_POLL_MS; the
     thread processes between polls, and a join that completes after a poll returned is
-    kept (instance/group_join.py). 2 s polls worked too but paused every task ~2 s.
+    kept (kafka/group_join.py). 2 s polls worked too but paused every task ~2 s.
     """
     coordinator = getattr(consumer, "_coordinator", None)
     need_rejoin = getattr(coordinator, "need_rejoin", None)

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_stateful_provider.streams.client_settings import ADMIN, CONSUMER, PRODUCER, settings_for
+from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSUMER, PRODUCER, settings_for
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.control.listener import ControlListener
 from airflow_stateful_provider.streams.errors import (

@@ -26,7 +26,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ChangelogLostError, CorruptCheckpointError
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
-from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata, TopicPartition
+from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.processing.task import StreamTask, TaskState
 from airflow_stateful_provider.streams.restoration.changelog_loss import changelog_lost_error
@@ -35,6 +35,7 @@ from airflow_stateful_provider.streams.restoration.standby_task import StandbyTa
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
 from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["RECORDS_PER_TASK_ITERATION", "TaskManager", "TaskOwner"]

@@ -8,11 +8,11 @@ import contextlib
 import logging
 import os
 import socket
-import time
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.durations import duration_arg_ms
 from airflow_stateful_provider.streams.status.document import (
     AT_LEAST_ONCE,
@@ -25,10 +25,6 @@ from airflow_stateful_provider.streams.task_id import TaskId
 __all__ = ["RestoreRateTracker", "status_document_from_instance"]
 
 log = logging.getLogger(__name__)
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class RestoreRateTracker:
@@ -179,7 +175,7 @@ def status_document_from_instance(
     ``.changelog_progress()``), ``.warmup_tasks`` and ``.next_probing_rebalance_ms``.
     ``published_at`` is set to ``now_ms``; the publisher overwrites it when sending.
     """
-    now = _wall_clock_ms() if now_ms is None else now_ms
+    now = wall_clock_ms() if now_ms is None else now_ms
     observed: set = set()
     tasks: list[dict[str, Any]] = []
     generations: list[int] = []

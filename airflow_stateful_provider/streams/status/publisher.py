@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.durations import duration_arg_ms
 from airflow_stateful_provider.streams.errors import BrokerUnreachableError, StatusFormatError
-from airflow_stateful_provider.streams.kafka_clients import connection_errors, construct_client, servers_text
+from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
 from airflow_stateful_provider.streams.status.collector import (
     RestoreRateTracker,
     status_document_from_instance,
@@ -51,10 +52,6 @@ STATUS_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.ms": "3600000", "de
 CONTROL_TOPIC_CONFIG = {"cleanup.policy": "delete"}
 #: Acknowledgements a publisher keeps repeating in its documents.
 MAX_ACKNOWLEDGEMENTS = 50
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def ensure_status_topic(admin: Any, application_id: str, *, replication_factor: int = -1) -> bool:
@@ -89,7 +86,7 @@ class StatusPublisher:
         bootstrap_servers: str | Sequence[str] | None = None,
         client_configs: Mapping[str, Any] | None = None,
         status_interval_ms: int | timedelta = DEFAULT_STATUS_INTERVAL_MS,
-        clock: Callable[[], int] = _wall_clock_ms,
+        clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         if not isinstance(instance_id, str) or not instance_id:
             raise ValueError(f"instance_id must be a non-empty string, got {instance_id!r}")

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_stateful_provider.streams.client_settings import client_kind, settings_for
+from airflow_stateful_provider.streams.kafka.client_settings import client_kind, settings_for
 
 __all__ = ["connection_errors", "construct_client", "servers_text"]
 
