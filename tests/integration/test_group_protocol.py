@@ -29,10 +29,12 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
     REBALANCE_POLL_MS,
     AssignorContext,
     StreamsPartitionAssignor,
+)
+from airflow_stateful_provider.streams.kafka.group_join import (
     group_rejoining,
+    keep_completed_join_results,
     request_rebalance,
 )
-from airflow_stateful_provider.streams.kafka.group_join import keep_completed_join_results
 from airflow_stateful_provider.streams.processor import Processor
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.topology import Topology

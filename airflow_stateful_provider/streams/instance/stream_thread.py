@@ -39,9 +39,9 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
+from kafka import AsyncConsumerRebalanceListener
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaError
-from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 
 from airflow_stateful_provider.streams.assignment.assignment_info import AssignmentInfo, AssignorError
@@ -49,14 +49,16 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
     REBALANCE_POLL_MS,
     AssignorContext,
     StreamsPartitionAssignor,
-    group_rejoining,
-    request_rebalance,
 )
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import MissingTopicError, StreamsError, TransactionFailedError
 from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
-from airflow_stateful_provider.streams.kafka.group_join import keep_completed_join_results
+from airflow_stateful_provider.streams.kafka.group_join import (
+    group_rejoining,
+    keep_completed_join_results,
+    request_rebalance,
+)
 from airflow_stateful_provider.streams.kafka.parked_fetches import release_parked_fetches
 from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
 from airflow_stateful_provider.streams.instance.snapshotting import snapshot_clients

@@ -25,6 +25,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ChangelogLostError, CorruptCheckpointError
+from airflow_stateful_provider.streams.kafka.positions import local_position
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
@@ -462,10 +463,7 @@ class TaskManager:
     def _consumer_position(self, tp: TopicPartition) -> int | None:
         """The main consumer's next offset of ``tp``, read from its local state (no network:
         safe inside rebalance callbacks), or None when it has no valid position."""
-        state = self.consumer._subscription.assignment.get(KafkaTopicPartition(tp.topic, tp.partition))
-        if state is None or not state.has_valid_position:
-            return None
-        return state.position.offset
+        return local_position(self.consumer, tp.topic, tp.partition)
 
     def snapshot_committed(self, tasks: Iterable[StreamTask]) -> None:
         """Right after ``tasks`` committed: let the snapshot taker checkpoint the running ones

@@ -1,6 +1,11 @@
-"""Keep a group join that finished between two ``poll()`` calls (kafka-python 3.0.x).
+"""Joining the consumer group through kafka-python's group coordinator (``consumer._coordinator``).
 
-kafka-python 3.0.12 runs JoinGroup + SyncGroup as a task on its IO thread. A ``poll()``
+kafka-python 3.0.12 has no public way to ask whether a join is pending or to request one;
+and it loses joins in two ways the stream thread meets. Everything the engine does to the
+coordinator is here: :func:`group_rejoining`, :func:`request_rebalance` and
+:func:`keep_completed_join_results`.
+
+Keeping a group join that finished between two ``poll()`` calls: kafka-python 3.0.12 runs JoinGroup + SyncGroup as a task on its IO thread. A ``poll()``
 whose timeout ends first returns and leaves the task running (by design: the next poll
 awaits the same task). But when the task *completes* before the next poll, that poll sees a
 finished task and starts a new JoinGroup instead of using its result
@@ -36,14 +41,60 @@ import functools
 import logging
 from typing import Any
 
-__all__ = ["keep_completed_join_results"]
+from airflow_stateful_provider.streams.errors import IllegalStateError
+
+__all__ = ["group_rejoining", "keep_completed_join_results", "request_rebalance"]
 
 log = logging.getLogger(__name__)
 
 
+def _coordinator(consumer: Any) -> Any:
+    """The consumer's group coordinator, or None (a consumer without a group, or another
+    layout): ``KafkaConsumer._coordinator`` in kafka-python 3.0.12."""
+    return getattr(consumer, "_coordinator", None)
+
+
+def group_rejoining(consumer: Any) -> bool:
+    """Whether ``consumer`` must (re)join its group at its next ``poll()``: the stream thread
+    then polls with REBALANCE_POLL_MS and defers commits and control actions.
+
+    Checked against kafka-python 3.0.12: ``KafkaConsumer`` has no public form of its
+    coordinator's ``need_rejoin()`` (which :func:`keep_completed_join_results` extends to a
+    started join). False for a consumer without a group coordinator.
+    """
+    need_rejoin = getattr(_coordinator(consumer), "need_rejoin", None)
+    return bool(need_rejoin()) if callable(need_rejoin) else False
+
+
+def request_rebalance(consumer: Any) -> None:
+    """Make ``consumer`` rejoin its group at its next ``poll()``: a probing rebalance at the
+    time an AssignmentInfo asked for, or the immediate follow-up of a cooperative move.
+
+    Checked against kafka-python 3.0.12: it has no public ``enforce_rebalance()``; its
+    coordinator's ``request_rejoin()`` only sets a flag that the next ``poll()`` acts on
+    (JoinGroup then SyncGroup), so calling this from the stream thread between polls is safe.
+    A broker answers a *follower* that rejoins with unchanged metadata with the current
+    generation and no rebalance; the StreamsPartitionAssignor changes ``unique_field`` in
+    every subscription so the rejoin always starts a real rebalance. Under the cooperative
+    protocol no partition is revoked by the rejoin itself.
+    """
+    request_rejoin = getattr(_coordinator(consumer), "request_rejoin", None)
+    if request_rejoin is None:
+        raise IllegalStateError(
+            f"cannot request a rebalance from {type(consumer).__name__}: it has no group coordinator "
+            "(expected a kafka-python 3 KafkaConsumer with a group_id)"
+        )
+    if getattr(consumer, "config", {}).get("group_id") is None:
+        raise IllegalStateError(f"cannot request a rebalance from {type(consumer).__name__}: it has no group_id")
+    request_rejoin()
+
+
 def keep_completed_join_results(consumer: Any) -> bool:
-    """Install the fix on ``consumer``'s group coordinator; returns whether it applies."""
-    coordinator = getattr(consumer, "_coordinator", None)
+    """Install the fix on ``consumer``'s group coordinator (module docstring); returns whether
+    it applies. Checked against kafka-python 3.0.12 (``BaseCoordinator._join_task``,
+    ``_manager.call_soon``, ``need_rejoin``, ``rejoining``); a coordinator of another layout
+    is left untouched."""
+    coordinator = _coordinator(consumer)
     original = getattr(coordinator, "join_group_async", None)
     if original is None or not hasattr(coordinator, "_join_task") or not hasattr(coordinator, "_manager"):
         return False
