@@ -36,7 +36,7 @@ def decode_batches_at_once(consumer: Any) -> bool:
     batches; the fetcher's class attribute is replaced once, so no record pays for a wrapper.
     A fetcher of another layout keeps kafka-python's decoding (False).
     """
-    fetcher = getattr(consumer, "_fetcher", None)
+    fetcher: Any = getattr(consumer, "_fetcher", None)
     stock = getattr(fetcher, "PartitionRecords", None)
     if stock is None or not hasattr(stock, "_unpack_records") or not hasattr(stock, "_is_batch_aborted"):
         return False

@@ -29,7 +29,7 @@ def release_parked_fetches(consumer: Any) -> None:
     Checked against kafka-python 3.0.12: reads the fetcher's ``_paused_partition_records``
     and empties its ``_next_partition_records`` slot when it holds a used-up batch.
     """
-    fetcher = getattr(consumer, "_fetcher", None)
+    fetcher: Any = getattr(consumer, "_fetcher", None)
     if not getattr(fetcher, "_paused_partition_records", None):
         return  # nothing parked (or another fetcher layout)
     current = getattr(fetcher, "_next_partition_records", None)

@@ -26,4 +26,5 @@ def local_position(consumer: Any, topic: str, partition: int) -> int | None:
     state = consumer._subscription.assignment.get(KafkaTopicPartition(topic, partition))
     if state is None or not state.has_valid_position:
         return None
-    return state.position.offset
+    offset: int = state.position.offset
+    return offset

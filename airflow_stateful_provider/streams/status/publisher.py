@@ -31,6 +31,7 @@ from airflow_stateful_provider.streams.status.document import (
     control_topic_name,
     status_topic_name,
 )
+from airflow_stateful_provider.streams.status.instance_view import PublishedInstanceView
 from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
 from airflow_stateful_provider.streams.topics.topic_manager import InternalTopicManager
 
@@ -113,14 +114,13 @@ class StatusPublisher:
         self.last_document: InstanceStatus | None = None
 
     @classmethod
-    def for_instance(cls, streams: Any, instance_id: str, epoch: int, *, producer: Any = None,
+    def for_instance(cls, streams: PublishedInstanceView, instance_id: str, epoch: int, *, producer: Any = None,
                      status_interval_ms: int | timedelta | None = None) -> StatusPublisher:
         """A publisher of ``status_document_from_instance(streams, ...)`` with its own rate
         tracker, using the instance's bootstrap servers and client/producer configs."""
         config = streams.config
         tracker = RestoreRateTracker()
-        interval = status_interval_ms if status_interval_ms is not None else \
-            getattr(config, "status_interval_ms", DEFAULT_STATUS_INTERVAL_MS)
+        interval = status_interval_ms if status_interval_ms is not None else config.status_interval_ms
         return cls(config.application_id, instance_id,
                    lambda: status_document_from_instance(streams, instance_id, epoch, rate_tracker=tracker),
                    producer=producer, bootstrap_servers=list(config.bootstrap_servers),
