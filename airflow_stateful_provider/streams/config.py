@@ -25,6 +25,8 @@ from typing import Any
 
 from airflow_stateful_provider.streams.assignment.assignment_configs import AssignmentConfigs
 from airflow_stateful_provider.streams.assignment.subscription_info import check_endpoint
+from airflow_stateful_provider.streams.durations import duration_ms
+from airflow_stateful_provider.streams.errors import ConfigError, GroupProtocolError
 from airflow_stateful_provider.streams.kafka.client_settings import (
     ADMIN,
     CLIENT_KINDS,
@@ -35,8 +37,6 @@ from airflow_stateful_provider.streams.kafka.client_settings import (
     check_engine_settings,
     settings_for,
 )
-from airflow_stateful_provider.streams.durations import duration_ms
-from airflow_stateful_provider.streams.errors import ConfigError, GroupProtocolError
 from airflow_stateful_provider.streams.serdes import check_serde
 from airflow_stateful_provider.streams.topic_names import MAX_TOPIC_NAME_LENGTH, topic_name_problem
 

@@ -53,6 +53,10 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import MissingTopicError, StreamsError, TransactionFailedError
+from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
+from airflow_stateful_provider.streams.instance.snapshotting import snapshot_clients
+from airflow_stateful_provider.streams.instance.task_manager import TaskManager
+from airflow_stateful_provider.streams.instance.topic_watch import TopicWatch
 from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
 from airflow_stateful_provider.streams.kafka.group_join import (
     group_rejoining,
@@ -60,10 +64,6 @@ from airflow_stateful_provider.streams.kafka.group_join import (
     request_rebalance,
 )
 from airflow_stateful_provider.streams.kafka.parked_fetches import release_parked_fetches
-from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
-from airflow_stateful_provider.streams.instance.snapshotting import snapshot_clients
-from airflow_stateful_provider.streams.instance.task_manager import TaskManager
-from airflow_stateful_provider.streams.instance.topic_watch import TopicWatch
 from airflow_stateful_provider.streams.processing.record_collector import ProductionError
 from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata
 from airflow_stateful_provider.streams.processing.streams_producer import StreamsProducer, transactional_id

@@ -54,12 +54,12 @@ from airflow_stateful_provider.streams.processing.processor_node import (
 from airflow_stateful_provider.streams.processing.punctuation import PunctuationQueue, PunctuationSchedule
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.record_intake import record_deserializer
-from airflow_stateful_provider.streams.processing.timestamp_extractors import extractor_from_config
 from airflow_stateful_provider.streams.processing.records import (
     OffsetAndMetadata,
     decode_commit_metadata,
     encode_commit_metadata,
 )
+from airflow_stateful_provider.streams.processing.timestamp_extractors import extractor_from_config
 from airflow_stateful_provider.streams.processor import Cancellable, PunctuationType, Punctuator, Record
 from airflow_stateful_provider.streams.serdes import resolve_serde
 from airflow_stateful_provider.streams.task_id import TaskId

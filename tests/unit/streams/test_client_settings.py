@@ -9,6 +9,7 @@ import pytest
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
+from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.kafka.client_settings import (
     ADMIN,
     CONSUMER,
@@ -18,7 +19,6 @@ from airflow_stateful_provider.streams.kafka.client_settings import (
     check_engine_settings,
     settings_for,
 )
-from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.kafka.clients import construct_client
 
 
