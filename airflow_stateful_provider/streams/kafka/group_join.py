@@ -5,14 +5,15 @@ and it loses joins in two ways the stream thread meets. Everything the engine do
 coordinator is here: :func:`group_rejoining`, :func:`request_rebalance` and
 :func:`keep_completed_join_results`.
 
-Keeping a group join that finished between two ``poll()`` calls: kafka-python 3.0.12 runs JoinGroup + SyncGroup as a task on its IO thread. A ``poll()``
-whose timeout ends first returns and leaves the task running (by design: the next poll
-awaits the same task). But when the task *completes* before the next poll, that poll sees a
-finished task and starts a new JoinGroup instead of using its result
-(``BaseCoordinator.join_group_async``: "``_join_task is None or _join_task.is_done``"). The
-broker answers the new JoinGroup with another rebalance, so members that poll briefly (a
-busy stream thread polls with timeout 0) rebalance forever, or finish a round the group
-has already moved past and process outside it until the session timeout.
+Keeping a group join that finished between two ``poll()`` calls: kafka-python 3.0.12 runs
+JoinGroup + SyncGroup as a task on its IO thread. A ``poll()`` whose timeout ends first
+returns and leaves the task running (by design: the next poll awaits the same task). But
+when the task *completes* before the next poll, that poll sees a finished task and starts a
+new JoinGroup instead of using its result (``BaseCoordinator.join_group_async``:
+"``_join_task is None or _join_task.is_done``"). The broker answers the new JoinGroup with
+another rebalance, so members that poll briefly (a busy stream thread polls with timeout 0)
+rebalance forever, or finish a round the group has already moved past and process outside it
+until the session timeout.
 
 :func:`keep_completed_join_results` makes the consumer use a join that completed
 successfully: just before the coordinator checks its join task, a finished, successful
@@ -32,7 +33,8 @@ heartbeats off and never applies its assignment, refuses every commit locally
 (RebalanceInProgressError: "commit deferred"), and the broker evicts it after the session
 timeout while it keeps processing its old tasks (bench/group_dropout.py: 2 starts in 8;
 tests/integration/test_group_join.py). ``coordinator.rejoining`` is set once the join is
-prepared and cleared only when the join succeeds, so "``need_rejoin()`` or ``rejoining``" makes the next poll finish it.
+prepared and cleared only when the join succeeds, so "``need_rejoin()`` or ``rejoining``"
+makes the next poll finish it.
 """
 
 from __future__ import annotations
