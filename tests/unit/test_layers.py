@@ -139,3 +139,12 @@ def test_what_readers_load_needs_no_kafka_client(module):
         assert not any(name.split(".")[0] in ("kafka", "rocksdict") for name in MODULES[current]), current
         assert _top(current) != "kafka", f"{module} reaches the Kafka door through {current}"
         todo += _engine_imports(current)
+
+
+def test_only_the_packages_that_talk_to_kafka_import_kafka_python():
+    """kafka-python is imported by the door and the packages allowed to use it, nowhere else:
+    the stores, the topology, the DSL, the snapshots and the foundation stay free of it."""
+    talking = {"kafka"} | {package for package, allowed in MAY_IMPORT.items() if "kafka" in allowed}
+    wrong = sorted(module for module, names in MODULES.items() if module and _top(module) not in talking
+                   and any(name.split(".")[0] == "kafka" for name in names))
+    assert wrong == []
