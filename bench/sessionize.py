@@ -42,8 +42,8 @@ from airflow_stateful_provider.streams.config import StreamsConfig  # noqa: E402
 from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
 from airflow_stateful_provider.streams.dsl.materialized import Materialized
 from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
-from airflow_stateful_provider.streams.instance.batch_decoding import decode_batches_at_once
 from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState  # noqa: E402
+from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
 from airflow_stateful_provider.streams.windows import SessionWindows  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
 from tools.kafka.topics import produce, read_committed_offsets  # noqa: E402

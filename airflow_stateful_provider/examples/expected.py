@@ -48,7 +48,7 @@ SessionKey = tuple[str, int, int]
 def partition_for(key: str, partitions: int) -> int:
     """The partition Kafka's default partitioner (murmur2 of the UTF-8 key; kafka-python and
     the Java client agree) gives ``key``."""
-    from kafka.partitioner.default import murmur2
+    from kafka.partitioner import murmur2
 
     if partitions < 1:
         raise ValueError(f"partitions must be >= 1, got {partitions}")

@@ -206,7 +206,7 @@ class StatefulStreamsHook(BaseHook):
     def _client(self, client_class: Any, overrides: Mapping[str, Any]) -> Any:
         # construct_client closes the network client when bootstrapping fails: kafka-python 3 would
         # otherwise leak its IO thread on every failed attempt (a sensor poking a dead broker).
-        from airflow_stateful_provider.streams.kafka_clients import construct_client
+        from airflow_stateful_provider.streams.kafka.clients import construct_client
 
         return construct_client(client_class, {**self.get_client_configs(), **overrides})
 

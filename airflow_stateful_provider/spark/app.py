@@ -36,9 +36,9 @@ from typing import Any
 from airflow_stateful_provider.spark.instance_job import InstanceSpec, run_instance
 from airflow_stateful_provider.spark.restart_policy import RestartPolicy
 from airflow_stateful_provider.spark.supervisor import Supervisor
-from airflow_stateful_provider.streams.client_settings import ADMIN, CONSUMER, settings_for
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, SnapshotError, StreamsError, TopologyError
+from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSUMER, settings_for
 from airflow_stateful_provider.streams.snapshots.catalog import storage_options_from_env
 
 __all__ = ["EVENT_PREFIX", "PASSWORD_ENV", "main", "parse_config_values", "task_attempts"]

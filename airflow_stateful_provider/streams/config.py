@@ -25,7 +25,9 @@ from typing import Any
 
 from airflow_stateful_provider.streams.assignment.assignment_configs import AssignmentConfigs
 from airflow_stateful_provider.streams.assignment.subscription_info import check_endpoint
-from airflow_stateful_provider.streams.client_settings import (
+from airflow_stateful_provider.streams.durations import duration_ms
+from airflow_stateful_provider.streams.errors import ConfigError, GroupProtocolError
+from airflow_stateful_provider.streams.kafka.client_settings import (
     ADMIN,
     CLIENT_KINDS,
     CONSUMER,
@@ -35,8 +37,6 @@ from airflow_stateful_provider.streams.client_settings import (
     check_engine_settings,
     settings_for,
 )
-from airflow_stateful_provider.streams.durations import duration_ms
-from airflow_stateful_provider.streams.errors import ConfigError, GroupProtocolError
 from airflow_stateful_provider.streams.serdes import check_serde
 from airflow_stateful_provider.streams.topic_names import MAX_TOPIC_NAME_LENGTH, topic_name_problem
 
@@ -289,7 +289,7 @@ class StreamsConfig:
 
     def _check_client_settings(self) -> None:
         """Known kafka-python settings with values of their type, none the engine decides
-        itself, each for a client it applies to (client_settings.py)."""
+        itself, each for a client it applies to (kafka/client_settings.py)."""
         for field, kinds in (("client_configs", CLIENT_KINDS), ("consumer_configs", (CONSUMER,)),
                              ("producer_configs", (PRODUCER,)), ("admin_configs", (ADMIN,))):
             value = getattr(self, field)

@@ -1,5 +1,5 @@
 """A partition paused in the middle of a fetched batch and resumed gets all its records
-(kafka-python 3.0.12 otherwise parks the rest of the batch for good: parked_fetches.py)."""
+(kafka-python 3.0.12 otherwise parks the rest of the batch for good: kafka/parked_fetches.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import uuid
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from airflow_stateful_provider.streams.instance.parked_fetches import release_parked_fetches
+from airflow_stateful_provider.streams.kafka.parked_fetches import release_parked_fetches
 from tools.kafka.topics import create_topics, produce
 from tools.waits import wait_until
 

@@ -2,8 +2,8 @@
 
 Every import counts: module level, inside functions and under ``TYPE_CHECKING``. A
 package may import only the packages below it; the modules readers load in Airflow
-(the status document and snapshot, the control commands) stay free of Kafka clients;
-and no module imports itself back through others.
+(the status document and snapshot, the control commands) stay free of Kafka clients and
+of the Kafka door (``kafka/``); and no module imports itself back through others.
 """
 
 from __future__ import annotations
@@ -17,26 +17,30 @@ ENGINE = pathlib.Path(__file__).resolve().parents[2] / "airflow_stateful_provide
 PREFIX = "airflow_stateful_provider.streams"
 
 #: Small modules every layer may use: errors, durations, task ids, serdes, the Processor API,
-#: session windows, Kafka client construction and settings, topic-name rules.
-FOUNDATION = {"errors", "durations", "task_id", "serdes", "processor", "windows", "kafka_clients", "client_settings",
-              "topic_names"}
+#: session windows, topic-name rules, the wall clock, topic partitions.
+FOUNDATION = {"errors", "durations", "task_id", "serdes", "processor", "windows", "topic_names", "clock",
+              "topic_partition"}
 
 #: Each engine package (or top-level module) and the packages it may import besides itself
-#: and FOUNDATION: from the ground up, the order docs/architecture.md draws.
+#: and FOUNDATION: from the ground up, the order docs/architecture.md draws. ``kafka`` is the
+#: door to kafka-python (client construction and settings, and every use of its internals,
+#: tests/unit/test_kafka_door.py): the packages that talk to Kafka import it; the stores, the
+#: topology, the DSL and the snapshots know nothing of Kafka clients.
 MAY_IMPORT: dict[str, set[str]] = {
+    "kafka": set(),
     "state": set(),
     "snapshots": {"state"},
     "topology": {"state"},
-    "assignment": {"topology"},
-    "config": {"assignment"},
+    "assignment": {"topology", "kafka"},
+    "config": {"assignment", "kafka"},
     "dsl": {"topology", "state"},
-    "processing": {"config", "topology", "state", "snapshots"},
-    "restoration": {"processing", "state", "topology", "snapshots"},
-    "topics": {"topology", "state"},
-    "status": {"topics", "topology"},
-    "control": {"status", "processing", "topology", "topics", "state"},
+    "processing": {"config", "topology", "state", "snapshots", "kafka"},
+    "restoration": {"processing", "state", "topology", "snapshots", "kafka"},
+    "topics": {"topology", "state", "kafka"},
+    "status": {"topics", "topology", "kafka"},
+    "control": {"status", "processing", "topology", "topics", "state", "kafka"},
     "instance": {"control", "status", "topics", "restoration", "processing", "assignment", "config", "topology",
-                 "state", "snapshots"},
+                 "state", "snapshots", "kafka"},
     "testing": {"processing", "config", "topology", "state"},
     "runner": {"instance", "config", "topology"},
 }
@@ -133,4 +137,14 @@ def test_what_readers_load_needs_no_kafka_client(module):
             continue
         seen.add(current)
         assert not any(name.split(".")[0] in ("kafka", "rocksdict") for name in MODULES[current]), current
+        assert _top(current) != "kafka", f"{module} reaches the Kafka door through {current}"
         todo += _engine_imports(current)
+
+
+def test_only_the_packages_that_talk_to_kafka_import_kafka_python():
+    """kafka-python is imported by the door and the packages allowed to use it, nowhere else:
+    the stores, the topology, the DSL, the snapshots and the foundation stay free of it."""
+    talking = {"kafka"} | {package for package, allowed in MAY_IMPORT.items() if "kafka" in allowed}
+    wrong = sorted(module for module, names in MODULES.items() if module and _top(module) not in talking
+                   and any(name.split(".")[0] == "kafka" for name in names))
+    assert wrong == []

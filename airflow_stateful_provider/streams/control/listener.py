@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.control.commands import (
     ACK_ACCEPTED,
     ACK_DONE,
@@ -51,10 +51,6 @@ CONTROL_POLL_MS = 200
 _MAINTAINED_KINDS = ("session", "versioned")
 
 
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def maintainable_stores(topology: Any) -> list[str]:
     """Names of the topology's session and versioned stores, which maintenance acts on."""
     return [name for name in topology.store_names
@@ -69,7 +65,7 @@ class ControlListener:
     ``status_publisher``, ``close()`` and ``_new_consumer(**overrides)``.
     """
 
-    def __init__(self, streams: Any, *, clock: Callable[[], int] = _wall_clock_ms) -> None:
+    def __init__(self, streams: Any, *, clock: Callable[[], int] = wall_clock_ms) -> None:
         self._streams = streams
         self._clock = clock
         self.application_id = streams.config.application_id

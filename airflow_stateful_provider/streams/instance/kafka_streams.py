@@ -30,7 +30,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_stateful_provider.streams.client_settings import ADMIN, CONSUMER, PRODUCER, settings_for
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.control.listener import ControlListener
 from airflow_stateful_provider.streams.errors import (
@@ -49,6 +48,7 @@ from airflow_stateful_provider.streams.instance.preflight import (
     prepare_state_dir,
 )
 from airflow_stateful_provider.streams.instance.stream_thread import StreamThread, StreamThreadState
+from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSUMER, PRODUCER, settings_for
 from airflow_stateful_provider.streams.processing.streams_producer import EOS_TRANSACTION_TIMEOUT_MS
 from airflow_stateful_provider.streams.processing.task_directories import check_state_directory
 from airflow_stateful_provider.streams.restoration.changelog_reader import (

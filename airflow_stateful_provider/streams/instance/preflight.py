@@ -18,7 +18,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import BrokerUnreachableError, ConfigError
-from airflow_stateful_provider.streams.kafka_clients import connection_errors, servers_text
+from airflow_stateful_provider.streams.kafka.clients import connection_errors, servers_text
 from airflow_stateful_provider.streams.processing.deserialization import (
     DeadLetterQueueExceptionHandler,
     deserialization_handler_from_config,

@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from airflow_stateful_provider.streams.processing.records import TopicPartition
 from airflow_stateful_provider.streams.processor import Record
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 __all__ = ["PartitionGroup", "RecordQueue", "UNKNOWN"]
 

@@ -28,7 +28,6 @@ from typing import Any
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import StreamsError
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
-from airflow_stateful_provider.streams.processing.records import TopicPartition
 from airflow_stateful_provider.streams.processing.task_directories import (
     claim_task_dir,
     expected_identity,
@@ -54,6 +53,7 @@ from airflow_stateful_provider.streams.state.typed_stores import (
 from airflow_stateful_provider.streams.state.versioned_in_memory import InMemoryVersionedKeyValueStore
 from airflow_stateful_provider.streams.state.versioned_rocksdb import RocksDBVersionedKeyValueStore
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.store_builders import (
     KeyValueStoreBuilder,
     SessionStoreBuilder,

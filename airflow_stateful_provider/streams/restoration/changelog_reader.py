@@ -39,7 +39,6 @@ from typing import Any, Protocol
 
 from kafka import TopicPartition as KafkaTopicPartition
 
-from airflow_stateful_provider.streams.processing.records import TopicPartition
 from airflow_stateful_provider.streams.restoration.changelog_loss import (
     LostChangelog,
     Verdict,
@@ -54,6 +53,7 @@ from airflow_stateful_provider.streams.restoration.restore_source import (
 )
 from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 __all__ = ["ChangelogReader", "StateRestoreListener", "StandbyUpdateListener", "SuspendReason", "TaskRole"]
 

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.snapshots.manifest import SnapshotManifest, StoreSnapshot, new_snapshot_id
 from airflow_stateful_provider.streams.snapshots.retention import apply_retention
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
@@ -72,7 +73,7 @@ class SnapshotTaker:
 
     def __init__(self, storage: SnapshotStorage, application_id: str, processing_guarantee: str, *,
                  interval_ms: int, interval_commits: int, keep: int,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
         self.storage = storage
         self.application_id = application_id
         self.processing_guarantee = processing_guarantee

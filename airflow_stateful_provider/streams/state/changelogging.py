@@ -27,10 +27,10 @@ again, so the changelog reproduces the store exactly.
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.state.changelog_records import ChangelogWriter
 from airflow_stateful_provider.streams.state.keyvalue import KeyValueStore
@@ -62,10 +62,6 @@ _READS = (
     "fetch_session",
     "get_versions",
 )
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class _Delegating:
@@ -112,7 +108,7 @@ class ChangeloggingKeyValueStore(_Delegating):
         self, inner: KeyValueStore, writer: ChangelogWriter, timestamp_fn: Callable[[], int] | None = None
     ) -> None:
         super().__init__(inner, writer)
-        self.timestamp_fn = timestamp_fn or _wall_clock_ms
+        self.timestamp_fn = timestamp_fn or wall_clock_ms
         self._inner_put = inner.put
         self._send = writer.send
 

@@ -18,15 +18,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import NamedTuple
 
 from airflow_stateful_provider.streams.errors import CorruptCheckpointError
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 __all__ = [
     "CHECKPOINT_FILE_NAME",
     "OFFSET_UNKNOWN",
     "OffsetCheckpoint",
-    "TopicPartition",
     "read_checkpoint",
     "write_checkpoint",
 ]
@@ -43,16 +42,6 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _INT = re.compile(r"[+-]?[0-9]+")
 _INT32_MAX = (1 << 31) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-
-
-class TopicPartition(NamedTuple):
-    """A changelog partition, the key of a checkpoint entry."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 def _parse_int(text: str, what: str, path: str, line_no: int, lo: int, hi: int) -> int:

@@ -10,10 +10,10 @@ from airflow_stateful_provider.streams.errors import CorruptCheckpointError
 from airflow_stateful_provider.streams.state.checkpoint import (
     OFFSET_UNKNOWN,
     OffsetCheckpoint,
-    TopicPartition,
     read_checkpoint,
     write_checkpoint,
 )
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 
 def _write_raw(tmp_path, text: str | bytes) -> str:

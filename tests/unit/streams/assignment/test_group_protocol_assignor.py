@@ -21,9 +21,9 @@ from airflow_stateful_provider.streams.assignment.lag import LATEST_OFFSET
 from airflow_stateful_provider.streams.assignment.streams_partition_assignor import (
     AssignorContext,
     StreamsPartitionAssignor,
-    request_rebalance,
 )
 from airflow_stateful_provider.streams.errors import ConfigError, GroupProtocolError, IllegalStateError
+from airflow_stateful_provider.streams.kafka.group_join import request_rebalance
 from airflow_stateful_provider.streams.processor import Processor
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.topology import Topology

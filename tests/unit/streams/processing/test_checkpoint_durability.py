@@ -18,9 +18,9 @@ SETUP = """
 import collections, os
 from airflow_stateful_provider.streams import StreamsConfig, Stores, Topology
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
-from airflow_stateful_provider.streams.processing.records import TopicPartition
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 class NoProducer:
     def send(self, *a, **k): raise AssertionError("restoring must not produce")

@@ -18,10 +18,11 @@ from airflow_stateful_provider.streams.errors import (
 )
 from airflow_stateful_provider.streams.processing.error_handling import HEADER_OFFSET, HandlerResult
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
-from airflow_stateful_provider.streams.processing.records import ConsumedRecord, TopicPartition
+from airflow_stateful_provider.streams.processing.records import ConsumedRecord
 from airflow_stateful_provider.streams.processing.task import StreamTask
 from airflow_stateful_provider.streams.processor import Processor, PunctuationType
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 IN = TopicPartition("in", 0)

@@ -7,7 +7,7 @@ from kafka.future import Future
 
 from airflow_stateful_provider.streams.errors import TransactionFailedError
 from airflow_stateful_provider.streams.processing.record_collector import ProductionError, RecordCollector
-from airflow_stateful_provider.streams.processing.records import TopicPartition
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 
 class _Metadata:

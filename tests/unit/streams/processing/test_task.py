@@ -19,7 +19,6 @@ from airflow_stateful_provider.streams.processing.record_collector import Record
 from airflow_stateful_provider.streams.processing.records import (
     ConsumedRecord,
     OffsetAndMetadata,
-    TopicPartition,
     decode_partition_time,
     encode_partition_time,
 )
@@ -28,6 +27,7 @@ from airflow_stateful_provider.streams.processing.task import StreamTask, TaskSt
 from airflow_stateful_provider.streams.processor import Processor, PunctuationType, Record
 from airflow_stateful_provider.streams.serdes import Serdes
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.store_builders import Stores
 from airflow_stateful_provider.streams.topology.topology import Topology
 

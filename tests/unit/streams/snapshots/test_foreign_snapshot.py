@@ -13,8 +13,8 @@ from airflow_stateful_provider.streams.restoration.restore_source import choose_
 from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker, StoreToSnapshot
-from airflow_stateful_provider.streams.state.checkpoint import TopicPartition
 from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 
 def take_snapshot(storage: SnapshotStorage, tmp_path, application_id: str, topic: str) -> str:

@@ -13,7 +13,6 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_stateful_provider.streams.errors import StatusFormatError, UnsupportedStatusVersionError
-from airflow_stateful_provider.streams.processing.records import TopicPartition
 from airflow_stateful_provider.streams.status.application import ApplicationStatus, build_application_status
 from airflow_stateful_provider.streams.status.collector import (
     RestoreRateTracker,
@@ -29,6 +28,7 @@ from airflow_stateful_provider.streams.status.document import (
 from airflow_stateful_provider.streams.status.publisher import StatusPublisher
 from airflow_stateful_provider.streams.status.rendering import progress_bar, render_status_table
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from tools.waits import wait_until
 
 NOW = 1_700_000_000_000
@@ -302,24 +302,32 @@ class State(enum.Enum):
     RESTORING = "RESTORING"
     RUNNING = "RUNNING"
     CLOSED = "CLOSED"
+    REBALANCING = "REBALANCING"
 
 
-def fake_instance(standby_tasks=None, warmup_tasks=()):
+def fake_task(task_id, state):
+    """A StreamTask as status/instance_view.py's ActiveTaskView describes it."""
+    return SimpleNamespace(id=task_id, state=state, metrics=SimpleNamespace(dropped_records={}))
+
+
+def fake_instance(standby_tasks=None, progress=()):
+    """A KafkaStreams with one thread, as status/instance_view.py's InstanceView describes it."""
     progress = [
         SimpleNamespace(partition=TopicPartition(CL, 0), task_id=TaskId(0, 0), store_name="counts", start_offset=5,
                         end_offset=105, position=55, restored=50, completed=False),
         SimpleNamespace(partition=TopicPartition(CL, 2), task_id=TaskId(0, 2), store_name="counts", start_offset=0,
                         end_offset=30, position=10, restored=10, completed=False),
+        *progress,
     ]
     thread = SimpleNamespace(
-        tasks={TaskId(0, 0): SimpleNamespace(id=TaskId(0, 0), state=State.RESTORING),
-               TaskId(0, 1): SimpleNamespace(id=TaskId(0, 1), state=State.RUNNING),
-               TaskId(0, 3): SimpleNamespace(id=TaskId(0, 3), state=State.CLOSED)},
-        changelog_reader=SimpleNamespace(progress=lambda: list(progress)),
+        tasks={TaskId(0, 0): fake_task(TaskId(0, 0), State.RESTORING),
+               TaskId(0, 1): fake_task(TaskId(0, 1), State.RUNNING),
+               TaskId(0, 3): fake_task(TaskId(0, 3), State.CLOSED)},
+        changelog_reader=SimpleNamespace(progress=lambda: list(progress), restore_sources={}, lost_tasks={}),
         consumer=SimpleNamespace(group_metadata=lambda: SimpleNamespace(generation_id=7)),
-        standby_tasks=standby_tasks or {}, warmup_tasks=warmup_tasks)
-    streams = SimpleNamespace(state=SimpleNamespace(value="REBALANCING"), threads=[thread],
-                              config=SimpleNamespace(application_id="app"), process_id="uuid-1")
+        standby_tasks=standby_tasks or {}, tasks_lock=threading.RLock(), next_probing_rebalance_ms=None)
+    streams = SimpleNamespace(state=State.REBALANCING, threads=[thread], process_id="uuid-1",
+                              config=SimpleNamespace(application_id="app", processing_guarantee="at_least_once"))
     return streams, progress
 
 
@@ -354,10 +362,11 @@ def test_document_is_copied_under_each_threads_tasks_lock():
 
 
 def test_document_from_an_instance_includes_standbys_and_warmups_when_present():
-    standby = SimpleNamespace(id=TaskId(0, 2), state=State.RUNNING)
-    warm = SimpleNamespace(id=TaskId(0, 4), state=State.RUNNING, changelog_progress=lambda: [
-        SimpleNamespace(partition=(CL, 4), store_name="counts", start_offset=0, end_offset=None, position=3)])
-    streams, _ = fake_instance({TaskId(0, 2): standby, TaskId(0, 4): warm}, warmup_tasks={TaskId(0, 4)})
+    standby = SimpleNamespace(id=TaskId(0, 2), state=State.RUNNING, warmup=False)
+    warm = SimpleNamespace(id=TaskId(0, 4), state=State.RUNNING, warmup=True)
+    warm_progress = SimpleNamespace(partition=TopicPartition(CL, 4), task_id=TaskId(0, 4), store_name="counts",
+                                    start_offset=0, end_offset=None, position=3)
+    streams, _ = fake_instance({TaskId(0, 2): standby, TaskId(0, 4): warm}, progress=[warm_progress])
     parsed = InstanceStatus.from_dict(status_document_from_instance(streams, "i-1", 1, now_ms=NOW), key="i-1")
     roles = {t.task_id: (t.role, t.changelogs) for t in parsed.tasks}
     assert roles["0_2"] == ("standby", (ChangelogProgress(CL, 2, "counts", 0, 10, 30, 0.0),))

@@ -5,6 +5,7 @@ application status, the on-call table and ``--json`` even after the instance wen
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from types import SimpleNamespace
 
@@ -65,9 +66,10 @@ def test_a_thread_that_died_of_a_lost_changelog_still_reports_the_task():
     standby = LostChangelog("0_2", "standby", "counts", CL, 2, 7, 3, 5, "/state/app/0_2")
     reader = SimpleNamespace(progress=lambda: [], restore_sources={},
                              lost_tasks={TaskId(0, 0): (lost,), TaskId(0, 2): (standby,)})
-    dead = SimpleNamespace(tasks={}, standby_tasks={}, changelog_reader=reader, consumer=None)
-    streams = SimpleNamespace(state=SimpleNamespace(value="ERROR"), config=SimpleNamespace(application_id="app"),
-                              process_id=uuid.uuid4(), threads=[dead])
+    dead = SimpleNamespace(tasks={}, standby_tasks={}, changelog_reader=reader, consumer=None,
+                           tasks_lock=threading.RLock(), next_probing_rebalance_ms=None)
+    streams = SimpleNamespace(state=SimpleNamespace(value="ERROR"), process_id=uuid.uuid4(), threads=[dead],
+                              config=SimpleNamespace(application_id="app", processing_guarantee="at_least_once"))
     raw = status_document_from_instance(streams, "i-1", 1, now_ms=NOW, host="h", pid=1)
     parsed = InstanceStatus.from_dict(raw, key="i-1")
     assert raw["format_version"] == 2

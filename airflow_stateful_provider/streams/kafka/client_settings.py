@@ -32,6 +32,7 @@ __all__ = [
     "check_engine_settings",
     "client_kind",
     "known_settings",
+    "sasl_mechanisms",
     "settings_for",
 ]
 
@@ -137,9 +138,8 @@ def _value_problem(key: str, value: Any) -> str | None:
         ok = any(value == c and type(value) is type(c) for c in choices)
         return None if ok else f"must be one of {list(choices)}"
     if key == "sasl_mechanism":
-        from kafka.net.sasl import SASL_MECHANISMS
-
-        return None if value is None or value in SASL_MECHANISMS else f"must be one of {sorted(SASL_MECHANISMS)}"
+        mechanisms = sasl_mechanisms()
+        return None if value is None or value in mechanisms else f"must be one of {sorted(mechanisms)}"
     default = _defaults()[key]
     if isinstance(default, bool):
         return None if isinstance(value, bool) else "must be true or false"
@@ -155,6 +155,14 @@ def _value_problem(key: str, value: Any) -> str | None:
             return None
         return None if isinstance(value, str) else "must be a string"
     return None
+
+
+def sasl_mechanisms() -> frozenset[str]:
+    """The ``sasl_mechanism`` values kafka-python accepts: its ``kafka.net.sasl`` registry,
+    not exported (checked against kafka-python 3.0.12)."""
+    from kafka.net.sasl import SASL_MECHANISMS
+
+    return frozenset(SASL_MECHANISMS)
 
 
 def _is_int(value: Any) -> bool:

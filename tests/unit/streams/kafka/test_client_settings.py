@@ -9,7 +9,8 @@ import pytest
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
-from airflow_stateful_provider.streams.client_settings import (
+from airflow_stateful_provider.streams.errors import ConfigError
+from airflow_stateful_provider.streams.kafka.client_settings import (
     ADMIN,
     CONSUMER,
     PRODUCER,
@@ -18,8 +19,7 @@ from airflow_stateful_provider.streams.client_settings import (
     check_engine_settings,
     settings_for,
 )
-from airflow_stateful_provider.streams.errors import ConfigError
-from airflow_stateful_provider.streams.kafka_clients import construct_client
+from airflow_stateful_provider.streams.kafka.clients import construct_client
 
 
 def test_a_typo_is_refused_with_the_closest_setting():

@@ -1,4 +1,4 @@
-"""Decode each fetched record batch in one pass (kafka-python 3.0.x consumers).
+"""Decode each fetched record batch in one pass (kafka-python 3.0.12 consumers).
 
 kafka-python decodes a fetched v2 record batch record by record: for each one it builds a
 ``DefaultRecord`` through seven ``decode_varint`` calls and a dozen property reads, then
@@ -29,8 +29,14 @@ _TIMESTAMP_TYPE_MASK = 0x08
 
 
 def decode_batches_at_once(consumer: Any) -> bool:
-    """Give ``consumer``'s fetcher the one-pass batch decoder; returns whether it applies."""
-    fetcher = getattr(consumer, "_fetcher", None)
+    """Give ``consumer``'s fetcher the one-pass batch decoder; returns whether it applies.
+
+    Checked against kafka-python 3.0.12: the fetcher (``consumer._fetcher``) builds one
+    ``PartitionRecords`` per fetched partition, whose ``_unpack_records`` decodes the
+    batches; the fetcher's class attribute is replaced once, so no record pays for a wrapper.
+    A fetcher of another layout keeps kafka-python's decoding (False).
+    """
+    fetcher: Any = getattr(consumer, "_fetcher", None)
     stock = getattr(fetcher, "PartitionRecords", None)
     if stock is None or not hasattr(stock, "_unpack_records") or not hasattr(stock, "_is_batch_aborted"):
         return False
@@ -43,7 +49,8 @@ _classes: dict[type, type] = {}
 
 
 def _batch_decoding_partition_records(stock: type) -> type:
-    """A subclass of kafka-python's ``Fetcher.PartitionRecords`` (made once per base)."""
+    """A subclass of kafka-python 3.0.12's ``Fetcher.PartitionRecords`` (made once per base)
+    whose ``_unpack_records`` decodes with :func:`_unpack` when there are no deserializers."""
     if stock in _classes:
         return _classes[stock]
 
@@ -62,11 +69,13 @@ def _batch_decoding_partition_records(stock: type) -> type:
 
 
 def _unpack(part: Any, tp: Any, records: Any) -> Iterator[Any]:
-    """kafka-python's ``PartitionRecords._unpack_records`` without deserializers: same batch
-    checks and offsets, records decoded by :func:`decode_batch`."""
+    """kafka-python 3.0.12's ``PartitionRecords._unpack_records`` without deserializers: same
+    batch checks, aborted-transaction handling (its ``_consume_aborted_transactions_up_to``,
+    ``_contains_abort_marker``, ``_is_batch_aborted``) and offsets, records decoded by
+    :func:`decode_batch`."""
+    from kafka import IsolationLevel
     from kafka.consumer.fetcher import ConsumerRecord
     from kafka.errors import CorruptRecordError
-    from kafka.protocol.consumer import IsolationLevel
 
     batch = records.next_batch()
     last_batch = None
@@ -125,7 +134,9 @@ def _legacy_batch(part: Any, tp: Any, batch: Any, record_type: type) -> Iterator
 
 def decode_batch(batch: Any, topic: str, partition: int, leader_epoch: int) -> tuple[list[Any], int]:
     """All records of a v2 ``DefaultRecordBatch`` as ConsumerRecords, and the sum of their
-    lengths (what kafka-python counts as bytes read).
+    lengths (what kafka-python counts as bytes read). Checked against kafka-python 3.0.12:
+    reads the batch's decompressed buffer, position and header fields (``_maybe_uncompress``,
+    ``_buffer``, ``_pos``, ``_header_data``) and builds its ``ConsumerRecord`` tuples.
 
     Record => Length Attributes TimestampDelta OffsetDelta Key Value Headers, every integer
     a zigzag varint; a varint below 0x80 is one byte, whose value is ``b >> 1 ^ -(b & 1)``.
@@ -230,6 +241,7 @@ def decode_batch(batch: Any, topic: str, partition: int, leader_epoch: int) -> t
 
 
 def _headers(buffer: bytes, pos: int) -> tuple[list[tuple[str, bytes | None]], int]:
+    """A record's headers at ``pos``, with kafka-python 3.0.12's varint decoder and its errors."""
     from kafka.errors import CorruptRecordError
     from kafka.record.util import decode_varint as _varint
 

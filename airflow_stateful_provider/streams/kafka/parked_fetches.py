@@ -24,8 +24,12 @@ __all__ = ["release_parked_fetches"]
 
 
 def release_parked_fetches(consumer: Any) -> None:
-    """Call before ``consumer.poll()``, from the thread that polls."""
-    fetcher = getattr(consumer, "_fetcher", None)
+    """Call before ``consumer.poll()``, from the thread that polls (module docstring).
+
+    Checked against kafka-python 3.0.12: reads the fetcher's ``_paused_partition_records``
+    and empties its ``_next_partition_records`` slot when it holds a used-up batch.
+    """
+    fetcher: Any = getattr(consumer, "_fetcher", None)
     if not getattr(fetcher, "_paused_partition_records", None):
         return  # nothing parked (or another fetcher layout)
     current = getattr(fetcher, "_next_partition_records", None)

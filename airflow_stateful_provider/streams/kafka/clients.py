@@ -10,7 +10,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_stateful_provider.streams.client_settings import client_kind, settings_for
+from airflow_stateful_provider.streams.kafka.client_settings import client_kind, settings_for
 
 __all__ = ["connection_errors", "construct_client", "servers_text"]
 
@@ -31,7 +31,9 @@ def construct_client(client_class: Any, configs: Mapping[str, Any]) -> Any:
     """``client_class(**configs)``, closing the network client if the constructor fails:
     kafka-python 3 starts its IO thread before bootstrapping and leaves it running when
     the bootstrap times out, so every failed attempt (a sensor poking, ``--watch``)
-    would leak a thread. ``kafka_client`` is the documented hook for the client factory.
+    would leak a thread. ``kafka_client`` is the documented hook for the client factory;
+    its default, ``kafka.net.compat.KafkaNetClient``, is not exported (checked against
+    kafka-python 3.0.12).
 
     A consumer, producer or admin client gets only the settings it knows (one set of
     client configs serves all three); a setting no client knows is a ConfigError."""

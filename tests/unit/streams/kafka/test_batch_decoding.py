@@ -18,7 +18,7 @@ from kafka.record.default_records import DefaultRecordBase
 from kafka.record.util import calc_crc32c
 from kafka.structs import TopicPartition
 
-from airflow_stateful_provider.streams.instance.batch_decoding import decode_batches_at_once
+from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
 
 TP = TopicPartition("changelog", 3)
 FAST = SimpleNamespace(_fetcher=SimpleNamespace(PartitionRecords=Fetcher.PartitionRecords))
