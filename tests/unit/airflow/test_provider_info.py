@@ -100,12 +100,12 @@ def test_provider_info_versions_match_the_package():
     assert get_provider_info()["versions"] == [airflow_stateful_provider.__version__]
 
 
-@pytest.mark.parametrize("version", ["3.0.0", "3.0.0rc1", "3.3.2", "4.0.0.dev0"])
+@pytest.mark.parametrize("version", ["3.3.0", "3.3.0rc1", "3.3.2", "4.0.0.dev0"])
 def test_supported_airflow_versions_pass(version):
     require_airflow(version)
 
 
-@pytest.mark.parametrize("version", ["2.11.0", "2.10.5", "2.99.0rc1"])
+@pytest.mark.parametrize("version", ["3.2.9", "3.0.0", "2.11.0", "2.99.0rc1"])
 def test_older_airflow_is_refused_naming_both_versions(version):
     with pytest.raises(RuntimeError) as info:
         require_airflow(version)

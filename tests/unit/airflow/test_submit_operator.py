@@ -105,7 +105,7 @@ def test_waits_until_every_instance_published_since_the_submission(monkeypatch):
     hook = FakeStatusHook(UnknownApplicationError("no status topic"), fresh("clicks-0"),
                           fresh("clicks-0", "clicks-1", published_at=NOW_MS - 100_000),  # an older run's documents
                           fresh("clicks-0", "clicks-1"))
-    status = op._wait_for_instances(hook, "clicks", NOW_MS - 5_000, None, None, None)
+    status = op._wait_for_instances(hook, "clicks", NOW_MS - 5_000, None, None)
     assert {i.instance_id for i in status.instances} == {"clicks-0", "clicks-1"}
     assert hook.answers == [fresh("clicks-0", "clicks-1")]
 
@@ -116,7 +116,7 @@ def test_a_driver_that_exits_fails_the_task_with_its_log_tail(tmp_path):
     process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(2)"])
     process.wait()
     with pytest.raises(AirflowException, match=r"(?s)exited with 2 before all instances reported in.*offers 1 task"):
-        operator()._wait_for_instances(FakeStatusHook(fresh("clicks-0")), "clicks", NOW_MS - 5_000, process, log, None)
+        operator()._wait_for_instances(FakeStatusHook(fresh("clicks-0")), "clicks", NOW_MS - 5_000, process, log)
 
 
 def test_instances_that_never_report_time_out_with_what_was_seen(tmp_path, monkeypatch):
@@ -126,7 +126,7 @@ def test_instances_that_never_report_time_out_with_what_was_seen(tmp_path, monke
     log.write_text("still starting\n")
     with pytest.raises(AirflowException, match=r"(?s)reported so far: \['clicks-0'\] of \['clicks-0', 'clicks-1'\].*"
                                                r"still starting"):
-        op._wait_for_instances(FakeStatusHook(fresh("clicks-0")), "clicks", NOW_MS - 5_000, None, log, None)
+        op._wait_for_instances(FakeStatusHook(fresh("clicks-0")), "clicks", NOW_MS - 5_000, None, log)
 
 
 def test_on_kill_sends_a_stop_command_not_a_kill(sasl_connection):
