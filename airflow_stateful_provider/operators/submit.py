@@ -17,12 +17,14 @@ application id and the submission details. ``on_kill`` asks the application to s
 gracefully through the control topic (never by killing spark-submit).
 
 Kafka settings come from the ``stateful_streams`` connection unless the streams config sets
-them. The SASL password is kept out of the application arguments: it travels in the
-driver's environment (``STATEFUL_STREAMS_KAFKA_PASSWORD``, see spark/app.py) and reaches the
-executors inside the instance jobs. In local and client mode that is the spark-submit
-process environment; on YARN and Kubernetes the Spark provider turns ``env_vars`` into
-``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*`` (masked in the task
-log, redacted in Spark's UI); Spark standalone cluster mode cannot pass it at all.
+them. Its secrets (the SASL password, a client key's password, a fixed OAUTHBEARER token)
+are kept out of the application arguments: they travel in the driver's environment
+(``STATEFUL_STREAMS_KAFKA_PASSWORD``, ``..._SSL_PASSWORD``, ``..._OAUTH_TOKEN``, see
+spark/app.py) and reach the executors inside the instance jobs. In local and client mode
+that is the spark-submit process environment; on YARN and Kubernetes the Spark provider
+turns ``env_vars`` into ``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*``
+(masked in the task log, redacted in Spark's UI); Spark standalone cluster mode cannot pass
+them at all. A token provider named by import path travels in the config, as its path.
 
 Snapshots (docs/snapshots.md): ``snapshot_url`` sets the config's ``snapshot_url``, and the
 storage options of ``snapshot_conn_id`` (credentials) travel the same way as the password,
@@ -51,8 +53,9 @@ from airflow.sdk.exceptions import AirflowException
 import airflow_stateful_provider.spark.app as spark_app
 from airflow_stateful_provider.hooks.snapshot_storage import get_snapshot_storage_options
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
-from airflow_stateful_provider.spark.app import PASSWORD_ENV
+from airflow_stateful_provider.spark.app import OAUTH_TOKEN_ENV, PASSWORD_ENV, SSL_PASSWORD_ENV
 from airflow_stateful_provider.streams.durations import duration_arg_ms
+from airflow_stateful_provider.streams.oauth_tokens import StaticTokenProvider, TokenProviderReference
 from airflow_stateful_provider.streams.snapshots.catalog import SNAPSHOT_STORAGE_OPTIONS_ENV
 
 if TYPE_CHECKING:
@@ -160,7 +163,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
 
     def _config_values(self, hook: StatefulStreamsHook) -> dict[str, Any]:
         """The streams config with the connection's brokers and security settings filled in
-        (the password left out: it goes through the environment)."""
+        (its secrets left out: they go through the environment, :meth:`_secrets`)."""
         config = self.streams_config
         if isinstance(config, str):
             try:
@@ -181,14 +184,23 @@ class SubmitTopologyOperator(SparkSubmitOperator):
             values["snapshot_url"] = self.snapshot_url
         connection = hook.get_client_configs()
         values.setdefault("bootstrap_servers", connection.pop("bootstrap_servers"))
-        connection.pop("bootstrap_servers", None)
-        connection.pop("sasl_plain_password", None)
+        for secret in ("bootstrap_servers", "sasl_plain_password", "ssl_password"):
+            connection.pop(secret, None)
+        provider = connection.pop("sasl_oauth_token_provider", None)
+        if isinstance(provider, TokenProviderReference):
+            connection["sasl_oauth_token_provider"] = provider.path  # JSON; each process imports it
         if connection:
             values["client_configs"] = {**connection, **dict(values.get("client_configs") or {})}
         return values
 
-    def _password(self, hook: StatefulStreamsHook) -> str | None:
-        return hook.get_client_configs().get("sasl_plain_password")
+    @staticmethod
+    def _secrets(hook: StatefulStreamsHook) -> dict[str, str]:
+        """The connection's secrets as the driver's environment variables (spark/app.py)."""
+        connection = hook.get_client_configs()
+        provider = connection.get("sasl_oauth_token_provider")
+        secrets = {PASSWORD_ENV: connection.get("sasl_plain_password"), SSL_PASSWORD_ENV: connection.get("ssl_password"),
+                   OAUTH_TOKEN_ENV: provider.token() if isinstance(provider, StaticTokenProvider) else None}
+        return {name: str(value) for name, value in secrets.items() if value}
 
     def _instance_count(self) -> int:
         """``instances`` after templating (a rendered template may be a string)."""
@@ -207,9 +219,9 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         self._application_id = values["application_id"]
         self.application_args = ["--topology", self.topology, "--config-json", json.dumps(values, sort_keys=True),
                                  "--instances", str(self.instances), *self.restart_args]
-        password = self._password(hook)
-        if password:
-            self.env_vars = {**(self.env_vars or {}), PASSWORD_ENV: str(password)}
+        secrets = self._secrets(hook)
+        if secrets:
+            self.env_vars = {**(self.env_vars or {}), **secrets}
         if self.snapshot_conn_id:
             if not values.get("snapshot_url"):
                 raise AirflowException(f"snapshot_conn_id={self.snapshot_conn_id!r} needs a snapshot_url (the "

@@ -17,9 +17,10 @@ ENGINE = pathlib.Path(__file__).resolve().parents[2] / "airflow_stateful_provide
 PREFIX = "airflow_stateful_provider.streams"
 
 #: Small modules every layer may use: errors, durations, task ids, serdes, the Processor API,
-#: session windows, Kafka client construction and settings, topic-name rules.
+#: session windows, Kafka client construction and settings, OAUTHBEARER token providers,
+#: topic-name rules.
 FOUNDATION = {"errors", "durations", "task_id", "serdes", "processor", "windows", "kafka_clients", "client_settings",
-              "topic_names"}
+              "oauth_tokens", "topic_names"}
 
 #: Each engine package (or top-level module) and the packages it may import besides itself
 #: and FOUNDATION: from the ground up, the order docs/architecture.md draws.

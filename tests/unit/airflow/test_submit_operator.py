@@ -48,6 +48,44 @@ def test_arguments_carry_the_connection_but_never_the_password(sasl_connection):
     assert op.env_vars == {PASSWORD_ENV: "s3cret"}
 
 
+@pytest.mark.parametrize("oauth", ["fixed token", "provider path"])
+def test_mutual_tls_and_oauthbearer_secrets_reach_the_driver_only_through_its_environment(monkeypatch, oauth):
+    from airflow_stateful_provider.spark.app import OAUTH_TOKEN_ENV, SSL_PASSWORD_ENV, parse_config_values
+
+    provider = "tests.unit.airflow.test_submit_operator:token_for_tests"
+    monkeypatch.setenv("AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT", json.dumps({
+        "conn_type": "stateful_streams", "host": "b1:9093",
+        **({"password": "the-t0ken"} if oauth == "fixed token" else {}),
+        "extra": {"security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER", "ssl_cafile": "/etc/ca.pem",
+                  "ssl_certfile": "/etc/client.pem", "ssl_keyfile": "/etc/client-key.pem",
+                  "ssl_password": "key-pa55", **({"sasl_oauth_token_provider": provider}
+                                                 if oauth == "provider path" else {})}}))
+    op = operator()
+    op._prepare(StatefulStreamsHook())
+    arguments = " ".join(op.application_args)
+    assert "key-pa55" not in arguments and "the-t0ken" not in arguments
+    sent = json.loads(op.application_args[op.application_args.index("--config-json") + 1])
+    assert sent["client_configs"] == {
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER", "ssl_cafile": "/etc/ca.pem",
+        "ssl_certfile": "/etc/client.pem", "ssl_keyfile": "/etc/client-key.pem",
+        **({"sasl_oauth_token_provider": provider} if oauth == "provider path" else {})}
+    expected_env = {SSL_PASSWORD_ENV: "key-pa55", **({OAUTH_TOKEN_ENV: "the-t0ken"} if oauth == "fixed token" else {})}
+    assert op.env_vars == expected_env
+
+    # the driver: the environment's secrets join the config the instance jobs carry to the executors
+    for name, value in op.env_vars.items():
+        monkeypatch.setenv(name, value)
+    driver = parse_config_values(None, op.application_args[op.application_args.index("--config-json") + 1], [])
+    assert driver["client_configs"]["ssl_password"] == "key-pa55"
+    token = driver["client_configs"]["sasl_oauth_token_provider"]
+    assert (token.token() if oauth == "fixed token" else token) == (
+        "the-t0ken" if oauth == "fixed token" else provider)
+
+
+def token_for_tests() -> str:
+    return "token-from-a-function"
+
+
 def test_the_streams_config_may_name_its_own_brokers(sasl_connection):
     op = operator(streams_config='{"application_id": "clicks", "bootstrap_servers": "other:9092"}')
     assert op._prepare(StatefulStreamsHook())["bootstrap_servers"] == "other:9092"
