@@ -1,5 +1,6 @@
 """Store maintenance from Airflow: retention and compaction of session and versioned stores,
-and the changelog topic config check (SEMANTICS §7) with optional repair.
+and the changelog topic config check (the configs Kafka Streams gives its internal topics) with
+optional repair.
 
 Retention and compaction run either
 
@@ -328,7 +329,7 @@ class StoreCompactionOperator(_StoreMaintenanceOperator):
 
 class ChangelogConfigOperator(BaseOperator):
     """Check the configs of the application's internal topics (changelogs, repartition
-    topics) against SEMANTICS §7, and optionally repair them.
+    topics) against the configs Kafka Streams gives them, and optionally repair them.
 
     Kafka Streams sets these configs only when it creates a topic; a later hand edit (a
     shortened ``retention.ms``, a changelog switched to ``delete``) loses state at the next

@@ -115,7 +115,7 @@ def config_drift(
             want, got = topic.config[key], configs.get(key)
             if _normalized(key, want) != _normalized(key, got):
                 drifts.append(Drift(topic.name, key, want, got, True,
-                                    f"SEMANTICS §7 {topic.kind} config" + (f" of store {topic.store!r}"
+                                    f"Kafka Streams' {topic.kind} config" + (f" of store {topic.store!r}"
                                                                            if topic.store else "")))
     return drifts
 

@@ -35,7 +35,7 @@ def test_no_drift_when_equal_and_policy_lists_compare_as_sets():
 def test_changed_retention_is_one_repairable_drift():
     actual = {"app-s-changelog": {**SESSION, "retention.ms": "1000"}}
     assert config_drift([session_topic()], actual, {"app-s-changelog": 2}) == [
-        Drift("app-s-changelog", "retention.ms", "86760000", "1000", True, "SEMANTICS §7 changelog config of store 's'")]
+        Drift("app-s-changelog", "retention.ms", "86760000", "1000", True, "Kafka Streams' changelog config of store 's'")]
 
 
 def test_missing_key_counts_as_drift_with_actual_none():
