@@ -46,6 +46,10 @@ MODULE_PATH = re.compile(
     rf"|(?<![\w./-])(?:{'|'.join(PACKAGE_DIRS)})(?:/[A-Za-z_][A-Za-z0-9_]*)*/[A-Za-z_][A-Za-z0-9_]*\.py")
 
 
+#: A module named by its file alone (``changelog_reader.py``): internal when no public module has that name.
+BARE_MODULE = re.compile(r"(?<![\w./-])([a-z_][a-z0-9_]*)\.py\b")
+
+
 def contributor_pages() -> set[str]:
     """The pages docs/index.md lists in its "For contributors" section."""
     text = (DOCS / "index.md").read_text(encoding="utf-8")
@@ -128,9 +132,21 @@ def test_every_module_path_a_page_names_exists(page, path):
     assert module_exists(path.rstrip(".")), f"{page.relative_to(REPO_ROOT)} names {path}, which does not exist"
 
 
+def bare_internal_modules(text: str) -> set[str]:
+    modules = {p.relative_to(REPO_ROOT).with_suffix("").as_posix() for p in PACKAGE.rglob("*.py")}
+    found = set()
+    for match in BARE_MODULE.finditer(text):
+        named = [m for m in modules if m.endswith("/" + match.group(1))]
+        if named and not any(is_public(m) for m in named):
+            found.add(match.group(0))
+    return found
+
+
 def test_user_documentation_names_only_public_module_paths():
     internal = sorted({f"{page.relative_to(REPO_ROOT)}: {match.group(0)}" for page in PAGES
-                       for match in MODULE_PATH.finditer(user_text(page)) if not is_public(match.group(0))})
+                       for match in MODULE_PATH.finditer(user_text(page)) if not is_public(match.group(0))}
+                      | {f"{page.relative_to(REPO_ROOT)}: {name}" for page in PAGES
+                         for name in bare_internal_modules(user_text(page))})
     assert not internal, "internal module paths outside contributor sections:\n" + "\n".join(internal)
 
 
