@@ -13,14 +13,6 @@ from tools.kafka.certificates import CertificateAuthority, IssuedCertificate, un
 
 #: A token provider by import path, as a connection names it (Airflow workers, executors).
 TOKEN_PROVIDER = "tests.integration.secured_kafka:fresh_token"
-#: The topology the Spark test submits: JSON values counted per key, topics from app_configs.
-SECURED_COUNTS = "tests.integration.secured_kafka:secured_counts"
-
-
-def secured_counts(config):
-    from tests.integration.topologies import json_counts
-
-    return json_counts(config.app_configs["source"], config.app_configs["sink"])
 
 
 def fresh_token() -> str:

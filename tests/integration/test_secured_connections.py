@@ -1,8 +1,9 @@
 """``stateful_streams`` connections to a secured broker (mutual TLS; SASL OAUTHBEARER over TLS
-with a fixed token or a token provider), through the hook, a sensor, the engine and the
-Spark application; and what each bad credential does: a bounded failure that says why,
-nothing created on the broker. The broker is the session's second one (``secured_kafka``);
-the oracles read through its plaintext listener."""
+with a fixed token or a token provider), through the hook, a sensor and the engine; and what
+each bad credential does: a bounded failure that says why, nothing created on the broker.
+The broker is the session's second one (``secured_kafka``); the oracles read through its
+plaintext listener. The same connection through SubmitTopologyOperator to instances on
+Spark: tests/integration/test_secured_pipeline_lineage.py."""
 
 from __future__ import annotations
 
@@ -15,14 +16,12 @@ import pytest
 
 from airflow_stateful_provider.hooks.kafka_connection import client_configs_from_connection
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
-from airflow_stateful_provider.operators.submit import SubmitTopologyOperator
 from airflow_stateful_provider.sensors.restoration import RestorationSensor
 from airflow_stateful_provider.streams import BrokerUnreachableError, KafkaStreams, KafkaStreamsState, StreamsConfig
 from tests.integration.instances import create_topics, read_all
-from tests.integration.secured_kafka import SECURED_COUNTS, TOKEN_PROVIDER, expired_token, fresh_token
+from tests.integration.secured_kafka import TOKEN_PROVIDER, expired_token, fresh_token
 from tests.integration.topologies import json_counts
 from tools.instances import wait_until
-from tools.spark_app import SparkApplication
 
 pytestmark = pytest.mark.kafka
 
@@ -165,49 +164,3 @@ def test_an_instance_with_an_expired_token_creates_nothing_and_says_why(secured_
         assert sorted(t for t in admin.list_topics() if t.startswith(app)) == [f"{app}-in", f"{app}-out"]
     finally:
         admin.close()
-
-
-@pytest.mark.spark
-def test_on_spark_the_connections_secrets_reach_the_instances_outside_the_command_line(secured_kafka, monkeypatch,
-                                                                                    tmp_path):
-    """mTLS with an encrypted key and a fixed OAUTHBEARER token cannot both be used by one
-    application; the token is the secret that must cross from Airflow to the executors, so
-    this runs OAUTHBEARER, prepared by the operator as for a real submission."""
-    app = f"secured-spark-{uuid.uuid4().hex[:6]}"
-    source, sink = f"{app}-in", f"{app}-out"
-    create_topics(secured_kafka.plaintext, {source: 2, sink: 2})
-    token = fresh_token()
-    hook = use(monkeypatch, secured_kafka.oauth(token=token))
-    operator = SubmitTopologyOperator(
-        task_id="submit", topology=SECURED_COUNTS, stateful_streams_conn_id=CONN_ID,
-        streams_config={"application_id": app, "commit_interval_ms": 200, "status_interval_ms": 300,
-                        "app_configs": {"source": source, "sink": sink}})
-    values = operator._prepare(hook)
-    assert token not in " ".join(operator.application_args) and token not in json.dumps(values)
-    spark = SparkApplication(SECURED_COUNTS, values, tmp_path, instances=1, env=operator.env_vars).start()
-    try:
-        wait_until(lambda: spark.check_running() or _reported_in(hook, app), 120,
-                   "the instance on Spark to report in through the OAUTHBEARER listener",
-                   on_timeout=spark.log_tail)
-        producer = hook.get_producer()
-        for key in ("x", "y", "x"):
-            producer.send(source, key=key.encode(), value=b"{}")
-        producer.flush(timeout=30)
-        producer.close()
-        wait_until(lambda: {r.key: r.value for r in read_all(secured_kafka.plaintext, sink)}
-                   == {b"x": (2).to_bytes(8, "big"), b"y": (1).to_bytes(8, "big")}, 60, "the counts from Spark")
-        hook.send_command(app, "stop")
-        finished = spark.wait_for_event("supervisor_finished", 90)
-        assert finished["exit_code"] == 0, finished
-    finally:
-        spark.kill()
-
-
-def _reported_in(hook: StatefulStreamsHook, app: str) -> bool:
-    from airflow_stateful_provider.streams import StreamsError
-
-    try:
-        status = hook.get_status(app, timeout=5_000)
-    except StreamsError:
-        return False
-    return any(i.state == "RUNNING" and not i.stale for i in status.instances)

@@ -1,4 +1,4 @@
-"""The DAG tests/integration/test_openlineage.py runs in a process of its own, with Airflow's
+"""The DAG tests/integration/test_secured_pipeline_lineage.py runs in a process of its own, with Airflow's
 OpenLineage listener on (its console transport): submit the example topology, maintain its
 stores online, check its changelog configs, stop it. Topics and ids come from run conf."""
 

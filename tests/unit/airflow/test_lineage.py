@@ -1,6 +1,6 @@
 """OpenLineage of the operators without a broker: dataset names (OpenLineage naming spec),
 what each operator reports, the parent job handed to Spark. The run through Airflow's
-OpenLineage listener is tests/integration/test_openlineage.py."""
+OpenLineage listener is tests/integration/test_secured_pipeline_lineage.py."""
 
 from __future__ import annotations
 
