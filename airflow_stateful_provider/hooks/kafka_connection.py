@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["EXTRA_KEYS", "SASL_MECHANISMS", "SECRET_CONFIG_KEYS", "SECURITY_PROTOCOLS",
+__all__ = ["CONN_TYPE", "EXTRA_KEYS", "SASL_MECHANISMS", "SECRET_CONFIG_KEYS", "SECURITY_PROTOCOLS",
            "client_configs_from_connection", "redact_client_configs"]
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -40,7 +40,7 @@ EXTRA_KEYS = ("bootstrap_servers", "security_protocol", "sasl_mechanism", *_TLS_
               *_KERBEROS_KEYS)
 #: Client config keys whose values are secrets.
 SECRET_CONFIG_KEYS = frozenset({"sasl_plain_password", "ssl_password"})
-_CONN_TYPE = "stateful_streams"
+CONN_TYPE = "stateful_streams"
 _REDACTED = "***"
 
 
@@ -57,7 +57,7 @@ class _Secret(str):
 
 def _extra_value(extra: Mapping[str, Any], key: str) -> Any:
     """An extra field, plain or with the UI's ``extra__<conn_type>__`` prefix; "" counts as unset."""
-    for name in (key, f"extra__{_CONN_TYPE}__{key}"):
+    for name in (key, f"extra__{CONN_TYPE}__{key}"):
         value = extra.get(name)
         if value not in (None, ""):
             return value
@@ -120,7 +120,7 @@ def client_configs_from_connection(conn: Any) -> dict[str, Any]:
     extra = conn.extra_dejson or {}
     if not isinstance(extra, Mapping):
         raise ValueError(f"connection {conn_id!r}: extra must be a JSON object, got {type(extra).__name__}")
-    known = set(EXTRA_KEYS) | {f"extra__{_CONN_TYPE}__{k}" for k in EXTRA_KEYS}
+    known = set(EXTRA_KEYS) | {f"extra__{CONN_TYPE}__{k}" for k in EXTRA_KEYS}
     unknown = sorted(k for k in extra if k not in known)
     if unknown:
         raise ValueError(f"connection {conn_id!r}: unknown extra field(s) {unknown}; supported: {list(EXTRA_KEYS)} "

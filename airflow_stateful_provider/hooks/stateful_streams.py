@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 
 from airflow_stateful_provider.hooks.kafka_connection import (
+    CONN_TYPE,
     SASL_MECHANISMS,
     SECURITY_PROTOCOLS,
     client_configs_from_connection,
@@ -35,7 +36,6 @@ __all__ = ["StatefulStreamsHook", "client_configs_from_connection", "redact_clie
 
 #: Bound of one status read or metadata request when the caller gives none.
 DEFAULT_READ_TIMEOUT = timedelta(seconds=10)
-_CONN_TYPE = "stateful_streams"
 
 
 class StatefulStreamsHook(BaseHook):
@@ -46,7 +46,7 @@ class StatefulStreamsHook(BaseHook):
 
     conn_name_attr = "stateful_streams_conn_id"
     default_conn_name = "stateful_streams_default"
-    conn_type = _CONN_TYPE
+    conn_type = CONN_TYPE
     hook_name = "Stateful Streams (Kafka)"
 
     def __init__(self, stateful_streams_conn_id: str = default_conn_name, **kwargs: Any) -> None:

@@ -4,7 +4,6 @@ TLS material the tests were issued, and the ``stateful_streams`` connections tha
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from typing import Any
 
@@ -57,7 +56,3 @@ class SecuredKafka:
 
 def expired_token() -> str:
     return unsecured_jwt("streams-app", issued_at=time.time() - 7200, lifetime_s=3600)
-
-
-def as_env(connection: dict[str, Any]) -> str:
-    return json.dumps(connection)
