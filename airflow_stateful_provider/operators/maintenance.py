@@ -80,6 +80,7 @@ class _StoreMaintenanceOperator(BaseOperator):
         self.state_dir = None if state_dir is None else os.fspath(state_dir)
         self.stateful_streams_conn_id = stateful_streams_conn_id
         self.timeout_ms = duration_arg_ms(timeout, "timeout", minimum=1)
+        self._rows: list[dict[str, Any]] = []  # what execute returned: the lineage's outputs
         # Check what is already known; templated values are checked again once rendered.
         if not is_template(mode):
             self._check_arguments()
@@ -110,9 +111,20 @@ class _StoreMaintenanceOperator(BaseOperator):
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         mode, stores = self._check_arguments()
-        if mode == "online":
-            return self._execute_online(stores)
-        return self._execute_offline(stores)
+        self._rows = self._execute_online(stores) if mode == "online" else self._execute_offline(stores)
+        return self._rows
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Outputs: the stores maintained (skipped and failed ones left out): online each
+        store's changelog topic, offline each store's directory."""
+        from airflow_stateful_provider.operators.lineage import file_dataset, operator_lineage, topic_datasets
+
+        done = [row for row in self._rows
+                if isinstance(row.get("result"), Mapping) and not {"skipped", "error"} & set(row["result"])]
+        if self.mode == "offline":
+            return operator_lineage(outputs=[file_dataset(path) for path in sorted({row["path"] for row in done})])
+        changelogs = {f"{self.application_id}-{row['store']}-changelog" for row in done}
+        return operator_lineage(outputs=topic_datasets(self.hook.bootstrap_servers, changelogs))
 
     # ------------------------------------------------------------------ online
 
@@ -362,6 +374,7 @@ class ChangelogConfigOperator(BaseOperator):
         self.streams_config = None if streams_config is None else streams_config
         self.repair = repair
         self.fail_on_drift = fail_on_drift
+        self._lineage_topics: tuple[list[str], list[str]] = ([], [])  # (checked, repaired) by execute
         self.stateful_streams_conn_id = stateful_streams_conn_id
         if not application_id:
             raise ValueError(f"{self.task_id}: application_id is required")
@@ -484,6 +497,7 @@ class ChangelogConfigOperator(BaseOperator):
                                  sum(len(v) for v in plan.values()), sorted(plan))
         finally:
             admin.close()
+        self._lineage_topics = (sorted(t.name for t in expected), sorted({d.topic for d in repaired}))
         result = json_ready({"application_id": app, "checked_topics": sorted(t.name for t in expected),
                               "drift": [d.as_dict() for d in drift], "repaired": [d.as_dict() for d in repaired],
                               "remaining": [d.as_dict() for d in remaining], "unchecked": list(notes)})
@@ -497,6 +511,14 @@ class ChangelogConfigOperator(BaseOperator):
             raise AirflowException(f"internal topic configs of {app!r} drift (dry run; repair=True fixes them):\n"
                                    f"{drift_table(left)}")
         return result
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Inputs: the internal topics whose configs were read; outputs: those repaired."""
+        from airflow_stateful_provider.operators.lineage import operator_lineage, topic_datasets
+
+        checked, repaired = self._lineage_topics
+        servers = self.hook.bootstrap_servers
+        return operator_lineage(inputs=topic_datasets(servers, checked), outputs=topic_datasets(servers, repaired))
 
     def _alter(self, admin: Any, plan: Mapping[str, Mapping[str, str]]) -> None:
         """Set the planned values. kafka-python 3 uses IncrementalAlterConfigs on brokers that

@@ -115,8 +115,8 @@ def config_drift(
             want, got = topic.config[key], configs.get(key)
             if _normalized(key, want) != _normalized(key, got):
                 drifts.append(Drift(topic.name, key, want, got, True,
-                                    f"docs/semantics.md §7 {topic.kind} config"
-                                    + (f" of store {topic.store!r}" if topic.store else "")))
+                                    f"Kafka Streams' {topic.kind} config" + (f" of store {topic.store!r}"
+                                                                           if topic.store else "")))
     return drifts
 
 
