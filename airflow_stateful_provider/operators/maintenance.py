@@ -176,7 +176,7 @@ class _StoreMaintenanceOperator(BaseOperator):
 
     def _execute_offline(self, stores: tuple[str, ...] | None) -> list[dict[str, Any]]:
         from airflow_stateful_provider.streams.errors import InvalidStoreError
-        from airflow_stateful_provider.streams.state.metadata import read_metadata
+        from airflow_stateful_provider.streams.state.common.metadata import read_metadata
         from airflow_stateful_provider.streams.state.store_dir import find_stores, open_store
 
         state_dir = os.path.abspath(self.state_dir)  # type: ignore[arg-type]

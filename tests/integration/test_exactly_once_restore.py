@@ -26,7 +26,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from airflow_stateful_provider.streams import open_store
-from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
 from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
 from tools.instances import InstanceProcess, wait_for_commits, wait_progressing
 

@@ -7,7 +7,7 @@ import json
 
 from airflow_stateful_provider.cli import main
 from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
-from airflow_stateful_provider.streams.state.metadata import METADATA_FILE_NAME
+from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME
 from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
 from airflow_stateful_provider.streams.state.session_key import SessionKey
 

@@ -9,7 +9,7 @@ from typing import Any
 from airflow_stateful_provider.streams.dsl.change import Change
 from airflow_stateful_provider.streams.dsl.dropped import log_dropped
 from airflow_stateful_provider.streams.processor import Processor, Record, trusted_record
-from airflow_stateful_provider.streams.state.segments import session_segment_interval
+from airflow_stateful_provider.streams.state.common.segments import session_segment_interval
 from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindows, Windowed, trusted_windowed
 
 __all__ = ["SessionWindowAggregateProcessor", "StreamAggregateProcessor"]

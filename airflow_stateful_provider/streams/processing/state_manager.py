@@ -42,7 +42,7 @@ from airflow_stateful_provider.streams.state.changelogging import (
     ChangeloggingSessionStore,
     ChangeloggingVersionedKeyValueStore,
 )
-from airflow_stateful_provider.streams.state.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
 from airflow_stateful_provider.streams.state.keyvalue import InMemoryKeyValueStore, RocksDBKeyValueStore
 from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
 from airflow_stateful_provider.streams.state.session_in_memory import InMemorySessionStore

@@ -28,9 +28,9 @@ from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import CorruptCheckpointError, ForeignStateError, TopologyError
-from airflow_stateful_provider.streams.state.checkpoint import CHECKPOINT_FILE_NAME, read_checkpoint
-from airflow_stateful_provider.streams.state.metadata import METADATA_FILE_NAME
-from airflow_stateful_provider.streams.state.task_identity import TaskIdentity, read_identity, write_identity
+from airflow_stateful_provider.streams.state.common.checkpoint import CHECKPOINT_FILE_NAME, read_checkpoint
+from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME
+from airflow_stateful_provider.streams.state.common.task_identity import TaskIdentity, read_identity, write_identity
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.store_builders import StoreBuilder, changelog_topic_name
 from airflow_stateful_provider.streams.topology.topology import Topology

@@ -27,7 +27,7 @@ from typing import Any
 from airflow_stateful_provider.streams.snapshots.manifest import SnapshotManifest, StoreSnapshot, new_snapshot_id
 from airflow_stateful_provider.streams.snapshots.retention import apply_retention
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
-from airflow_stateful_provider.streams.state.metadata import DB_DIR_NAME, METADATA_FILE_NAME
+from airflow_stateful_provider.streams.state.common.metadata import DB_DIR_NAME, METADATA_FILE_NAME
 
 __all__ = ["LOCAL_SNAPSHOT_PREFIX", "SnapshotTaker", "StoreToSnapshot"]
 

@@ -9,7 +9,7 @@ See docs/stores.md for layouts and record formats.
 
 from __future__ import annotations
 
-from airflow_stateful_provider.streams.state.changelog_records import (
+from airflow_stateful_provider.streams.state.common.changelog_records import (
     ChangelogRecord,
     ChangelogWriter,
     ListChangelogWriter,
@@ -19,7 +19,7 @@ from airflow_stateful_provider.streams.state.changelogging import (
     ChangeloggingSessionStore,
     ChangeloggingVersionedKeyValueStore,
 )
-from airflow_stateful_provider.streams.state.checkpoint import (
+from airflow_stateful_provider.streams.state.common.checkpoint import (
     CHECKPOINT_FILE_NAME,
     OFFSET_UNKNOWN,
     OffsetCheckpoint,
@@ -32,20 +32,20 @@ from airflow_stateful_provider.streams.state.keyvalue import (
     KeyValueStore,
     RocksDBKeyValueStore,
 )
-from airflow_stateful_provider.streams.state.maintenance import (
+from airflow_stateful_provider.streams.state.common.maintenance import (
     CompactionResult,
     RetentionResult,
     SegmentInfo,
     StoreStats,
 )
-from airflow_stateful_provider.streams.state.metadata import (
+from airflow_stateful_provider.streams.state.common.metadata import (
     FORMAT_VERSION,
     METADATA_FILE_NAME,
     StoreMetadata,
     StoreType,
     read_metadata,
 )
-from airflow_stateful_provider.streams.state.segments import (
+from airflow_stateful_provider.streams.state.common.segments import (
     session_segment_interval,
     versioned_segment_interval,
 )

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from airflow_stateful_provider.streams.errors import ConfigError
-from airflow_stateful_provider.streams.state.changelog_records import ChangelogWriter
+from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogWriter
 from airflow_stateful_provider.streams.state.keyvalue import KeyValueStore
 from airflow_stateful_provider.streams.state.session import SessionStore
 from airflow_stateful_provider.streams.state.session_key import SessionKey, as_session_key

@@ -19,11 +19,11 @@ import rocksdict
 
 from airflow_stateful_provider.streams.errors import InvalidRecordError, InvalidStoreError, ReadOnlyStoreError
 from airflow_stateful_provider.streams.serdes import serde_name
-from airflow_stateful_provider.streams.state.changelog_records import ChangelogRecord
-from airflow_stateful_provider.streams.state.maintenance import StoreStats
-from airflow_stateful_provider.streams.state.memory import InMemoryStore
-from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
-from airflow_stateful_provider.streams.state.rocks import RocksDBStore, restores_directly
+from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+from airflow_stateful_provider.streams.state.common.maintenance import StoreStats
+from airflow_stateful_provider.streams.state.common.memory import InMemoryStore
+from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata, StoreType
+from airflow_stateful_provider.streams.state.common.rocks import RocksDBStore, restores_directly
 
 __all__ = ["InMemoryKeyValueStore", "KeyValueStore", "RocksDBKeyValueStore"]
 

@@ -37,10 +37,10 @@ import rocksdict
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError
 from airflow_stateful_provider.streams.serdes import serde_name
-from airflow_stateful_provider.streams.state.changelog_records import ChangelogRecord
-from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
-from airflow_stateful_provider.streams.state.rocks import restores_directly
-from airflow_stateful_provider.streams.state.segments import (
+from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata, StoreType
+from airflow_stateful_provider.streams.state.common.rocks import restores_directly
+from airflow_stateful_provider.streams.state.common.segments import (
     SEGMENT_PREFIX,
     SegmentedRocksDBStore,
     SegmentedStore,

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from airflow_stateful_provider.streams.state.changelog_records import ChangelogRecord
-from airflow_stateful_provider.streams.state.maintenance import StoreStats
-from airflow_stateful_provider.streams.state.memory import InMemoryStore
-from airflow_stateful_provider.streams.state.metadata import StoreType
-from airflow_stateful_provider.streams.state.segments import session_segment_interval
+from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+from airflow_stateful_provider.streams.state.common.maintenance import StoreStats
+from airflow_stateful_provider.streams.state.common.memory import InMemoryStore
+from airflow_stateful_provider.streams.state.common.metadata import StoreType
+from airflow_stateful_provider.streams.state.common.segments import session_segment_interval
 from airflow_stateful_provider.streams.state.session import (
     SessionStoreBase,
     bad_window_error,

@@ -12,7 +12,7 @@ import os
 
 from airflow_stateful_provider.streams.errors import InvalidStoreError
 from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
-from airflow_stateful_provider.streams.state.metadata import (
+from airflow_stateful_provider.streams.state.common.metadata import (
     METADATA_FILE_NAME,
     StoreMetadata,
     StoreType,

@@ -19,8 +19,8 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError
-from airflow_stateful_provider.streams.state.changelog_records import ChangelogRecord
-from airflow_stateful_provider.streams.state.segments import (
+from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+from airflow_stateful_provider.streams.state.common.segments import (
     SEGMENT_PREFIX,
     SegmentedStore,
     versioned_segment_interval,

@@ -26,10 +26,10 @@ import rocksdict
 
 from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.serdes import serde_name
-from airflow_stateful_provider.streams.state.changelog_records import ChangelogRecord
-from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType
-from airflow_stateful_provider.streams.state.rocks import restores_directly
-from airflow_stateful_provider.streams.state.segments import SEGMENT_PREFIX, SegmentedRocksDBStore
+from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata, StoreType
+from airflow_stateful_provider.streams.state.common.rocks import restores_directly
+from airflow_stateful_provider.streams.state.common.segments import SEGMENT_PREFIX, SegmentedRocksDBStore
 from airflow_stateful_provider.streams.state.versioned import (
     VALID_TO_UNDEFINED,
     VersionedRecord,

@@ -24,7 +24,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, TopologyError
-from airflow_stateful_provider.streams.state.metadata import StoreType
+from airflow_stateful_provider.streams.state.common.metadata import StoreType
 
 __all__ = [
     "KeyValueBytesStoreSupplier",

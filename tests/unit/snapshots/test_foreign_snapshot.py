@@ -13,7 +13,7 @@ from airflow_stateful_provider.streams.restoration.restore_source import choose_
 from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker, StoreToSnapshot
-from airflow_stateful_provider.streams.state.checkpoint import TopicPartition
+from airflow_stateful_provider.streams.state.common.checkpoint import TopicPartition
 from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
 
 

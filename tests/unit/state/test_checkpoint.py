@@ -7,7 +7,7 @@ import os
 import pytest
 
 from airflow_stateful_provider.streams.errors import CorruptCheckpointError
-from airflow_stateful_provider.streams.state.checkpoint import (
+from airflow_stateful_provider.streams.state.common.checkpoint import (
     OFFSET_UNKNOWN,
     OffsetCheckpoint,
     TopicPartition,

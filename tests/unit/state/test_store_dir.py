@@ -21,11 +21,10 @@ from airflow_stateful_provider.streams.state import (
     SessionKey,
     StoreType,
     find_stores,
-    metadata as metadata_module,
     open_store,
     read_metadata,
-    rocks,
 )
+from airflow_stateful_provider.streams.state.common import metadata as metadata_module, rocks
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from airflow_stateful_provider.streams.errors import ForeignStateError
-from airflow_stateful_provider.streams.state.task_identity import (
+from airflow_stateful_provider.streams.state.common.task_identity import (
     IDENTITY_FILE_NAME,
     TaskIdentity,
     read_identity,

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from airflow_stateful_provider.streams.errors import IllegalStateError
-from airflow_stateful_provider.streams.state.transaction_buffer import ENTRY_OVERHEAD, TransactionBuffer
+from airflow_stateful_provider.streams.state.common.transaction_buffer import ENTRY_OVERHEAD, TransactionBuffer
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 

@@ -16,9 +16,9 @@ from airflow_stateful_provider.streams.processing.task_directories import (
     claim_task_dir,
     expected_identity,
 )
-from airflow_stateful_provider.streams.state.checkpoint import CHECKPOINT_FILE_NAME, OffsetCheckpoint
-from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType, write_metadata
-from airflow_stateful_provider.streams.state.task_identity import (
+from airflow_stateful_provider.streams.state.common.checkpoint import CHECKPOINT_FILE_NAME, OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata, StoreType, write_metadata
+from airflow_stateful_provider.streams.state.common.task_identity import (
     IDENTITY_FILE_NAME,
     TaskIdentity,
     read_identity,

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable
 from typing import ClassVar
 
 from airflow_stateful_provider.streams.errors import InvalidRecordError
-from airflow_stateful_provider.streams.state.maintenance import RetentionResult, SegmentInfo, StoreStats
-from airflow_stateful_provider.streams.state.metadata import StoreType
-from airflow_stateful_provider.streams.state.rocks import RocksDBStore
+from airflow_stateful_provider.streams.state.common.maintenance import RetentionResult, SegmentInfo, StoreStats
+from airflow_stateful_provider.streams.state.common.metadata import StoreType
+from airflow_stateful_provider.streams.state.common.rocks import RocksDBStore
 
 __all__ = [
     "NO_TIMESTAMP",

@@ -40,8 +40,8 @@ from typing import Any, ClassVar, TypeVar
 import rocksdict
 
 from airflow_stateful_provider.streams.errors import ConfigError, InvalidStoreError, ReadOnlyStoreError
-from airflow_stateful_provider.streams.state.maintenance import CompactionResult
-from airflow_stateful_provider.streams.state.metadata import (
+from airflow_stateful_provider.streams.state.common.maintenance import CompactionResult
+from airflow_stateful_provider.streams.state.common.metadata import (
     DB_DIR_NAME,
     METADATA_FILE_NAME,
     StoreMetadata,
@@ -49,7 +49,7 @@ from airflow_stateful_provider.streams.state.metadata import (
     read_metadata,
     write_metadata,
 )
-from airflow_stateful_provider.streams.state.transaction_buffer import TransactionBuffer
+from airflow_stateful_provider.streams.state.common.transaction_buffer import TransactionBuffer
 
 __all__ = ["RocksDBStore", "bytes_on_disk", "prepare_store_dir", "restores_directly"]
 
