@@ -38,7 +38,7 @@ class Materialized:
     versioned_history_retention_ms: int | None = None
     versioned_segment_interval_ms: int | None = None
     logging_enabled: bool = True
-    #: DSL stores cache by default, as in Kafka Streams (state/caching.py).
+    #: DSL stores cache by default, as in Kafka Streams (state/session/caching.py).
     caching_enabled: bool = True
     log_config: tuple[tuple[str, str], ...] = ()
 

@@ -339,7 +339,7 @@ class SessionWindowedKStream:
         store_builder = store_builder_for(
             materialized, store_name, key_serde, materialized.value_serde, kind="session",
             session_retention_ms=retention, windows=windows,
-            # what closed is found by end time: cheap with the time index (state/session_index.py)
+            # what closed is found by end time: cheap with the time index (state/session/index.py)
             time_index=emit.type is EmitStrategy.StrategyType.ON_WINDOW_CLOSE,
         )
         builder.topology.add_processor(

@@ -36,23 +36,26 @@ from airflow_stateful_provider.streams.processing.task_directories import (
 )
 from airflow_stateful_provider.streams.serdes import resolve_serde
 from airflow_stateful_provider.streams.snapshots.taking import StoreToSnapshot
-from airflow_stateful_provider.streams.state.caching import CachingSessionStore
-from airflow_stateful_provider.streams.state.changelogging import (
-    ChangeloggingKeyValueStore,
-    ChangeloggingSessionStore,
-    ChangeloggingVersionedKeyValueStore,
-)
 from airflow_stateful_provider.streams.state.common.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
-from airflow_stateful_provider.streams.state.keyvalue import InMemoryKeyValueStore, RocksDBKeyValueStore
-from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
-from airflow_stateful_provider.streams.state.session_in_memory import InMemorySessionStore
-from airflow_stateful_provider.streams.state.typed_stores import (
+from airflow_stateful_provider.streams.state.keyvalue import (
+    ChangeloggingKeyValueStore,
+    InMemoryKeyValueStore,
+    RocksDBKeyValueStore,
     TypedKeyValueStore,
+)
+from airflow_stateful_provider.streams.state.session import (
+    CachingSessionStore,
+    ChangeloggingSessionStore,
+    InMemorySessionStore,
+    RocksDBSessionStore,
     TypedSessionStore,
+)
+from airflow_stateful_provider.streams.state.versioned import (
+    ChangeloggingVersionedKeyValueStore,
+    InMemoryVersionedKeyValueStore,
+    RocksDBVersionedKeyValueStore,
     TypedVersionedKeyValueStore,
 )
-from airflow_stateful_provider.streams.state.versioned_in_memory import InMemoryVersionedKeyValueStore
-from airflow_stateful_provider.streams.state.versioned_rocksdb import RocksDBVersionedKeyValueStore
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.store_builders import (
     KeyValueStoreBuilder,

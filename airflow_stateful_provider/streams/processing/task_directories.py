@@ -4,7 +4,7 @@ A task directory is ``<state_dir>/<application_id>/<task_id>/`` (StreamsConfig.t
 A directory copied from another application (or another task) would otherwise be trusted:
 its stores would count on from the other application's state, and its checkpoint, naming
 the other application's changelogs, would simply be ignored. So every task directory
-records its identity (state/task_identity.py), and:
+records its identity (state/common/task_identity.py), and:
 
 - a directory whose identity names another application or task, or logs a store to
   another changelog than this topology does, is refused with a :class:`ForeignStateError`;

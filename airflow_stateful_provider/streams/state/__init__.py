@@ -14,11 +14,6 @@ from airflow_stateful_provider.streams.state.common.changelog_records import (
     ChangelogWriter,
     ListChangelogWriter,
 )
-from airflow_stateful_provider.streams.state.changelogging import (
-    ChangeloggingKeyValueStore,
-    ChangeloggingSessionStore,
-    ChangeloggingVersionedKeyValueStore,
-)
 from airflow_stateful_provider.streams.state.common.checkpoint import (
     CHECKPOINT_FILE_NAME,
     OFFSET_UNKNOWN,
@@ -26,11 +21,6 @@ from airflow_stateful_provider.streams.state.common.checkpoint import (
     TopicPartition,
     read_checkpoint,
     write_checkpoint,
-)
-from airflow_stateful_provider.streams.state.keyvalue import (
-    InMemoryKeyValueStore,
-    KeyValueStore,
-    RocksDBKeyValueStore,
 )
 from airflow_stateful_provider.streams.state.common.maintenance import (
     CompactionResult,
@@ -45,26 +35,33 @@ from airflow_stateful_provider.streams.state.common.metadata import (
     StoreType,
     read_metadata,
 )
-from airflow_stateful_provider.streams.state.common.segments import (
-    session_segment_interval,
-    versioned_segment_interval,
+from airflow_stateful_provider.streams.state.keyvalue import (
+    ChangeloggingKeyValueStore,
+    InMemoryKeyValueStore,
+    KeyValueStore,
+    RocksDBKeyValueStore,
 )
-from airflow_stateful_provider.streams.state.session import RocksDBSessionStore, SessionStore
-from airflow_stateful_provider.streams.state.session_in_memory import InMemorySessionStore
-from airflow_stateful_provider.streams.state.session_key import (
+from airflow_stateful_provider.streams.state.session import (
+    ChangeloggingSessionStore,
+    InMemorySessionStore,
+    RocksDBSessionStore,
     SessionKey,
+    SessionStore,
     session_key_from_bytes,
     session_key_to_bytes,
+    session_segment_interval,
 )
 from airflow_stateful_provider.streams.state.store_dir import find_stores, open_store
 from airflow_stateful_provider.streams.state.versioned import (
     NOT_PUT,
     VALID_TO_UNDEFINED,
+    ChangeloggingVersionedKeyValueStore,
+    InMemoryVersionedKeyValueStore,
+    RocksDBVersionedKeyValueStore,
     VersionedKeyValueStore,
     VersionedRecord,
+    versioned_segment_interval,
 )
-from airflow_stateful_provider.streams.state.versioned_in_memory import InMemoryVersionedKeyValueStore
-from airflow_stateful_provider.streams.state.versioned_rocksdb import RocksDBVersionedKeyValueStore
 
 __all__ = [
     "CHECKPOINT_FILE_NAME",

@@ -11,15 +11,15 @@ from __future__ import annotations
 import os
 
 from airflow_stateful_provider.streams.errors import InvalidStoreError
-from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
 from airflow_stateful_provider.streams.state.common.metadata import (
     METADATA_FILE_NAME,
     StoreMetadata,
     StoreType,
     read_metadata,
 )
+from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
 from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
-from airflow_stateful_provider.streams.state.versioned_rocksdb import RocksDBVersionedKeyValueStore
+from airflow_stateful_provider.streams.state.versioned.rocksdb import RocksDBVersionedKeyValueStore
 
 __all__ = ["PersistentStore", "find_stores", "open_store"]
 

@@ -110,7 +110,7 @@ class StoreBuilder:
     persistent: bool = True
     logging_enabled: bool = True
     log_config: dict[str, str] = dataclasses.field(default_factory=dict)
-    #: Write-back record cache (state/caching.py); honoured by session stores.
+    #: Write-back record cache (state/session/caching.py); honoured by session stores.
     caching_enabled: bool = False
 
     store_type = StoreType.KEY_VALUE  # overridden per subclass (class attribute, not a field)
@@ -122,7 +122,7 @@ class StoreBuilder:
         return self
 
     def with_caching_enabled(self) -> StoreBuilder:
-        """Collapse updates of the same key between commits (see state/caching.py)."""
+        """Collapse updates of the same key between commits (see state/session/caching.py)."""
         self.caching_enabled = True
         return self
 
@@ -163,7 +163,7 @@ class SessionStoreBuilder(StoreBuilder):
     retention_ms: int = 0
     inactivity_gap_ms: int | None = None
     grace_period_ms: int | None = None
-    #: keep sessions indexed by end too (state/session_index.py): set for the stores of
+    #: keep sessions indexed by end too (state/session/index.py): set for the stores of
     #: emit-on-window-close aggregations, as Kafka gives them its time-ordered session store
     time_index: bool = False
 

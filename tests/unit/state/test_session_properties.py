@@ -21,7 +21,7 @@ from .models import SessionModel
 
 KEYS = [b"", b"a", b"a\x00"]
 AGGS = [b"", b"1", b"22", b"x" * 30]
-#: "rocksdb-indexed": with the time index of emit-on-window-close stores (state/session_index.py)
+#: "rocksdb-indexed": with the time index of emit-on-window-close stores (state/session/index.py)
 CASES = [("rocksdb", 100_000), ("rocksdb-indexed", 100_000), ("memory", 100_000), ("memory", 400_000)]
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

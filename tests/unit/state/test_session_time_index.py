@@ -1,4 +1,4 @@
-"""The time index of session stores (state/session_index.py): emit-on-window-close with it
+"""The time index of session stores (state/session/index.py): emit-on-window-close with it
 forwards exactly what the segment scan it replaces forwards, through merges, deletes,
 expiry, reopening, restoring from the changelog and building the index on a store that
 had none; and the DSL gives it to emit-on-window-close stores only."""
@@ -22,7 +22,7 @@ from airflow_stateful_provider.streams.state import (
     SessionKey,
     open_store,
 )
-from airflow_stateful_provider.streams.state.session_index import SessionEndIndex
+from airflow_stateful_provider.streams.state.session.index import SessionEndIndex
 from airflow_stateful_provider.streams.testing import TopologyTestDriver
 from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindowedSerde, SessionWindows
 

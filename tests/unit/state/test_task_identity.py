@@ -1,4 +1,4 @@
-"""The task directory's identity file (state/task_identity.py): round trip, strict parsing."""
+"""The task directory's identity file (state/common/task_identity.py): round trip, strict parsing."""
 
 from __future__ import annotations
 

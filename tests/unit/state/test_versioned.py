@@ -13,7 +13,7 @@ from airflow_stateful_provider.streams.state import (
     VersionedRecord,
     versioned_segment_interval,
 )
-from airflow_stateful_provider.streams.state.versioned_format import decode_row
+from airflow_stateful_provider.streams.state.versioned.format import decode_row
 
 HR = 300_000
 SEG = 100_000

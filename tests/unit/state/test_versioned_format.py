@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_stateful_provider.streams.state.versioned_format import (
+from airflow_stateful_provider.streams.state.versioned.format import (
     decode_row,
     encode_entry,
     encode_row,

@@ -34,8 +34,6 @@ __all__ = [
     "SegmentedStore",
     "min_live_segment",
     "segment_prefix",
-    "session_segment_interval",
-    "versioned_segment_interval",
 ]
 
 _I64 = struct.Struct(">q")
@@ -46,23 +44,6 @@ OBSERVED_KEY = b"\x00observed_stream_time"
 #: Observed stream time before the first write.
 NO_TIMESTAMP = -1
 _SEG_MARK = SEGMENT_PREFIX[0]
-
-
-def session_segment_interval(retention_ms: int) -> int:
-    """Kafka's session store segment interval: ``max(retention / 2, 60000)``."""
-    return max(retention_ms // 2, 60_000)
-
-
-def versioned_segment_interval(history_retention_ms: int) -> int:
-    """Kafka's default versioned store segment interval by history retention (SEMANTICS §5)."""
-    hr = history_retention_ms
-    if hr <= 60_000:
-        return max(hr // 3, 2_000)
-    if hr <= 300_000:
-        return max(hr // 5, 20_000)
-    if hr <= 3_600_000:
-        return max(hr // 12, 60_000)
-    return max(hr // 24, 300_000)
 
 
 def min_live_segment(observed_stream_time: int, retention_ms: int, interval: int) -> int:

@@ -9,7 +9,7 @@ orders the same sessions by end: an advance costs a seek plus the sessions that 
 Kafka Streams keeps the same second ordering in the time-ordered session store it gives
 emit-on-window-close aggregations (KIP-825).
 
-RocksDB layout, in the session store's own RocksDB (see session.py for the session rows)::
+RocksDB layout, in the session store's own RocksDB (see rocksdb.py for the session rows)::
 
     0x00 "time_index"                                          -> b"1": every session is indexed
     0x03 | end (8 bytes BE) | start (8 bytes BE) | record key  -> b""

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from airflow_stateful_provider.streams.state.session_key import SessionKey
+from airflow_stateful_provider.streams.state.session.key import SessionKey
 
 __all__ = ["CachingSessionStore", "SessionFlushListener"]
 

@@ -6,28 +6,19 @@ valid until the next version's ``valid_from``. ``put`` returns that ``valid_to``
 :data:`NOT_PUT` when it is older than ``observed stream time - history retention``.
 ``get(key, as_of)`` beyond history retention answers only from the newest version.
 
-Implementations: :mod:`.versioned_rocksdb` (segments on RocksDB) and
-:mod:`.versioned_in_memory`.
+This module holds the protocol and what both implementations share; the implementations
+are rocksdb.py (segments on RocksDB) and in_memory.py.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, Protocol, runtime_checkable
-
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
-from airflow_stateful_provider.streams.state.common.segments import (
-    SEGMENT_PREFIX,
-    SegmentedStore,
-    versioned_segment_interval,
-)
-from airflow_stateful_provider.streams.state.versioned_format import (
-    HEADER,
-)
+from airflow_stateful_provider.streams.state.common.segments import SegmentedStore
 
 __all__ = [
     "MAX_TIMESTAMP",
@@ -40,6 +31,7 @@ __all__ = [
     "check_time",
     "history_retention_ms",
     "segment_interval_ms",
+    "versioned_segment_interval",
 ]
 
 #: ``put`` return: the version was older than history retention and was not stored.
@@ -48,18 +40,17 @@ NOT_PUT = -(1 << 63)
 VALID_TO_UNDEFINED = -1
 MAX_TIMESTAMP = (1 << 63) - 1
 
-_I64 = struct.Struct(">q")
-_SEGP = struct.Struct(">Bq")  # segment marker, segment id (segment_prefix in one pack)
-_LATEST = b"\x01"
-_SEG_MARK = SEGMENT_PREFIX[0]
-_HDR_SIZE = HEADER.size
+
+V = TypeVar("V")
 
 
-class VersionedRecord(NamedTuple):
-    """A version returned by reads: value, ``timestamp`` (= valid_from) and ``valid_to``
-    (None for the newest version)."""
+class VersionedRecord(NamedTuple, Generic[V]):
+    """One version of a key's value: ``value``, valid from ``timestamp`` until ``valid_to``
+    (exclusive; None for the newest version). The byte stores return it with the value's
+    bytes, the typed view with the deserialized value. A NamedTuple because reads create
+    one per version returned: it is the cheapest object with named fields."""
 
-    value: bytes
+    value: V
     timestamp: int
     valid_to: int | None = None
 
@@ -87,6 +78,18 @@ class VersionedKeyValueStore(Protocol):
     def flush(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+def versioned_segment_interval(history_retention_ms: int) -> int:
+    """Kafka's default versioned store segment interval by history retention (SEMANTICS §5)."""
+    hr = history_retention_ms
+    if hr <= 60_000:
+        return max(hr // 3, 2_000)
+    if hr <= 300_000:
+        return max(hr // 5, 20_000)
+    if hr <= 3_600_000:
+        return max(hr // 12, 60_000)
+    return max(hr // 24, 300_000)
 
 
 def history_retention_ms(value: int | Any) -> int:

@@ -5,7 +5,7 @@ RocksDB layout, one RocksDB per store, three key spaces told apart by the first 
 
     0x00 "observed_stream_time"          -> 8 bytes BE
     0x01 | key                           -> latest value store: valid_from (8 bytes BE) | value
-    0x02 | segment id (8 bytes BE) | key -> segment row (see versioned_format.py)
+    0x02 | segment id (8 bytes BE) | key -> segment row (see format.py)
 
 Placement invariant: the newest version, when not a tombstone, is in the latest value
 store; every other version is in the row of segment ``valid_to // interval``; a
@@ -30,7 +30,14 @@ from airflow_stateful_provider.streams.state.common.changelog_records import Cha
 from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata, StoreType
 from airflow_stateful_provider.streams.state.common.rocks import restores_directly
 from airflow_stateful_provider.streams.state.common.segments import SEGMENT_PREFIX, SegmentedRocksDBStore
-from airflow_stateful_provider.streams.state.versioned import (
+from airflow_stateful_provider.streams.state.versioned.format import (
+    ENTRY,
+    HEADER,
+    decode_row,
+    encode_row,
+    find_in_row,
+)
+from airflow_stateful_provider.streams.state.versioned.store import (
     VALID_TO_UNDEFINED,
     VersionedRecord,
     VersionedStoreBase,
@@ -38,13 +45,6 @@ from airflow_stateful_provider.streams.state.versioned import (
     check_time,
     history_retention_ms,
     segment_interval_ms,
-)
-from airflow_stateful_provider.streams.state.versioned_format import (
-    ENTRY,
-    HEADER,
-    decode_row,
-    encode_row,
-    find_in_row,
 )
 
 __all__ = ["RocksDBVersionedKeyValueStore"]

@@ -7,12 +7,11 @@ import bisect
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.state.common.maintenance import StoreStats
 from airflow_stateful_provider.streams.state.common.memory import InMemoryStore
 from airflow_stateful_provider.streams.state.common.metadata import StoreType
-from airflow_stateful_provider.streams.state.versioned import (
+from airflow_stateful_provider.streams.state.versioned.store import (
     VALID_TO_UNDEFINED,
     VersionedRecord,
     VersionedStoreBase,

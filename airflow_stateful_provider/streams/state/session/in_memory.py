@@ -1,5 +1,5 @@
 """The session store in memory: the same segments, visibility and answers as the RocksDB
-one (session.py), with the time index of session_index.py always on."""
+one (rocksdb.py), with the time index of index.py always on."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ from airflow_stateful_provider.streams.state.common.changelog_records import Cha
 from airflow_stateful_provider.streams.state.common.maintenance import StoreStats
 from airflow_stateful_provider.streams.state.common.memory import InMemoryStore
 from airflow_stateful_provider.streams.state.common.metadata import StoreType
-from airflow_stateful_provider.streams.state.common.segments import session_segment_interval
-from airflow_stateful_provider.streams.state.session import (
+from airflow_stateful_provider.streams.state.session.index import SessionEndIndex
+from airflow_stateful_provider.streams.state.session.key import SessionKey, session_key_from_bytes
+from airflow_stateful_provider.streams.state.session.store import (
     SessionStoreBase,
     bad_window_error,
     check_key,
     check_times,
     session_retention_ms,
+    session_segment_interval,
     short_key_error,
 )
-from airflow_stateful_provider.streams.state.session_index import SessionEndIndex
-from airflow_stateful_provider.streams.state.session_key import SessionKey, session_key_from_bytes
 
 __all__ = ["InMemorySessionStore"]
 
@@ -29,7 +29,7 @@ class InMemorySessionStore(InMemoryStore, SessionStoreBase):
     """Non-persistent session store with the same segments and visibility as the RocksDB one.
 
     Layout: ``{segment id: {key: {(end, start): aggregate}}}``, and the time index
-    (session_index.py) for ``find_sessions_by_end``.
+    (index.py) for ``find_sessions_by_end``.
     """
 
     store_type: ClassVar[StoreType] = StoreType.SESSION
