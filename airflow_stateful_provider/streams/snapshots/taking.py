@@ -139,7 +139,7 @@ class SnapshotTaker:
                 s.store.create_checkpoint(os.path.join(store_dir, DB_DIR_NAME))
                 entries.append(StoreSnapshot(
                     name=s.name, changelog_topic=s.changelog_topic, changelog_partition=s.changelog_partition,
-                    offset=s.offset, store_type=s.store.metadata.store_type.value,
+                    offset=s.offset, store_type=s.store.metadata.store_type,
                     approximate_entries=int(s.store.stats().approximate_num_entries)))
         except Exception:  # noqa: BLE001 - a failed snapshot must never stop processing
             log.exception("task %s: could not take the local checkpoint for snapshot %s; processing goes on",

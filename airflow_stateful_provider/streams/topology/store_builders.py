@@ -20,11 +20,14 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, TopologyError
-from airflow_stateful_provider.streams.state.common.metadata import StoreType
+from airflow_stateful_provider.streams.state.common.kind import StoreKind
+from airflow_stateful_provider.streams.state.keyvalue.kind import KEY_VALUE
+from airflow_stateful_provider.streams.state.session.kind import SESSION
+from airflow_stateful_provider.streams.state.versioned.kind import VERSIONED
 
 __all__ = [
     "KeyValueBytesStoreSupplier",
@@ -113,7 +116,7 @@ class StoreBuilder:
     #: Write-back record cache (state/session/caching.py); honoured by session stores.
     caching_enabled: bool = False
 
-    store_type = StoreType.KEY_VALUE  # overridden per subclass (class attribute, not a field)
+    kind: ClassVar[StoreKind]  # the kind of store it builds
 
     def with_logging_enabled(self, config: Mapping[str, str] | None = None) -> StoreBuilder:
         """Keep a changelog; ``config`` adds or overrides changelog topic configs."""
@@ -152,7 +155,7 @@ class StoreBuilder:
 
 @dataclasses.dataclass
 class KeyValueStoreBuilder(StoreBuilder):
-    store_type = StoreType.KEY_VALUE
+    kind = KEY_VALUE
 
     def _base_changelog_config(self) -> dict[str, str]:
         return {"cleanup.policy": "compact"}
@@ -167,7 +170,7 @@ class SessionStoreBuilder(StoreBuilder):
     #: emit-on-window-close aggregations, as Kafka gives them its time-ordered session store
     time_index: bool = False
 
-    store_type = StoreType.SESSION
+    kind = SESSION
 
     def _base_changelog_config(self) -> dict[str, str]:
         return {
@@ -184,7 +187,7 @@ class VersionedKeyValueStoreBuilder(StoreBuilder):
     history_retention_ms: int = 0
     segment_interval_ms: int | None = None
 
-    store_type = StoreType.VERSIONED
+    kind = VERSIONED
 
     def _base_changelog_config(self) -> dict[str, str]:
         return {

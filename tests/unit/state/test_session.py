@@ -304,7 +304,7 @@ def test_bad_retention(tmp_path):
 def test_retention_defaults_to_gap_plus_grace(tmp_path):
     store = RocksDBSessionStore(tmp_path / "s", inactivity_gap=300_000, grace_period=60_000)
     assert store.retention_ms == 360_000
-    assert store.metadata.inactivity_gap_ms == 300_000 and store.metadata.grace_period_ms == 60_000
+    assert store.metadata.setting("inactivity_gap_ms") == 300_000 and store.metadata.setting("grace_period_ms") == 60_000
     store.close()
 
 

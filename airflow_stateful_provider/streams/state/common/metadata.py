@@ -2,28 +2,32 @@
 
 Every persistent store directory holds ``store-metadata.json`` next to its
 ``rocksdb/`` folder. It says what the bytes mean (store type, on-disk format
-version, retention, segment interval, serde names) so maintenance operators and
-the CLI can open the store with :func:`~.store_dir.open_store` without the
-topology code. It is written once, atomically, when the store is created.
+version, serde names, and the settings of the store's kind: retention, segment
+interval, ...) so maintenance operators and the CLI can open the store with
+``state/store_dir.py``'s ``open_store`` without the topology code. It is written once,
+atomically, when the store is created. Which store types exist, and which settings
+each has, the store kinds register (:class:`MetadataKind`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
-from airflow_stateful_provider.streams.errors import InvalidStoreError
+from airflow_stateful_provider.streams.errors import ConfigError, InvalidStoreError
 
 __all__ = [
     "DB_DIR_NAME",
     "FORMAT_VERSION",
     "METADATA_FILE_NAME",
+    "MetadataKind",
     "StoreMetadata",
-    "StoreType",
+    "metadata_kind",
     "read_metadata",
+    "register_metadata_kind",
     "write_metadata",
 ]
 
@@ -31,48 +35,71 @@ METADATA_FILE_NAME = "store-metadata.json"
 DB_DIR_NAME = "rocksdb"
 #: On-disk format version written by this code; readers refuse any other.
 FORMAT_VERSION = 1
+#: The fields of every store's metadata; the settings of a kind are the others.
+_COMMON_FIELDS = frozenset({"format_version", "store_type", "name", "key_serde", "value_serde"})
 
 
-class StoreType(str, enum.Enum):
-    """Kind of store a directory holds (the ``store_type`` field)."""
+@dataclasses.dataclass(frozen=True)
+class MetadataKind:
+    """What the metadata of one kind of store holds besides the common fields: its
+    ``store_type`` and its integer settings, each with its lower bound.
 
-    KEY_VALUE = "keyvalue"
-    SESSION = "session"
-    VERSIONED = "versioned"
+    ``required`` settings are in every store of the kind, and a store is opened only with
+    the values it was created with; ``optional`` ones are informational. Each kind folder
+    declares its own (``<kind>/store.py``); registering its store kind registers it.
+    """
+
+    store_type: str
+    required: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    optional: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.store_type or not self.store_type.isidentifier():
+            raise ConfigError(f"store_type must be a non-empty identifier, got {self.store_type!r}")
+        if set(self.required) & set(self.optional) or (set(self.required) | set(self.optional)) & _COMMON_FIELDS:
+            raise ConfigError(f"store type {self.store_type!r}: settings must be distinct from each other and "
+                             f"from the common fields {sorted(_COMMON_FIELDS)}")
 
 
-# Fields required (besides the common ones) per store type, with the lower bound of each.
-_REQUIRED: dict[StoreType, dict[str, int]] = {
-    StoreType.KEY_VALUE: {},
-    StoreType.SESSION: {"retention_ms": 1, "segment_interval_ms": 1},
-    StoreType.VERSIONED: {"history_retention_ms": 0, "segment_interval_ms": 1},
-}
-_OPTIONAL_INTS = ("inactivity_gap_ms", "grace_period_ms")
+#: store_type -> its metadata kind, in registration order.
+_KINDS: dict[str, MetadataKind] = {}
+
+
+def register_metadata_kind(kind: MetadataKind) -> None:
+    """Let metadata files of ``kind.store_type`` be read (the store kind registry calls this)."""
+    registered = _KINDS.get(kind.store_type)
+    if registered is not None and registered != kind:
+        raise ConfigError(f"store_type {kind.store_type!r} is registered already, with other settings: {registered}")
+    _KINDS[kind.store_type] = kind
+
+
+def metadata_kind(store_type: str, source: str) -> MetadataKind:
+    """The registered kind of ``store_type``; an :class:`InvalidStoreError` naming ``source`` if none."""
+    kind = _KINDS.get(store_type) if isinstance(store_type, str) else None
+    if kind is None:
+        raise InvalidStoreError(
+            f"{source}: unknown store_type {store_type!r}; expected one of {list(_KINDS)}"
+        )
+    return kind
 
 
 @dataclasses.dataclass(frozen=True)
 class StoreMetadata:
-    """Contents of ``store-metadata.json``. ``None`` fields do not apply to the store type."""
+    """Contents of ``store-metadata.json``: the common fields and the integer ``settings`` of
+    the store's kind (retention and such; see :class:`MetadataKind`). A store opening an
+    existing directory may leave settings out: it then takes the stored ones."""
 
-    store_type: StoreType
+    store_type: str
     name: str
     key_serde: str = "bytes"
     value_serde: str = "bytes"
-    retention_ms: int | None = None
-    history_retention_ms: int | None = None
-    segment_interval_ms: int | None = None
-    inactivity_gap_ms: int | None = None
-    grace_period_ms: int | None = None
+    settings: Mapping[str, int] = dataclasses.field(default_factory=dict)
     format_version: int = FORMAT_VERSION
 
     def to_json(self) -> str:
-        doc: dict[str, Any] = {"format_version": self.format_version, "store_type": self.store_type.value}
-        for field in dataclasses.fields(self):
-            if field.name in ("format_version", "store_type"):
-                continue
-            value = getattr(self, field.name)
-            if value is not None:
-                doc[field.name] = value
+        doc: dict[str, Any] = {"format_version": self.format_version, "store_type": self.store_type,
+                               "name": self.name, "key_serde": self.key_serde, "value_serde": self.value_serde}
+        doc.update(self.settings)
         return json.dumps(doc, indent=2, sort_keys=False) + "\n"
 
     @classmethod
@@ -91,28 +118,27 @@ class StoreMetadata:
             raise InvalidStoreError(
                 f"{source}: unknown store format version {version}; this code reads version {FORMAT_VERSION}"
             )
-        raw_type = doc.get("store_type")
-        try:
-            store_type = StoreType(raw_type)
-        except ValueError:
-            raise InvalidStoreError(
-                f"{source}: unknown store_type {raw_type!r}; expected one of {[t.value for t in StoreType]}"
-            ) from None
+        kind = metadata_kind(doc.get("store_type"), source)  # type: ignore[arg-type]
         name = doc.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidStoreError(f"{source}: store metadata needs a non-empty string 'name', got {name!r}")
-        values: dict[str, Any] = {}
+        serdes: dict[str, str] = {}
         for serde_field in ("key_serde", "value_serde"):
             serde = doc.get(serde_field, "bytes")
             if not isinstance(serde, str) or not serde:
                 raise InvalidStoreError(f"{source}: {serde_field} must be a non-empty string, got {serde!r}")
-            values[serde_field] = serde
-        for field, minimum in _REQUIRED[store_type].items():
-            values[field] = _int_field(doc, field, minimum, source, required=True)
-        for field in _OPTIONAL_INTS:
-            if field in doc:
-                values[field] = _int_field(doc, field, 0, source, required=False)
-        return cls(store_type=store_type, name=name, format_version=version, **values)
+            serdes[serde_field] = serde
+        settings: dict[str, int] = {}
+        for field, minimum in kind.required.items():
+            settings[field] = _int_field(doc, field, minimum, source)
+        for field, minimum in kind.optional.items():
+            if doc.get(field) is not None:
+                settings[field] = _int_field(doc, field, minimum, source)
+        return cls(store_type=kind.store_type, name=name, settings=settings, format_version=version, **serdes)
+
+    def setting(self, name: str) -> int | None:
+        """The value of one of the kind's settings; None when this metadata does not give it."""
+        return self.settings.get(name)
 
     def check_compatible(self, requested: StoreMetadata, source: str) -> None:
         """Raise if ``requested`` (what the caller asked for) disagrees with what is on disk.
@@ -121,18 +147,14 @@ class StoreMetadata:
         lose data, and a different serde would make every value unreadable. Changing any of
         them means wiping the store and restoring it from its changelog.
         """
-        if requested.store_type is not self.store_type:
+        if requested.store_type != self.store_type:
             raise InvalidStoreError(
-                f"{source} holds a {self.store_type.value!r} store, not a {requested.store_type.value!r} store"
+                f"{source} holds a {self.store_type!r} store, not a {requested.store_type!r} store"
             )
-        for field in (
-            "key_serde",
-            "value_serde",
-            "retention_ms",
-            "history_retention_ms",
-            "segment_interval_ms",
-        ):
-            mine, theirs = getattr(self, field), getattr(requested, field)
+        compared = [(field, getattr(self, field), getattr(requested, field)) for field in ("key_serde", "value_serde")]
+        compared += [(field, self.settings.get(field), requested.settings.get(field))
+                     for field in metadata_kind(self.store_type, source).required]
+        for field, mine, theirs in compared:
             if theirs is not None and mine != theirs:
                 raise InvalidStoreError(
                     f"{source}: store was created with {field}={mine!r} but opened with {field}={theirs!r}; "
@@ -140,10 +162,8 @@ class StoreMetadata:
                 )
 
 
-def _int_field(doc: dict[str, Any], field: str, minimum: int, source: str, *, required: bool) -> int | None:
+def _int_field(doc: dict[str, Any], field: str, minimum: int, source: str) -> int:
     value = doc.get(field)
-    if value is None and not required:
-        return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidStoreError(f"{source}: {field} must be an integer, got {value!r}")
     if value < minimum:

@@ -45,7 +45,6 @@ from airflow_stateful_provider.streams.state.common.metadata import (
     DB_DIR_NAME,
     METADATA_FILE_NAME,
     StoreMetadata,
-    StoreType,
     read_metadata,
     write_metadata,
 )
@@ -186,7 +185,7 @@ class RocksDBStore:
     :meth:`abort_transaction` or :meth:`close` drop them.
     """
 
-    store_type: ClassVar[StoreType]
+    store_type: ClassVar[str]
     persistent: ClassVar[bool] = True
 
     def __init__(

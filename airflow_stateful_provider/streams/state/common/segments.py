@@ -22,7 +22,6 @@ from typing import ClassVar
 
 from airflow_stateful_provider.streams.errors import InvalidRecordError
 from airflow_stateful_provider.streams.state.common.maintenance import RetentionResult, SegmentInfo, StoreStats
-from airflow_stateful_provider.streams.state.common.metadata import StoreType
 from airflow_stateful_provider.streams.state.common.rocks import RocksDBStore
 
 __all__ = [
@@ -116,7 +115,7 @@ class SegmentedStore:
     :meth:`_expire` (forget the rows of dead segments) and :meth:`_live_segment_ids`.
     """
 
-    store_type: ClassVar[StoreType]
+    store_type: ClassVar[str]
     name: str
     segment_interval_ms: int
     dropped_writes: int
@@ -200,7 +199,7 @@ class SegmentedStore:
 
     def _segment_stats(self, path: str | None, approximate_num_entries: int, bytes_on_disk: int) -> StoreStats:
         return StoreStats(
-            store_type=self.store_type.value,
+            store_type=self.store_type,
             name=self.name,
             path=path,
             approximate_num_entries=approximate_num_entries,
@@ -221,12 +220,10 @@ class SegmentedRocksDBStore(RocksDBStore, SegmentedStore):
     _segments: SegmentSet
     _persisted_observed: int
 
-    def _open_segments(self, retention_ms: int | None) -> None:
-        """Second step of opening, once the metadata is read: ``retention_ms`` is the stored
-        retention that decides when segments die."""
-        interval_ms = self.metadata.segment_interval_ms
-        assert retention_ms is not None and interval_ms is not None
-        self._init_segments(retention_ms, interval_ms)
+    def _open_segments(self, retention_setting: str) -> None:
+        """Second step of opening, once the metadata is read: the stored setting
+        ``retention_setting`` is the retention that decides when segments die."""
+        self._init_segments(self.metadata.settings[retention_setting], self.metadata.settings["segment_interval_ms"])
         self._load_state()
 
     def _load_state(self) -> None:

@@ -3,11 +3,13 @@
 
 from airflow_stateful_provider.streams.state.keyvalue.changelogging import ChangeloggingKeyValueStore
 from airflow_stateful_provider.streams.state.keyvalue.in_memory import InMemoryKeyValueStore
+from airflow_stateful_provider.streams.state.keyvalue.kind import KEY_VALUE
 from airflow_stateful_provider.streams.state.keyvalue.rocksdb import RocksDBKeyValueStore
 from airflow_stateful_provider.streams.state.keyvalue.store import KeyValueStore
 from airflow_stateful_provider.streams.state.keyvalue.typed import TypedKeyValueStore
 
 __all__ = [
+    "KEY_VALUE",
     "ChangeloggingKeyValueStore",
     "InMemoryKeyValueStore",
     "KeyValueStore",

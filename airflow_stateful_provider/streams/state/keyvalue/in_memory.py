@@ -9,8 +9,13 @@ from typing import ClassVar
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.state.common.maintenance import StoreStats
 from airflow_stateful_provider.streams.state.common.memory import InMemoryStore
-from airflow_stateful_provider.streams.state.common.metadata import StoreType
-from airflow_stateful_provider.streams.state.keyvalue.store import KeyValueStoreBase, bad_key, bad_record, bad_value
+from airflow_stateful_provider.streams.state.keyvalue.store import (
+    METADATA,
+    KeyValueStoreBase,
+    bad_key,
+    bad_record,
+    bad_value,
+)
 
 __all__ = ["InMemoryKeyValueStore"]
 
@@ -22,7 +27,7 @@ class InMemoryKeyValueStore(InMemoryStore, KeyValueStoreBase):
     deleted meanwhile is skipped (Kafka's InMemoryKeyValueStore does the same).
     """
 
-    store_type: ClassVar[StoreType] = StoreType.KEY_VALUE
+    store_type: ClassVar[str] = METADATA.store_type
 
     def __init__(self, name: str = "in-memory-kv", *, key_serde: object = "bytes", value_serde: object = "bytes") -> None:
         super().__init__(name, key_serde=key_serde, value_serde=value_serde)
@@ -105,7 +110,7 @@ class InMemoryKeyValueStore(InMemoryStore, KeyValueStoreBase):
 
     def stats(self) -> StoreStats:
         return StoreStats(
-            store_type=self.store_type.value,
+            store_type=self.store_type,
             name=self.name,
             path=None,
             approximate_num_entries=len(self._map),

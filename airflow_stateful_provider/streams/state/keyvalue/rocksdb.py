@@ -16,9 +16,15 @@ from airflow_stateful_provider.streams.errors import InvalidStoreError, ReadOnly
 from airflow_stateful_provider.streams.serdes import serde_name
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.state.common.maintenance import StoreStats
-from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata, StoreType
+from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata
 from airflow_stateful_provider.streams.state.common.rocks import RocksDBStore, restores_directly
-from airflow_stateful_provider.streams.state.keyvalue.store import KeyValueStoreBase, bad_key, bad_record, bad_value
+from airflow_stateful_provider.streams.state.keyvalue.store import (
+    METADATA,
+    KeyValueStoreBase,
+    bad_key,
+    bad_record,
+    bad_value,
+)
 
 __all__ = ["RocksDBKeyValueStore"]
 
@@ -26,7 +32,7 @@ __all__ = ["RocksDBKeyValueStore"]
 class RocksDBKeyValueStore(RocksDBStore, KeyValueStoreBase):
     """Persistent key-value store on RocksDB."""
 
-    store_type: ClassVar[StoreType] = StoreType.KEY_VALUE
+    store_type: ClassVar[str] = METADATA.store_type
 
     def __init__(
         self,
@@ -39,7 +45,7 @@ class RocksDBKeyValueStore(RocksDBStore, KeyValueStoreBase):
         transactional: bool = False,
     ) -> None:
         requested = StoreMetadata(
-            store_type=StoreType.KEY_VALUE,
+            store_type=self.store_type,
             name=name or os.path.basename(os.path.abspath(os.fspath(path))),
             key_serde=serde_name(key_serde),
             value_serde=serde_name(value_serde),
@@ -152,7 +158,7 @@ class RocksDBKeyValueStore(RocksDBStore, KeyValueStoreBase):
     def stats(self) -> StoreStats:
         self._check_open()
         return StoreStats(
-            store_type=self.store_type.value,
+            store_type=self.store_type,
             name=self.name,
             path=self.path,
             approximate_num_entries=self.approximate_num_entries(),

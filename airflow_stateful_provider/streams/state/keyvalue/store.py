@@ -13,8 +13,12 @@ from typing import Protocol, runtime_checkable
 
 from airflow_stateful_provider.streams.errors import InvalidRecordError
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+from airflow_stateful_provider.streams.state.common.metadata import MetadataKind
 
-__all__ = ["KeyValueStore", "KeyValueStoreBase", "bad_key", "bad_record", "bad_value"]
+__all__ = ["METADATA", "KeyValueStore", "KeyValueStoreBase", "bad_key", "bad_record", "bad_value"]
+
+#: What the metadata of a key-value store directory holds: no settings besides the common fields.
+METADATA = MetadataKind("keyvalue")
 
 
 def bad_key(key: object) -> InvalidRecordError:

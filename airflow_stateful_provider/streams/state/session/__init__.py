@@ -7,11 +7,13 @@ from airflow_stateful_provider.streams.state.session.caching import CachingSessi
 from airflow_stateful_provider.streams.state.session.changelogging import ChangeloggingSessionStore
 from airflow_stateful_provider.streams.state.session.in_memory import InMemorySessionStore
 from airflow_stateful_provider.streams.state.session.key import SessionKey, session_key_from_bytes, session_key_to_bytes
+from airflow_stateful_provider.streams.state.session.kind import SESSION
 from airflow_stateful_provider.streams.state.session.rocksdb import RocksDBSessionStore
 from airflow_stateful_provider.streams.state.session.store import SessionStore, session_segment_interval
 from airflow_stateful_provider.streams.state.session.typed import TypedSessionStore
 
 __all__ = [
+    "SESSION",
     "CachingSessionStore",
     "ChangeloggingSessionStore",
     "InMemorySessionStore",

@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.state.common.maintenance import StoreStats
 from airflow_stateful_provider.streams.state.common.memory import InMemoryStore
-from airflow_stateful_provider.streams.state.common.metadata import StoreType
 from airflow_stateful_provider.streams.state.session.index import SessionEndIndex
 from airflow_stateful_provider.streams.state.session.key import SessionKey, session_key_from_bytes
 from airflow_stateful_provider.streams.state.session.store import (
+    METADATA,
     SessionStoreBase,
     bad_window_error,
     check_key,
@@ -32,7 +32,7 @@ class InMemorySessionStore(InMemoryStore, SessionStoreBase):
     (index.py) for ``find_sessions_by_end``.
     """
 
-    store_type: ClassVar[StoreType] = StoreType.SESSION
+    store_type: ClassVar[str] = METADATA.store_type
 
     def __init__(
         self,

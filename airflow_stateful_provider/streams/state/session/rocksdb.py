@@ -22,7 +22,7 @@ from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.serdes import serde_name
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
-from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata, StoreType
+from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata
 from airflow_stateful_provider.streams.state.common.rocks import restores_directly
 from airflow_stateful_provider.streams.state.common.segments import (
     SEGMENT_PREFIX,
@@ -38,6 +38,7 @@ from airflow_stateful_provider.streams.state.session.index import (
 from airflow_stateful_provider.streams.state.session.key import SessionKey
 from airflow_stateful_provider.streams.state.session.store import (
     MAX_TIMESTAMP,
+    METADATA,
     SessionStoreBase,
     bad_window_error,
     check_key,
@@ -66,7 +67,7 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
     it stale.
     """
 
-    store_type: ClassVar[StoreType] = StoreType.SESSION
+    store_type: ClassVar[str] = METADATA.store_type
 
     def __init__(
         self,
@@ -90,18 +91,21 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
         path = os.fspath(path)
         if retention_ms is None and not os.path.isdir(path):
             raise ConfigError(f"creating session store {path} needs a retention (or an inactivity gap)")
+        settings = {
+            "retention_ms": retention_ms,
+            "segment_interval_ms": None if retention_ms is None else session_segment_interval(retention_ms),
+            "inactivity_gap_ms": gap_ms,
+            "grace_period_ms": grace_ms,
+        }
         requested = StoreMetadata(
-            store_type=StoreType.SESSION,
+            store_type=self.store_type,
             name=name or os.path.basename(os.path.abspath(path)),
             key_serde=serde_name(key_serde),
             value_serde=serde_name(value_serde),
-            retention_ms=retention_ms,
-            segment_interval_ms=None if retention_ms is None else session_segment_interval(retention_ms),
-            inactivity_gap_ms=gap_ms,
-            grace_period_ms=grace_ms,
+            settings={field: value for field, value in settings.items() if value is not None},
         )
         super().__init__(path, requested, read_only=read_only, transactional=transactional)
-        self._open_segments(self.metadata.retention_ms)
+        self._open_segments("retention_ms")
         self.retention_ms = self._segment_retention_ms
         if time_index and not self._indexed and not read_only:
             self._build_time_index()

@@ -25,11 +25,13 @@ from typing import Any, Protocol, runtime_checkable
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+from airflow_stateful_provider.streams.state.common.metadata import MetadataKind
 from airflow_stateful_provider.streams.state.common.segments import SegmentedStore
 from airflow_stateful_provider.streams.state.session.key import SessionKey, as_session_key
 
 __all__ = [
     "MAX_TIMESTAMP",
+    "METADATA",
     "SessionStore",
     "SessionStoreBase",
     "bad_window_error",
@@ -41,6 +43,13 @@ __all__ = [
 ]
 
 MAX_TIMESTAMP = (1 << 63) - 1
+#: What the metadata of a session store directory holds: the retention and segment interval
+#: it was created with, and the session windows' gap and grace when it was built from them.
+METADATA = MetadataKind(
+    "session",
+    required={"retention_ms": 1, "segment_interval_ms": 1},
+    optional={"inactivity_gap_ms": 0, "grace_period_ms": 0},
+)
 
 
 def session_segment_interval(retention_ms: int) -> int:

@@ -4,6 +4,7 @@ wrapper and the typed view processors see."""
 
 from airflow_stateful_provider.streams.state.versioned.changelogging import ChangeloggingVersionedKeyValueStore
 from airflow_stateful_provider.streams.state.versioned.in_memory import InMemoryVersionedKeyValueStore
+from airflow_stateful_provider.streams.state.versioned.kind import VERSIONED
 from airflow_stateful_provider.streams.state.versioned.rocksdb import RocksDBVersionedKeyValueStore
 from airflow_stateful_provider.streams.state.versioned.store import (
     NOT_PUT,
@@ -15,6 +16,7 @@ from airflow_stateful_provider.streams.state.versioned.store import (
 from airflow_stateful_provider.streams.state.versioned.typed import TypedVersionedKeyValueStore
 
 __all__ = [
+    "VERSIONED",
     "NOT_PUT",
     "VALID_TO_UNDEFINED",
     "ChangeloggingVersionedKeyValueStore",

@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.state.common.maintenance import StoreStats
 from airflow_stateful_provider.streams.state.common.memory import InMemoryStore
-from airflow_stateful_provider.streams.state.common.metadata import StoreType
 from airflow_stateful_provider.streams.state.versioned.store import (
+    METADATA,
     VALID_TO_UNDEFINED,
     VersionedRecord,
     VersionedStoreBase,
@@ -31,7 +31,7 @@ class InMemoryVersionedKeyValueStore(InMemoryStore, VersionedStoreBase):
     its valid_to dies), so both answer every query the same way.
     """
 
-    store_type: ClassVar[StoreType] = StoreType.VERSIONED
+    store_type: ClassVar[str] = METADATA.store_type
 
     def __init__(
         self,

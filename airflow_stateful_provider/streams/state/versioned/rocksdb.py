@@ -27,7 +27,7 @@ import rocksdict
 from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.serdes import serde_name
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
-from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata, StoreType
+from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata
 from airflow_stateful_provider.streams.state.common.rocks import restores_directly
 from airflow_stateful_provider.streams.state.common.segments import SEGMENT_PREFIX, SegmentedRocksDBStore
 from airflow_stateful_provider.streams.state.versioned.format import (
@@ -38,6 +38,7 @@ from airflow_stateful_provider.streams.state.versioned.format import (
     find_in_row,
 )
 from airflow_stateful_provider.streams.state.versioned.store import (
+    METADATA,
     VALID_TO_UNDEFINED,
     VersionedRecord,
     VersionedStoreBase,
@@ -59,7 +60,7 @@ _HDR_SIZE = HEADER.size
 class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
     """Persistent versioned store: latest value store plus valid_to segments in one RocksDB."""
 
-    store_type: ClassVar[StoreType] = StoreType.VERSIONED
+    store_type: ClassVar[str] = METADATA.store_type
 
     def __init__(
         self,
@@ -84,16 +85,15 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
         else:
             interval_ms = segment_interval_ms(segment_interval, hr_ms)
         requested = StoreMetadata(
-            store_type=StoreType.VERSIONED,
+            store_type=self.store_type,
             name=name or os.path.basename(os.path.abspath(path)),
             key_serde=serde_name(key_serde),
             value_serde=serde_name(value_serde),
-            history_retention_ms=hr_ms,
-            segment_interval_ms=interval_ms,
+            settings={} if hr_ms is None else {"history_retention_ms": hr_ms, "segment_interval_ms": interval_ms},
         )
         super().__init__(path, requested, read_only=read_only, transactional=transactional)
         self._use_db()
-        self._open_segments(self.metadata.history_retention_ms)
+        self._open_segments("history_retention_ms")
         self.history_retention_ms = self._segment_retention_ms
 
     # -- state kept in memory --------------------------------------------------------------

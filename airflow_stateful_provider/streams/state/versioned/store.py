@@ -18,10 +18,12 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkabl
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+from airflow_stateful_provider.streams.state.common.metadata import MetadataKind
 from airflow_stateful_provider.streams.state.common.segments import SegmentedStore
 
 __all__ = [
     "MAX_TIMESTAMP",
+    "METADATA",
     "NOT_PUT",
     "VALID_TO_UNDEFINED",
     "VersionedKeyValueStore",
@@ -39,6 +41,9 @@ NOT_PUT = -(1 << 63)
 #: ``put`` return: the version is the newest one, so its validity has no end yet.
 VALID_TO_UNDEFINED = -1
 MAX_TIMESTAMP = (1 << 63) - 1
+#: What the metadata of a versioned store directory holds: the history retention and
+#: segment interval it was created with.
+METADATA = MetadataKind("versioned", required={"history_retention_ms": 0, "segment_interval_ms": 1})
 
 
 V = TypeVar("V")
