@@ -28,11 +28,12 @@ from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import CorruptCheckpointError, ForeignStateError, TopologyError
+from airflow_stateful_provider.streams.state.common.builder import StoreBuilder
 from airflow_stateful_provider.streams.state.common.checkpoint import CHECKPOINT_FILE_NAME, read_checkpoint
 from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME
 from airflow_stateful_provider.streams.state.common.task_identity import TaskIdentity, read_identity, write_identity
 from airflow_stateful_provider.streams.task_id import TaskId
-from airflow_stateful_provider.streams.topology.store_builders import StoreBuilder, changelog_topic_name
+from airflow_stateful_provider.streams.topology.store_builders import changelog_topic_name
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["check_state_directory", "claim_task_dir", "expected_identity", "is_persistent_store"]

@@ -3,6 +3,7 @@
 the record cache DSL aggregations put in front (caching.py), its changelogging wrapper and
 the typed view processors see."""
 
+from airflow_stateful_provider.streams.state.session.builder import SessionBytesStoreSupplier, SessionStoreBuilder
 from airflow_stateful_provider.streams.state.session.caching import CachingSessionStore
 from airflow_stateful_provider.streams.state.session.changelogging import ChangeloggingSessionStore
 from airflow_stateful_provider.streams.state.session.in_memory import InMemorySessionStore
@@ -18,8 +19,10 @@ __all__ = [
     "ChangeloggingSessionStore",
     "InMemorySessionStore",
     "RocksDBSessionStore",
+    "SessionBytesStoreSupplier",
     "SessionKey",
     "SessionStore",
+    "SessionStoreBuilder",
     "TypedSessionStore",
     "session_key_from_bytes",
     "session_key_to_bytes",
