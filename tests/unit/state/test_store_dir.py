@@ -23,7 +23,8 @@ from airflow_stateful_provider.streams.state import (
     open_store,
     read_metadata,
 )
-from airflow_stateful_provider.streams.state.common import metadata as metadata_module, rocks
+from airflow_stateful_provider.streams.state.common import metadata as metadata_module
+from airflow_stateful_provider.streams.state.common import rocks
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

@@ -26,8 +26,8 @@ from airflow_stateful_provider.streams.state.session.index import SessionEndInde
 from airflow_stateful_provider.streams.testing import TopologyTestDriver
 from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindowedSerde, SessionWindows
 
-from .models import SessionModel
-from .test_session import I64, CountAggregation
+from ..models import SessionModel
+from .test_stores import I64, CountAggregation
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KEYS = [b"", b"a", b"a\x00", b"b", b"user-7"]

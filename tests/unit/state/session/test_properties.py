@@ -17,7 +17,7 @@ from airflow_stateful_provider.streams.state import (
     SessionKey,
 )
 
-from .models import SessionModel
+from ..models import SessionModel
 
 KEYS = [b"", b"a", b"a\x00"]
 AGGS = [b"", b"1", b"22", b"x" * 30]

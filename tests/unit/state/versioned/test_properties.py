@@ -20,7 +20,7 @@ from airflow_stateful_provider.streams.state import (
     RocksDBVersionedKeyValueStore,
 )
 
-from .models import VersionedModel
+from ..models import VersionedModel
 
 KEYS = [b"", b"a", b"a\x00"]  # prefixes of each other: catches key-layout mixups
 VALUES = [b"", b"x", b"yy", b"z" * 20]
