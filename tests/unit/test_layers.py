@@ -44,7 +44,8 @@ MAY_IMPORT: dict[str, set[str]] = {
 #: Inside state/: common/ holds what every store kind shares; each other folder is one store
 #: kind (docs/architecture.md, "How to add a store kind").
 STATE_COMMON = "state.common"
-STATE_KINDS = sorted(p.name for p in (ENGINE / "state").iterdir() if (p / "__init__.py").exists() and p.name != "common")
+STATE_KINDS = sorted(p.name for p in (ENGINE / "state").iterdir()
+                     if (p / "__init__.py").exists() and p.name != "common")
 #: The packages that choose a store kind: the DSL (what Materialized asks for) and topology
 #: (the Stores factory). The runtime builds every kind through its builder (state.common).
 NAME_STORE_KINDS = {"dsl", "topology"}
@@ -160,7 +161,8 @@ def test_the_store_kinds_are_the_folders_of_state_besides_common():
 
 def test_what_the_store_kinds_share_imports_no_kind():
     wrong = sorted(f"{module} -> {target}" for module in MODULES if _state_area(module) == STATE_COMMON
-                   for target in _engine_imports(module) if _top(target) == "state" and _state_area(target) != STATE_COMMON)
+                   for target in _engine_imports(module)
+                   if _top(target) == "state" and _state_area(target) != STATE_COMMON)
     assert wrong == []
 
 

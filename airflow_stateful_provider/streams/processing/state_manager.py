@@ -360,7 +360,8 @@ class TaskStateManager:
             os.makedirs(self.task_dir, exist_ok=True)
         changelog = None
         if builder.logging_enabled:
-            changelog = TopicPartition(changelog_topic_name(config.application_id, builder.name), self.task_id.partition)
+            changelog = TopicPartition(changelog_topic_name(config.application_id, builder.name),
+                                       self.task_id.partition)
         cache_bytes = config.statestore_cache_max_bytes
         built = builder.build(StoreContext(
             path=os.path.join(self.task_dir, builder.name),
