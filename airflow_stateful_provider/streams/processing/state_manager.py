@@ -349,7 +349,8 @@ class TaskStateManager:
         if not isinstance(builder, StoreBuilder):
             raise StreamsError(
                 f"store {builder.name!r}: unsupported store builder {type(builder).__name__}; build it with "
-                f"Stores.key_value_store_builder / session_store_builder / versioned_key_value_store_builder"
+                f"Stores.key_value_store_builder / session_store_builder / versioned_key_value_store_builder "
+                f"(or the StoreBuilder of another store kind)"
             )
         config = self._config
         what = f"store {builder.name!r}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_stateful_provider.streams import StreamsConfig, TopologyTestDriver, open_store
-from airflow_stateful_provider.streams.errors import InvalidRecordError
+from airflow_stateful_provider.streams.errors import InvalidRecordError, StreamsError
 from airflow_stateful_provider.streams.processor import Processor
 from airflow_stateful_provider.streams.state import find_stores, read_metadata, store_kind
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
@@ -89,3 +89,18 @@ def test_the_tools_find_its_directories_through_the_registry(tmp_path):
         assert isinstance(opened, RocksDBCounterStore) and opened.metadata.key_serde == "string"
         assert dict(opened.all()) == {b"alice": 5}
     assert "counter" not in maintainable_store_types()  # retention and compaction skip it
+
+
+def test_a_store_builder_of_no_kind_is_refused_naming_the_store(tmp_path):
+    class HandMade:  # what add_state_store accepts (a name), but no builder of any kind
+        name = STORE
+        key_serde = value_serde = None
+
+    topology = Topology()
+    topology.add_source("clicks", "clicks", key_serde="string", value_serde="string")
+    topology.add_processor("count", CountClicks, "clicks")
+    topology.add_state_store(HandMade(), "count")
+    config = StreamsConfig(application_id=APP, bootstrap_servers="unused:9092", state_dir=str(tmp_path))
+    with pytest.raises(StreamsError, match=f"store '{STORE}': unsupported store builder HandMade; build it with "
+                                           "Stores.key_value_store_builder"):
+        TopologyTestDriver(topology, config)

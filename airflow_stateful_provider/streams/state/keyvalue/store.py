@@ -43,7 +43,9 @@ class KeyValueStore(Protocol):
     """Kafka Streams' ``KeyValueStore<Bytes, byte[]>`` in snake_case."""
 
     name: str
-    persistent: bool
+
+    @property
+    def persistent(self) -> bool: ...
 
     def get(self, key: bytes) -> bytes | None: ...
 

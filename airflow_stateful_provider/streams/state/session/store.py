@@ -91,7 +91,9 @@ class SessionStore(Protocol):
     """
 
     name: str
-    persistent: bool
+
+    @property
+    def persistent(self) -> bool: ...
 
     def find_sessions(
         self, key: bytes, earliest_session_end: int, latest_session_start: int

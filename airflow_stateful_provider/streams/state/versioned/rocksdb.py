@@ -75,21 +75,20 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
         transactional: bool = False,
     ) -> None:
         path = os.fspath(path)
-        hr_ms = None if history_retention is None else history_retention_ms(history_retention)
-        if hr_ms is None:
-            if segment_interval is not None:
-                raise ConfigError("segment_interval given without history_retention")
-            if not os.path.isdir(path):
-                raise ConfigError(f"creating versioned store {path} needs a history retention")
-            interval_ms = None
-        else:
-            interval_ms = segment_interval_ms(segment_interval, hr_ms)
+        settings: dict[str, int] = {}  # none given: the stored ones
+        if history_retention is not None:
+            hr_ms = history_retention_ms(history_retention)
+            settings = {"history_retention_ms": hr_ms, "segment_interval_ms": segment_interval_ms(segment_interval, hr_ms)}
+        elif segment_interval is not None:
+            raise ConfigError("segment_interval given without history_retention")
+        elif not os.path.isdir(path):
+            raise ConfigError(f"creating versioned store {path} needs a history retention")
         requested = StoreMetadata(
             store_type=self.store_type,
             name=name or os.path.basename(os.path.abspath(path)),
             key_serde=serde_name(key_serde),
             value_serde=serde_name(value_serde),
-            settings={} if hr_ms is None else {"history_retention_ms": hr_ms, "segment_interval_ms": interval_ms},
+            settings=settings,
         )
         super().__init__(path, requested, read_only=read_only, transactional=transactional)
         self._use_db()

@@ -65,8 +65,10 @@ class VersionedKeyValueStore(Protocol):
     """Kafka Streams' ``VersionedKeyValueStore<Bytes, byte[]>`` in snake_case."""
 
     name: str
-    persistent: bool
     history_retention_ms: int
+
+    @property
+    def persistent(self) -> bool: ...
 
     def put(self, key: bytes, value: bytes | None, timestamp: int) -> int: ...
 
