@@ -48,7 +48,6 @@ __all__ = ["ChangelogConfigOperator", "StoreCompactionOperator", "StoreRetention
 #: A ``now`` further ahead of the wall clock than this is logged as a warning: it drops data
 #: that is still live by the instances' clocks.
 _FUTURE_WARNING_MS = 60_000
-_MAINTAINED_TYPES = ("session", "versioned")
 
 
 # ---------------------------------------------------------------------------- retention and compaction
@@ -188,7 +187,8 @@ class _StoreMaintenanceOperator(BaseOperator):
 
     def _execute_offline(self, stores: tuple[str, ...] | None) -> list[dict[str, Any]]:
         from airflow_stateful_provider.streams.errors import InvalidStoreError
-        from airflow_stateful_provider.streams.state.metadata import read_metadata
+        from airflow_stateful_provider.streams.state.common.kind import maintainable_store_types
+        from airflow_stateful_provider.streams.state.common.metadata import read_metadata
         from airflow_stateful_provider.streams.state.store_dir import find_stores, open_store
 
         state_dir = os.path.abspath(self.state_dir)  # type: ignore[arg-type]
@@ -205,26 +205,27 @@ class _StoreMaintenanceOperator(BaseOperator):
             parts = os.path.relpath(path, state_dir).split(os.sep)
             found.append({"application_id": parts[-3] if len(parts) >= 3 else self.application_id,
                           "task_id": parts[-2] if len(parts) >= 2 else "-", "store": metadata.name,
-                          "store_type": metadata.store_type.value, "path": path})
+                          "store_type": metadata.store_type, "path": path})
         if not found:
             raise ValueError(f"{self.task_id}: no store under {root}")
-        maintained = sorted({f["store"] for f in found if f["store_type"] in _MAINTAINED_TYPES})
+        maintained_types = maintainable_store_types()  # session and versioned
+        maintained = sorted({f["store"] for f in found if f["store_type"] in maintained_types})
         if stores is not None:
-            others = {f["store"]: f["store_type"] for f in found if f["store_type"] not in _MAINTAINED_TYPES}
+            others = {f["store"]: f["store_type"] for f in found if f["store_type"] not in maintained_types}
             unknown = [s for s in stores if s not in maintained]
             if unknown:
                 kinds = [f"{s!r} is a {others[s]} store" for s in unknown if s in others]
-                raise ValueError(f"{self.task_id}: stores {unknown} are not session or versioned stores under {root}"
-                                 f"{' (' + '; '.join(kinds) + ')' if kinds else ''}; available: {maintained}")
+                raise ValueError(f"{self.task_id}: stores {unknown} are not {' or '.join(maintained_types)} stores "
+                                 f"under {root}{' (' + '; '.join(kinds) + ')' if kinds else ''}; available: {maintained}")
         selected = [f for f in found if stores is None or f["store"] in stores]
         rows: list[dict[str, Any]] = []
         todo = []
         for entry in selected:
             row = {"instance": None, "application_id": entry["application_id"], "task_id": entry["task_id"],
                    "store": entry["store"], "role": None, "store_type": entry["store_type"], "path": entry["path"]}
-            if entry["store_type"] not in _MAINTAINED_TYPES:
+            if entry["store_type"] not in maintained_types:
                 row["result"] = {"skipped": f"{entry['store_type']} store: retention and compaction apply to "
-                                            f"session and versioned stores"}
+                                            f"{' and '.join(maintained_types)} stores"}
             else:
                 todo.append(row)
             rows.append(row)

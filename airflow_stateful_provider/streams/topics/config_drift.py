@@ -25,8 +25,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from airflow_stateful_provider.streams.state.common.builder import CHANGELOG_ADDITIONAL_RETENTION_MS
 from airflow_stateful_provider.streams.topics.internal_topics import REPARTITION_TOPIC_CONFIG, InternalTopic
-from airflow_stateful_provider.streams.topology.store_builders import CHANGELOG_ADDITIONAL_RETENTION_MS
 
 __all__ = [
     "Drift",
