@@ -357,15 +357,17 @@ class StreamTask:
         group = self._partition_group
         stream_queue = self._stream_queue
         done = 0
+        # what the batch writes reaches the producer per partition at its end (record_collector.py)
         try:
-            while done < max_records and self.state is TaskState.RUNNING and group.ready_to_process(wall_clock_ms):
-                if not self._process_next():
-                    break
-                done += 1
-                if stream_queue:  # no stream-time schedule: nothing can be due
-                    self.maybe_punctuate_stream_time()
-                if deadline is not None and not done & 31 and time.monotonic() > deadline:
-                    break
+            with self.record_collector.batching():
+                while done < max_records and self.state is TaskState.RUNNING and group.ready_to_process(wall_clock_ms):
+                    if not self._process_next():
+                        break
+                    done += 1
+                    if stream_queue:  # no stream-time schedule: nothing can be due
+                        self.maybe_punctuate_stream_time()
+                    if deadline is not None and not done & 31 and time.monotonic() > deadline:
+                        break
         finally:
             self.metrics.process_total += done
         return done
@@ -495,7 +497,8 @@ class StreamTask:
         to read, with the partition time as metadata). Commit them, then :meth:`post_commit`."""
         if self.state is TaskState.CLOSED:
             raise IllegalStateError(f"task {self.id} is closed; cannot commit")
-        self.stores.flush()
+        with self.record_collector.batching():
+            self.stores.flush()
         self.record_collector.flush()
         return self.committable_offsets()
 
@@ -542,7 +545,8 @@ class StreamTask:
     def _write_checkpoint(self) -> None:
         """Flush stores and producer, then checkpoint unconditionally (docs/semantics.md §1: on
         suspend and close)."""
-        self.stores.flush()
+        with self.record_collector.batching():
+            self.stores.flush()
         self.record_collector.flush()
         end = getattr(self.stores, "end_processing", None)
         if end is not None:
