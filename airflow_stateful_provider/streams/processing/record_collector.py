@@ -197,6 +197,10 @@ class RecordCollector:
         if self._waiting is not None and partition is not None and not headers:
             self._wait(topic, partition, key, value, timestamp, None)
             return
+        self._send_bytes_now(topic, key, value, timestamp, headers, partition)
+
+    def _send_bytes_now(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+                        headers: Iterable[tuple[str, bytes | None]], partition: int | None) -> None:
         try:
             self._send(topic, key, value, timestamp, headers, partition, None)
         except StreamsError:
@@ -274,7 +278,7 @@ class RecordCollector:
             for i, (key, value, timestamp) in enumerate(records):
                 node = nodes.get(i)
                 if node is None:
-                    self.send_bytes(topic, key, value, timestamp, partition=partition)
+                    self._send_bytes_now(topic, key, value, timestamp, (), partition)
                 else:
                     self._send_sink(topic, key, value, timestamp, (), partition, node)
             return
@@ -286,8 +290,12 @@ class RecordCollector:
             else:
                 key, value, timestamp = records[i]
                 future.add_errback(on_error, topic, node, (key, value, timestamp, (), partition))
-        if not nodes:  # a changelog's: its offset goes into the checkpoint (offsets())
-            self._last_sent[tp] = futures[-1]
+        # the last changelog record's offset goes into the checkpoint (offsets())
+        last = len(futures) - 1
+        while last in nodes:
+            last -= 1
+        if last >= 0:
+            self._last_sent[tp] = futures[last]
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
               headers: Iterable[tuple[str, bytes | None]], partition: int | None, node: str | None) -> None:
