@@ -50,12 +50,13 @@ def test_appended_records_land_in_order_with_their_offsets(bootstrap_servers, to
             producer.begin_transaction()
         sent = records(300)
         producer.send(topic, key=b"before", value=b"x", partition=1, timestamp_ms=1)
-        futures = append_records(producer, topic, 1, sent)
+        futures, batch_ends = append_records(producer, topic, 1, sent)
         producer.send(topic, key=b"after", value=b"y", partition=1, timestamp_ms=2)
         if transactional:
             producer.commit_transaction()
         producer.flush()
         assert [f.get(timeout=30).offset for f in futures] == list(range(1, 301))
+        assert 1 < len(batch_ends) and batch_ends[-1] == 299 and batch_ends == sorted(batch_ends)
     finally:
         producer.close()
     assert written(bootstrap_servers, topic) == ([(1, b"before", b"x", 1)] + [(1, k, v, t) for k, v, t in sent]

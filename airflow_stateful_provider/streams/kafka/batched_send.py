@@ -12,6 +12,7 @@ into the open producer batch, as ``send`` would. ``default_partition`` picks the
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -26,10 +27,12 @@ _RECORD_OVERHEAD = 128
 
 
 def append_records(producer: Any, topic: str, partition: int,
-                   records: Sequence[tuple[bytes | None, bytes | None, int]]) -> list:
+                   records: Sequence[tuple[bytes | None, bytes | None, int]]) -> tuple[list, list[int]]:
     """Append ``records`` ((key, value, timestamp ms), in order, no headers) to ``topic``'s
     ``partition``, exactly as ``producer.send(topic, value=, key=, partition=,
-    timestamp_ms=)`` one after the other would, and returns the records' futures (in order).
+    timestamp_ms=)`` one after the other would. Returns the records' futures (in order) and
+    the indexes of the last record of each producer batch they went into: when a batch
+    fails, every record of it fails, so an errback on these futures sees every failure.
     Raises what ``send`` raises before appending anything: a closed producer, no metadata for
     the topic within ``max_block_ms``, a transaction in an error state, a record larger than
     ``max_request_size``.
@@ -47,7 +50,7 @@ def append_records(producer: Any, topic: str, partition: int,
     if producer._closed:
         raise IllegalStateError("KafkaProducer already closed!")
     if not records:
-        return []
+        return [], []
     partitions = producer._metadata.partitions_for_topic(topic)
     if partitions is None:
         partitions = producer._wait_on_metadata(topic, producer.config["max_block_ms"])
@@ -64,6 +67,7 @@ def append_records(producer: Any, topic: str, partition: int,
     accumulator = producer._accumulator
     now = time.monotonic()
     futures: list = []
+    batch_ends: list[int] = []
     wake = False
     i, n = 0, len(records)
     accumulator._appends_in_progress.increment()
@@ -77,6 +81,9 @@ def append_records(producer: Any, topic: str, partition: int,
             i += 1
             with accumulator._tp_lock(tp):
                 queue = accumulator._batches[tp]
+                if not queue or queue[-1].produce_future is not future._produce_future:
+                    batch_ends.append(i - 1)  # the sender took the batch meanwhile: the next record opens one
+                    continue
                 batch = queue[-1]
                 append, batch_records = batch.records.append, batch._record_futures
                 produced, largest = batch.produce_future, batch.max_record_size
@@ -93,6 +100,7 @@ def append_records(producer: Any, topic: str, partition: int,
                     batch_records.append(future)
                     futures.append(future)
                     i += 1
+                batch_ends.append(i - 1)
                 batch.max_record_size = largest
                 batch.last_append = now
                 wake = wake or len(queue) > 1 or batch.records.is_full()
@@ -100,13 +108,22 @@ def append_records(producer: Any, topic: str, partition: int,
         accumulator._appends_in_progress.decrement()
     if wake:
         producer._sender.wakeup()
-    return futures
+    return futures, batch_ends
 
 
 def largest_unchecked_record(producer: Any) -> int:
     """Key plus value bytes up to which a record without headers cannot exceed the
     producer's ``max_request_size`` (checked against kafka-python 3.0.12's estimate)."""
     return int(producer.config["max_request_size"]) - _RECORD_OVERHEAD
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _key_hash(key: bytes) -> int:
+    """What kafka-python 3.0.12's ``DefaultPartitioner`` hashes a key to: its murmur2 is pure
+    Python (several microseconds a key), and output keys repeat."""
+    from kafka.partitioner.default import murmur2
+
+    return murmur2(key) & 0x7fffffff
 
 
 def default_partition(producer: Any, topic: str, key: bytes) -> int | None:
@@ -117,11 +134,11 @@ def default_partition(producer: Any, topic: str, key: bytes) -> int | None:
     partitions sorted, the one at ``murmur2(key) & 0x7fffffff`` modulo their number, as
     Kafka's Java producer does for keyed records.
     """
-    from kafka.partitioner.default import DefaultPartitioner, murmur2
+    from kafka.partitioner.default import DefaultPartitioner
 
     if type(producer.config["partitioner"]) is not DefaultPartitioner:
         return None
     partitions = producer._metadata.partitions_for_topic(topic)
     if not partitions:
         return None
-    return sorted(partitions)[(murmur2(key) & 0x7fffffff) % len(partitions)]
+    return sorted(partitions)[_key_hash(key) % len(partitions)]

@@ -271,7 +271,7 @@ class RecordCollector:
         if self._send_error is not None:
             self._check_error()
         try:
-            futures = self._send_batch(topic, partition, records)
+            futures, batch_ends = self._send_batch(topic, partition, records)
         except StreamsError:
             raise
         except Exception:  # noqa: BLE001 - refused before anything was appended: see each record's fate
@@ -283,13 +283,14 @@ class RecordCollector:
                     self._send_sink(topic, key, value, timestamp, (), partition, node)
             return
         on_error = self._on_error
-        for i, future in enumerate(futures):
-            node = nodes.get(i)
-            if node is None:
-                future.add_errback(on_error, topic, None, None)
-            else:
-                key, value, timestamp = records[i]
-                future.add_errback(on_error, topic, node, (key, value, timestamp, (), partition))
+        # a sink record's failure goes to the handler with the record; a changelog record's
+        # fails the task whichever it is, and fails with every record of its producer batch
+        for i in batch_ends:
+            if i not in nodes:
+                futures[i].add_errback(on_error, topic, None, None)
+        for i, node in nodes.items():
+            key, value, timestamp = records[i]
+            futures[i].add_errback(on_error, topic, node, (key, value, timestamp, (), partition))
         # the last changelog record's offset goes into the checkpoint (offsets())
         last = len(futures) - 1
         while last in nodes:

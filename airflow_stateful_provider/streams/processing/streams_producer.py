@@ -92,9 +92,9 @@ class StreamsProducer:
                                        partition=partition, timestamp_ms=timestamp_ms)
 
     def send_batch(self, topic: str, partition: int,
-                   records: Sequence[tuple[bytes | None, bytes | None, int]]) -> list:
+                   records: Sequence[tuple[bytes | None, bytes | None, int]]) -> tuple[list, list[int]]:
         """Send ``records`` ((key, value, timestamp), in order) to one partition at once;
-        returns their futures (kafka/batched_send.py)."""
+        returns their futures and where each producer batch ends (kafka/batched_send.py)."""
         return self._in_transaction_do(topic, append_records, self._producer, topic, partition, records)
 
     def default_partition(self, topic: str, key: bytes) -> int | None:
