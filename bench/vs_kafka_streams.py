@@ -24,12 +24,13 @@ Prints the CPU model and progress, then as its last line one JSON object:
 
     python bench/vs_kafka_streams.py [--guarantee at_least_once|exactly_once_v2 ...]
         [--commit-interval-ms MS] [--instances N] [--events N] [--users 10000] [--runs 1]
-        [--engines java,python] [--bootstrap HOST:PORT] [--chart PNG]
+        [--engines java,python] [--bootstrap HOST:PORT] [--chart PNG [--redraw RESULT_JSON]]
 
 ``--guarantee`` may be given twice; without it both run. ``--bootstrap`` uses a running broker
 (e.g. ``tools/kafka/broker.py start``) instead of starting one, and produces an input only when
 its topic does not exist yet. ``--chart`` draws records per CPU-second of both engines at each
-guarantee into a PNG (matplotlib: ``pip install -e .[bench]``).
+guarantee into a PNG (matplotlib: ``pip install -e .[bench]``); with ``--redraw`` from the
+last line of an earlier run kept in a file, without measuring (docs/pictures/vs_kafka_streams.py).
 """
 
 from __future__ import annotations
@@ -269,7 +270,7 @@ def compare(args: argparse.Namespace, guarantee: str, java: list[str] | None, bo
     return result
 
 
-def draw_chart(results: dict[str, dict], machine: str, path: Path) -> None:
+def draw_chart(results: dict[str, dict], machine: str, date: str, path: Path) -> None:
     """Records per CPU-second (best run) of both engines at each setting, as a bar chart."""
     try:
         import matplotlib
@@ -290,7 +291,7 @@ def draw_chart(results: dict[str, dict], machine: str, path: Path) -> None:
     ax.set_xticks(range(len(labels)), [f"{results[k]['guarantee']}\ncommit {results[k]['commit_interval_ms']} ms, "
                                        f"{results[k]['events'] // 1000}k clicks" for k in labels])
     ax.set_ylabel("records per CPU-second")
-    ax.set_title(f"sessionize workload, {time.strftime('%Y-%m-%d')}\n{machine}", fontsize=9)
+    ax.set_title(f"sessionize workload, {date}\n{machine}", fontsize=9)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -311,7 +312,14 @@ def main() -> int:
     parser.add_argument("--engines", default="java,python", help="comma-separated: java, python")
     parser.add_argument("--bootstrap", help="a running broker to use instead of starting one")
     parser.add_argument("--chart", type=Path, help="draw records per CPU-second into this PNG")
+    parser.add_argument("--redraw", type=Path, help="with --chart: draw the result line kept in this file")
     args = parser.parse_args()
+    if args.redraw is not None:
+        if args.chart is None:
+            parser.error("--redraw needs --chart")
+        kept = json.loads(args.redraw.read_text())
+        draw_chart(kept["results"], kept["machine"], kept["date"], args.chart)
+        return 0
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = sorted(set(args.engines) - {"java", "python"})
     if unknown or not args.engines:
@@ -341,7 +349,7 @@ def main() -> int:
             admin.close()
     shutil.rmtree(work, ignore_errors=True)
     if args.chart is not None:
-        draw_chart(results, machine, args.chart)
+        draw_chart(results, machine, time.strftime("%Y-%m-%d"), args.chart)
     print(f"machine: {machine}", flush=True)
     print(json.dumps({"machine": machine, "date": time.strftime("%Y-%m-%d"), "results": results}))
     return 0 if all(r["outputs_agree"] for r in results.values()) else 1

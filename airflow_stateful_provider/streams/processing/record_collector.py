@@ -283,11 +283,17 @@ class RecordCollector:
                     self._send_sink(topic, key, value, timestamp, (), partition, node)
             return
         on_error = self._on_error
-        # a sink record's failure goes to the handler with the record; a changelog record's
-        # fails the task whichever it is, and fails with every record of its producer batch
-        for i in batch_ends:
-            if i not in nodes:
-                futures[i].add_errback(on_error, topic, None, None)
+        # a changelog record's failure fails the task whichever record it is, and a failed
+        # producer batch fails each of its records: one errback on the batch's last changelog
+        # record; a sink record's failure goes to the handler with the record
+        start = 0
+        for end in batch_ends:
+            last = end
+            while last >= start and last in nodes:
+                last -= 1
+            if last >= start:
+                futures[last].add_errback(on_error, topic, None, None)
+            start = end + 1
         for i, node in nodes.items():
             key, value, timestamp = records[i]
             futures[i].add_errback(on_error, topic, node, (key, value, timestamp, (), partition))
