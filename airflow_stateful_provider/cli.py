@@ -2,9 +2,11 @@
 
     stateful-streams status <application_id> [--bootstrap-servers H:P] [--client-config FILE] [--json] [--watch SECONDS]
     stateful-streams stores <state_dir> [--json]
-    stateful-streams stop <application_id> [--bootstrap-servers H:P] [--client-config FILE] [--instance ID ...] [--timeout SECONDS] [--json]
+    stateful-streams stop <application_id> [--bootstrap-servers H:P] [--client-config FILE] [--instance ID ...]
+                          [--timeout SECONDS] [--json]
     stateful-streams snapshots list <snapshot_url> <application_id> [--task ID] [--storage-options FILE] [--json]
-    stateful-streams snapshots delete <snapshot_url> <application_id> --keep K [--task ID] [--dry-run] [--storage-options FILE] [--json]
+    stateful-streams snapshots delete <snapshot_url> <application_id> --keep K [--task ID] [--dry-run]
+                                      [--storage-options FILE] [--json]
 
 ``status`` answers "which tasks are restoring, how far along, when done, which standbys
 lag?" from the application's status topic and live end offsets; instances whose last
@@ -354,7 +356,7 @@ def _snapshots(args: argparse.Namespace, out: TextIO) -> int:
             entries = list_snapshots(storage, args.application_id, args.task)
     except SnapshotError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a storage library's error (credentials, network) named in one line
+    except Exception as exc:  # a storage library's error (credentials, network) named in one line
         raise SnapshotError(f"cannot read snapshots at {args.snapshot_url}: {type(exc).__name__}: {exc} (check the "
                             f"URL, and the storage options in --storage-options or "
                             f"${SNAPSHOT_STORAGE_OPTIONS_ENV}: credentials, endpoint)") from exc
@@ -380,7 +382,8 @@ def _snapshots(args: argparse.Namespace, out: TextIO) -> int:
         lines.append((e.task_id, e.snapshot_id, age_text(int(now - e.taken_at)), "-" if e.total_bytes is None
                       else _size(e.total_bytes), offsets, e.problem or ""))
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    out.write("\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines) + "\n")
+    out.write("\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+                        for line in lines) + "\n")
     return 0
 
 
@@ -393,7 +396,8 @@ def _missing_snapshots(storage: Any, application_id: str, task_id: str | None) -
     applications = [] if tasks else storage.list_applications()
     if not tasks and application_id not in applications:
         shown = ", ".join(applications[:10]) + (f" and {len(applications) - 10} more" if len(applications) > 10 else "")
-        return f"no snapshots of application {application_id!r} at {storage.url} (applications there: {shown or 'none'})"
+        return (f"no snapshots of application {application_id!r} at {storage.url} "
+                f"(applications there: {shown or 'none'})")
     if task_id is not None and task_id not in tasks:
         return f"no snapshots of task {task_id} of application {application_id!r} at {storage.url} (tasks: {tasks})"
     return None
@@ -410,7 +414,8 @@ def _stores_table(rows: list[dict[str, Any]]) -> str:
                       str(row["live_segments"]), _duration(row["retention_ms"]),
                       _timestamp(row["observed_stream_time"])))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines)
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+                     for line in lines)
 
 
 def _size(n: int) -> str:

@@ -104,7 +104,7 @@ def generate(
     for _ in range(clicks):
         per_user[rng.randrange(users)] += 1
     timed: list[tuple[int, int, GeneratedRecord]] = []  # (send time, sequence, record)
-    for user, count in zip(user_ids, per_user):
+    for user, count in zip(user_ids, per_user, strict=True):
         t = start + rng.randrange(gap)
         while count:
             for _ in range(min(count, rng.randint(1, 12))):

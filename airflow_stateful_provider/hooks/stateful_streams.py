@@ -188,8 +188,8 @@ class StatefulStreamsHook(BaseHook):
     ) -> ControlCommand:
         """Publish a new command to ``<application_id>-control``; returns it (its id is what
         the instances acknowledge). ``instances``/``stores`` restrict it (None: all)."""
-        from airflow_stateful_provider.streams.control.commands import new_command
         from airflow_stateful_provider.streams.control.channel import send_command
+        from airflow_stateful_provider.streams.control.commands import new_command
 
         command = new_command(application_id, command_type, instances=instances, stores=stores, now_ms=now_ms)
         configs = self.get_client_configs()

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_stateful_provider.streams.control.commands import CommandOutcome
-    from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
     from airflow_stateful_provider.streams.topics.config_drift import Drift
+    from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
 
 __all__ = ["ChangelogConfigOperator", "StoreCompactionOperator", "StoreRetentionOperator"]
 
@@ -128,8 +128,8 @@ class _StoreMaintenanceOperator(BaseOperator):
     # ------------------------------------------------------------------ online
 
     def _execute_online(self, stores: tuple[str, ...] | None) -> list[dict[str, Any]]:
-        from airflow_stateful_provider.streams.control.commands import new_command
         from airflow_stateful_provider.streams.control.channel import live_instances
+        from airflow_stateful_provider.streams.control.commands import new_command
 
         app = self.application_id
         status = self.hook.get_status(app)
@@ -216,7 +216,8 @@ class _StoreMaintenanceOperator(BaseOperator):
             if unknown:
                 kinds = [f"{s!r} is a {others[s]} store" for s in unknown if s in others]
                 raise ValueError(f"{self.task_id}: stores {unknown} are not {' or '.join(maintained_types)} stores "
-                                 f"under {root}{' (' + '; '.join(kinds) + ')' if kinds else ''}; available: {maintained}")
+                                 f"under {root}{' (' + '; '.join(kinds) + ')' if kinds else ''}; "
+                                 f"available: {maintained}")
         selected = [f for f in found if stores is None or f["store"] in stores]
         rows: list[dict[str, Any]] = []
         todo = []

@@ -198,7 +198,8 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         """The connection's secrets as the driver's environment variables (spark/app.py)."""
         connection = hook.get_client_configs()
         provider = connection.get("sasl_oauth_token_provider")
-        secrets = {PASSWORD_ENV: connection.get("sasl_plain_password"), SSL_PASSWORD_ENV: connection.get("ssl_password"),
+        secrets = {PASSWORD_ENV: connection.get("sasl_plain_password"),
+                   SSL_PASSWORD_ENV: connection.get("ssl_password"),
                    OAUTH_TOKEN_ENV: provider.token() if isinstance(provider, StaticTokenProvider) else None}
         return {name: str(value) for name, value in secrets.items() if value}
 
@@ -377,7 +378,8 @@ class SubmitTopologyOperator(SparkSubmitOperator):
     @staticmethod
     def _log_tail(log_path: Path | None, lines: int = 40) -> str:
         if log_path is None:
-            return "(cluster deploy mode: the spark-submit output is above in this task's log, the driver's in the cluster)"
+            return ("(cluster deploy mode: the spark-submit output is above in this task's log, "
+                    "the driver's in the cluster)")
         try:
             text = log_path.read_text(errors="replace").splitlines()
         except OSError as exc:
@@ -390,7 +392,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         try:
             command = hook.send_command(application_id, "stop")
             self.log.info("sent stop command %s to %s", command.command_id, application_id)
-        except Exception:  # noqa: BLE001 - on_kill and clean-up paths must not raise
+        except Exception:  # on_kill and clean-up paths must not raise
             self.log.exception("could not send a stop command to %s", application_id)
 
     def on_kill(self) -> None:

@@ -160,7 +160,7 @@ class ControlWatcher(threading.Thread):
         while not self._closed.is_set():
             try:
                 batches = self._consumer.poll(timeout_ms=500)
-            except Exception:  # noqa: BLE001 - keep watching; the driver's SIGTERM path still works
+            except Exception:  # keep watching; the driver's SIGTERM path still works
                 log.exception("reading the control topic failed")
                 self._closed.wait(2)
                 continue
@@ -226,8 +226,8 @@ def _latest_epochs(config: StreamsConfig) -> dict[str, int]:
 
 
 def _send_stop(config: StreamsConfig, instances: tuple[str, ...] | None) -> None:
-    from airflow_stateful_provider.streams.control.commands import new_command
     from airflow_stateful_provider.streams.control.channel import send_command
+    from airflow_stateful_provider.streams.control.commands import new_command
 
     send_command(list(config.bootstrap_servers),
                  new_command(config.application_id, "stop", instances=instances),

@@ -81,8 +81,8 @@ def run_instance(spec: InstanceSpec) -> dict[str, Any]:
     """Run the instance until it is stopped; returns its summary. Raises when the instance
     cannot start or ends in ERROR (the job then fails and the supervisor restarts it)."""
     from airflow_stateful_provider.streams.config import StreamsConfig
-    from airflow_stateful_provider.streams.runner import load_topology
     from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
+    from airflow_stateful_provider.streams.runner import load_topology
 
     _configure_logging(spec.log_level)
     epoch = spec.epoch + _attempt_number()

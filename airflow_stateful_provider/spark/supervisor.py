@@ -144,7 +144,7 @@ class Supervisor:
     def _send_stop_safely(self, instances: tuple[str, ...] | None) -> None:
         try:
             self._send_stop(instances)
-        except Exception as exc:  # noqa: BLE001 - reported; the re-send and the timeout remain
+        except Exception as exc:  # reported; the re-send and the timeout remain
             log.exception("sending the stop command failed")
             self._event("stop_not_sent", instances=list(instances) if instances else None, error=repr(exc))
 
@@ -236,7 +236,7 @@ class Supervisor:
         candidate = slot.epoch + self.epoch_stride
         try:
             seen = self._latest_epochs().get(slot.instance_id)
-        except Exception:  # noqa: BLE001 - the stride alone keeps epochs increasing
+        except Exception:  # the stride alone keeps epochs increasing
             log.warning("could not read the latest epochs from the status topic", exc_info=True)
             seen = None
         return max(candidate, seen + 1) if seen is not None else candidate
@@ -246,7 +246,7 @@ class Supervisor:
         log.info("%s %s", kind, {k: v for k, v in fields.items() if k != "instances"})
         try:
             self._emit(event)
-        except Exception:  # noqa: BLE001 - reporting must not stop supervision
+        except Exception:  # reporting must not stop supervision
             log.exception("emitting supervisor event %s failed", kind)
 
 

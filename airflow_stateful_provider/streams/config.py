@@ -53,7 +53,7 @@ _APPLICATION_ID_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 _CONTROL_TOPIC_SUFFIX = "-control"
 
 
-class ProcessingGuarantee(str, enum.Enum):
+class ProcessingGuarantee(str, enum.Enum):  # noqa: UP042 - StrEnum would change str() of a member
     """``processing.guarantee``: at-least-once (default) or exactly-once (transactions)."""
 
     AT_LEAST_ONCE = "at_least_once"

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from collections import deque
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from airflow_stateful_provider.streams.config import StreamsConfig
@@ -556,6 +556,6 @@ def _to_epoch_ms(value: int | timedelta | datetime) -> int:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValueError(f"datetime timestamps must be timezone-aware, got {value!r}")
-        delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
+        delta = value - datetime(1970, 1, 1, tzinfo=UTC)
         return duration_ms(delta, "timestamp", minimum=0)
     return duration_ms(value, "timestamp", minimum=0)

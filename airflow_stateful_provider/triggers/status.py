@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -46,7 +46,7 @@ def _positive_number(value: Any, name: str) -> float:
 
 
 def _deadline_text(deadline: float) -> str:
-    return datetime.fromtimestamp(deadline, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(deadline, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 class _StatusConditionTrigger(BaseTrigger):

@@ -36,7 +36,8 @@ def generate_clicks(seed: int = 7) -> list[tuple[str, int]]:
     users = sorted(clock)
     for _ in range(CLICKS):
         user = rng.choice(users)
-        step = rng.randrange(1_000, 60_000) if rng.random() < 0.9 else rng.randrange(SESSION_GAP_MS + 1, 4 * SESSION_GAP_MS)
+        step = (rng.randrange(1_000, 60_000) if rng.random() < 0.9
+                else rng.randrange(SESSION_GAP_MS + 1, 4 * SESSION_GAP_MS))
         clock[user] += step
         clicks.append((user, clock[user]))
     clicks.sort(key=lambda c: c[1])

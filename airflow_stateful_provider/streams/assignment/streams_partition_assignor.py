@@ -149,7 +149,8 @@ class AssignorContext:
 
     def __post_init__(self) -> None:
         if not isinstance(self.process_id, uuid.UUID):
-            raise ConfigError(f"process_id must be a uuid.UUID, got {type(self.process_id).__name__} {self.process_id!r}")
+            raise ConfigError(f"process_id must be a uuid.UUID, "
+                              f"got {type(self.process_id).__name__} {self.process_id!r}")
         if not isinstance(self.application_id, str) or not self.application_id:
             raise ConfigError(f"application_id must be a non-empty str, got {self.application_id!r}")
         if not isinstance(self.topology, Topology):

@@ -18,7 +18,8 @@ __all__ = ["SessionWindowAggregateProcessor", "StreamAggregateProcessor"]
 class StreamAggregateProcessor(Processor):
     """Non-windowed aggregation into a key-value store; forwards Change(new, old)."""
 
-    def __init__(self, store_name: str, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any]) -> None:
+    def __init__(self, store_name: str, initializer: Callable[[], Any],
+                 aggregator: Callable[[Any, Any, Any], Any]) -> None:
         self._store_name = store_name
         self._initializer = initializer
         self._aggregator = aggregator

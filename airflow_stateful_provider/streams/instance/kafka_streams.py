@@ -183,7 +183,7 @@ class KafkaStreams:
         if self._state_listener is not None:
             try:
                 self._state_listener(new, old)
-            except Exception:  # noqa: BLE001 - a listener must not break the state machine
+            except Exception:  # a listener must not break the state machine
                 log.exception("state listener failed on %s -> %s", old.value, new.value)
         return True
 
@@ -356,7 +356,7 @@ class KafkaStreams:
         if self.status_publisher is not None:
             try:
                 self.status_publisher.close(clean=clean)
-            except Exception:  # noqa: BLE001 - status is best effort while stopping
+            except Exception:  # status is best effort while stopping
                 log.exception("closing the status publisher of %s failed", self.instance_id)
 
     def _wait_for_threads(self, timeout: float | None) -> bool:
@@ -392,7 +392,7 @@ class KafkaStreams:
         if self._exception_handler is not None:
             try:
                 self._exception_handler(error)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("uncaught exception handler failed")
 
         def shut_down() -> None:

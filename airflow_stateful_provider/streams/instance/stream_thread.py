@@ -265,7 +265,7 @@ class StreamThread(threading.Thread):
             self._create_clients()
             self._run_loop()
             clean = True
-        except BaseException as exc:  # noqa: BLE001 - reported to the instance, which decides
+        except BaseException as exc:  # reported to the instance, which decides
             self.error = self._explain(exc)
             log.error("%s failed", self.name, exc_info=self.error)
         finally:
@@ -304,7 +304,8 @@ class StreamThread(threading.Thread):
             {"group_instance_id": f"{self.config.group_instance_id}-{self.index}"}
         self.consumer = self._consumer_factory(
             client_id=f"{prefix}-consumer", group_id=self.config.application_id, auto_offset_reset="earliest",
-            enable_auto_commit=False, partition_assignment_strategy=[StreamsPartitionAssignor(self._assignor_context())],
+            enable_auto_commit=False,
+            partition_assignment_strategy=[StreamsPartitionAssignor(self._assignor_context())],
             **static, **isolation)
         # kafka-python 3.0.12 loses joins that finish after the poll that started them
         # returned, and can leave a leader's join unfinished (group_join.py).
@@ -677,7 +678,7 @@ class StreamThread(threading.Thread):
             try:
                 self.commit([t for t in self.tasks.values() if t.state is TaskState.RUNNING],
                             enforce_checkpoint=True)
-            except Exception as exc:  # noqa: BLE001 - fall back to a dirty close
+            except Exception as exc:  # fall back to a dirty close
                 log.exception("%s: final commit failed; closing tasks without committing", self.name)
                 self.error = self.error or exc
                 clean = False
@@ -696,7 +697,7 @@ class StreamThread(threading.Thread):
                 continue
             try:
                 close(client)
-            except Exception:  # noqa: BLE001 - best effort while shutting down
+            except Exception:  # best effort while shutting down
                 log.exception("%s: error closing %s", self.name, type(client).__name__)
 
 

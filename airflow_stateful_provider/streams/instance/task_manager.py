@@ -496,7 +496,7 @@ class TaskManager:
             for task in [*self.tasks.values(), *self.standby_tasks.values()]:
                 try:
                     task.close(clean=clean)
-                except Exception:  # noqa: BLE001 - close the other tasks too
+                except Exception:  # close the other tasks too
                     log.exception("%s: error closing task %s", self.name, task.id)
             self.tasks.clear()
             self.standby_tasks.clear()

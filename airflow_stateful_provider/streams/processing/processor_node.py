@@ -64,7 +64,7 @@ class ProcessorNode:
             self.processor.process(record)  # type: ignore[union-attr]
         except PASS_THROUGH:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the processing exception handler decides
             self.on_error(self, record, exc)
 
     def close(self) -> None:

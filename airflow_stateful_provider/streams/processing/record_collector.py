@@ -147,7 +147,7 @@ class RecordCollector:
             self._send(topic, key_bytes, value_bytes, timestamp, headers, partition, processor_node_id)
         except StreamsError:
             raise
-        except Exception as exc:  # the record itself (see _send)
+        except Exception as exc:  # noqa: BLE001 - the record itself (see _send): the production handler decides
             record = ProducedRecord(topic, key_bytes, value_bytes, timestamp, tuple(headers), partition)
             self._skip_or_fail(record, exc, processor_node_id)
 

@@ -203,7 +203,7 @@ class TaskStateManager:
         for entry in self._entries.values():
             try:
                 entry.raw.close()
-            except Exception as exc:  # noqa: BLE001 - close every store, report the first failure
+            except Exception as exc:  # close every store, report the first failure
                 log.exception("error closing store %s of task %s", entry.name, self.task_id)
                 first = first or exc
         self._entries.clear()

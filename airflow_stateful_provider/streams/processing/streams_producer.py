@@ -206,7 +206,7 @@ class StreamsProducer:
         if self._in_transaction:
             try:
                 self._abort_after_failure(None)
-            except Exception:  # noqa: BLE001 - closing anyway: the coordinator aborts it on timeout
+            except Exception:  # closing anyway: the coordinator aborts it on timeout
                 log.info("%s: abort on close failed", self.transactional_id, exc_info=True)
         self._producer.close(timeout=timeout)
 
@@ -242,5 +242,5 @@ def _close_quietly(producer: Any) -> None:
     discard_unsent_records(producer)
     try:
         producer.close(timeout=5)
-    except Exception:  # noqa: BLE001 - replacing a broken producer
+    except Exception:  # replacing a broken producer
         log.debug("closing a broken producer", exc_info=True)

@@ -296,7 +296,7 @@ class StreamTask:
         finally:
             try:
                 self.stores.close()
-            except Exception:  # noqa: BLE001 - report, unless it is the only error of a clean close
+            except Exception:  # report, unless it is the only error of a clean close
                 if clean and not failed:
                     raise
                 log.exception("error closing the stores of task %s", self.id)
@@ -383,7 +383,7 @@ class StreamTask:
             source.process(record)
         except PASS_THROUGH:
             raise
-        except Exception as exc:  # a sink right below the source (processor nodes handle their own)
+        except Exception as exc:  # noqa: BLE001 - a sink right below the source (processor nodes handle their own)
             self._processing_failed(ctx.current_node or source, record, exc)
         finally:
             ctx.current_node = None
@@ -440,7 +440,7 @@ class StreamTask:
             punctuator(now)
         except PASS_THROUGH:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the processing exception handler decides
             self._punctuation_failed(node, exc, f"{type_.value} at {now}")
         finally:
             ctx.current_node = None
@@ -558,7 +558,7 @@ class StreamTask:
         for node in self._nodes.values():
             try:
                 node.close()
-            except Exception as exc:  # noqa: BLE001 - close every node, report the first failure
+            except Exception as exc:  # close every node, report the first failure
                 log.exception("error closing processor %s of task %s", node.name, self.id)
                 if first_error is None:
                     first_error = exc

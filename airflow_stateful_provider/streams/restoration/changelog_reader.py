@@ -234,7 +234,8 @@ class ChangelogReader:
             state = self._changelogs[tp]
             self.standby_listener.on_update_suspended(tp, state.store_name, state.position, ends[tp],
                                                       SuspendReason.PROMOTED)
-            state.role, state.end_offset, state.start_offset, state.restored = TaskRole.ACTIVE, ends[tp], state.position, 0
+            state.role, state.end_offset = TaskRole.ACTIVE, ends[tp]
+            state.start_offset, state.restored = state.position, 0
             if state.position >= state.end_offset:
                 state.completed = True
             else:

@@ -272,7 +272,8 @@ def build_application_status(
     instances = tuple(
         InstanceSummary(
             instance_id=d.instance_id, host=d.host, pid=d.pid, process_id=d.process_id, epoch=d.epoch,
-            state=d.state, processing_guarantee=d.processing_guarantee, generation=d.generation, next_probing_rebalance_ms=d.next_probing_rebalance_ms,
+            state=d.state, processing_guarantee=d.processing_guarantee, generation=d.generation,
+            next_probing_rebalance_ms=d.next_probing_rebalance_ms,
             published_at=d.published_at, age_ms=age[d.instance_id], stale=stale[d.instance_id],
             active_tasks=_tasks_with_role(d, "active"), standby_tasks=_tasks_with_role(d, "standby"),
             warmup_tasks=_tasks_with_role(d, "warmup"))

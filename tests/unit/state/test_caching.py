@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from airflow_stateful_provider.streams.state.session.caching import CachingSessionStore
 from airflow_stateful_provider.streams.state.common.changelog_records import ListChangelogWriter
+from airflow_stateful_provider.streams.state.session.caching import CachingSessionStore
 from airflow_stateful_provider.streams.state.session.changelogging import ChangeloggingSessionStore
 from airflow_stateful_provider.streams.state.session.in_memory import InMemorySessionStore
 from airflow_stateful_provider.streams.state.session.key import SessionKey, session_key_to_bytes

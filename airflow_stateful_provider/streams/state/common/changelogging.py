@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogWriter
 

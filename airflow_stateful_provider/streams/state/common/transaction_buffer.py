@@ -165,7 +165,7 @@ class TransactionBuffer:
             end = max(end, ends[j - 1])
         begins[i:j] = [begin]
         ends[i:j] = [end]
-        self._range_bytes = sum(len(b) + len(e) + ENTRY_OVERHEAD for b, e in zip(begins, ends))
+        self._range_bytes = sum(len(b) + len(e) + ENTRY_OVERHEAD for b, e in zip(begins, ends, strict=True))
         self._version += 1
 
     def write(self, batch: rocksdict.WriteBatch, *args: Any) -> None:
@@ -202,7 +202,7 @@ class TransactionBuffer:
         if not count:
             return 0
         batch = rocksdict.WriteBatch(raw_mode=True)
-        for begin, end in zip(self._begins, self._ends):
+        for begin, end in zip(self._begins, self._ends, strict=True):
             batch.delete_range(begin, end)
         put, delete = batch.put, batch.delete
         for key, value in self._pending.items():

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogWriter
 from airflow_stateful_provider.streams.clock import wall_clock_ms
+from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogWriter
 from airflow_stateful_provider.streams.state.common.changelogging import ChangeloggingStore
 from airflow_stateful_provider.streams.state.keyvalue.store import KeyValueStore
 

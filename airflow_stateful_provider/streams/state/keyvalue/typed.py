@@ -39,7 +39,8 @@ class TypedKeyValueStore(TypedStore):
 
     def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[KeyValue]:
         return self._iter(
-            self.inner.range(None if from_key is None else self._key(from_key), None if to_key is None else self._key(to_key))
+            self.inner.range(None if from_key is None else self._key(from_key),
+                             None if to_key is None else self._key(to_key))
         )
 
     def reverse_range(self, from_key: Any = None, to_key: Any = None) -> Iterator[KeyValue]:

@@ -191,7 +191,8 @@ class CachingSessionStore:
         self._last_find = None  # the store changes: what the last find saw no longer holds
         old = None
         if value is None:
-            old = None if in_store == _NOT_IN_STORE else self.inner.fetch_session(session.key, session.start, session.end)
+            old = (None if in_store == _NOT_IN_STORE
+                   else self.inner.fetch_session(session.key, session.start, session.end))
             if old is None:
                 return  # created and removed between two flushes: nothing to retract
         self._set_record_timestamp(timestamp)

@@ -295,7 +295,7 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
         records = records if isinstance(records, list) else list(records)
         keys = list(map(_record_key, records))
         if None in keys:
-            records = [record for record, key in zip(records, keys) if key is not None]
+            records = [record for record, key in zip(records, keys, strict=True) if key is not None]
             keys = list(map(_record_key, records))
         if not keys:
             return 0
@@ -309,21 +309,22 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
         if not live:
             return 0
         prefixes = {segment_id: _SEGP.pack(_SEG_MARK, segment_id) for segment_id in set(live_segment_ids)}
-        row_keys = [prefixes[segment_id] + keys[i] for i, segment_id in zip(live, live_segment_ids)]
+        row_keys = [prefixes[segment_id] + keys[i] for i, segment_id in zip(live, live_segment_ids, strict=True)]
         values = [records[i].value for i in live]
         batch = rocksdict.WriteBatch(raw_mode=True)
-        for row_key, value in zip(row_keys, values):
+        for row_key, value in zip(row_keys, values, strict=True):
             if value is None:
                 batch.delete(row_key)
             else:
                 batch.put(row_key, value)
         if self._indexed:  # the index rows, derived from the changelog keys (index.py)
-            for i, value in zip(live, values):
+            for i, value in zip(live, values, strict=True):
                 if value is None:
                     batch.delete(index_row(keys[i]))
                 else:
                     batch.put(index_row(keys[i]), b"")
-        for segment_id in {segment_id for segment_id, value in zip(live_segment_ids, values) if value is not None}:
+        for segment_id in {segment_id for segment_id, value in zip(live_segment_ids, values, strict=True)
+                           if value is not None}:
             self._segments.add(segment_id)  # the segments that got a row
         self._db.write(batch)
         return len(row_keys)

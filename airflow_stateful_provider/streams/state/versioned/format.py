@@ -39,7 +39,7 @@ def encode_entry(valid_from: int, value: bytes | None) -> bytes:
 
 def encode_row(next_ts: int, froms: list[int], values: list[bytes | None]) -> bytes:
     parts = [_header_pack(next_ts, len(froms))]
-    for valid_from, value in zip(froms, values):
+    for valid_from, value in zip(froms, values, strict=True):
         if value is None:
             parts.append(_entry_pack(valid_from, -1))
         else:

@@ -78,7 +78,8 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
         settings: dict[str, int] = {}  # none given: the stored ones
         if history_retention is not None:
             hr_ms = history_retention_ms(history_retention)
-            settings = {"history_retention_ms": hr_ms, "segment_interval_ms": segment_interval_ms(segment_interval, hr_ms)}
+            settings = {"history_retention_ms": hr_ms,
+                        "segment_interval_ms": segment_interval_ms(segment_interval, hr_ms)}
         elif segment_interval is not None:
             raise ConfigError("segment_interval given without history_retention")
         elif not os.path.isdir(path):

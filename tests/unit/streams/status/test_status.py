@@ -19,11 +19,11 @@ from airflow_stateful_provider.streams.status.collector import (
     status_document_from_instance,
 )
 from airflow_stateful_provider.streams.status.document import (
+    STATUS_FORMAT_VERSION,
     ChangelogProgress,
     CommandAcknowledgement,
     InstanceStatus,
     InstanceTask,
-    STATUS_FORMAT_VERSION,
 )
 from airflow_stateful_provider.streams.status.publisher import StatusPublisher
 from airflow_stateful_provider.streams.status.rendering import progress_bar, render_status_table
