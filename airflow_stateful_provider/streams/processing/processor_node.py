@@ -30,17 +30,17 @@ PASS_THROUGH = (ProcessingError, ProductionError, DeserializationError, Transact
 
 #: ``on_error(node, record, exception)``: returns to skip the record below ``node``
 #: (processing exception handler said CONTINUE), raises ProcessingError to fail.
-ErrorCallback = Callable[["ProcessorNode", Record, Exception], None]
+ErrorCallback = Callable[["ProcessorNode", Record[Any, Any], Exception], None]
 
 
-def _fail(node: ProcessorNode, record: Record, exc: Exception) -> None:
+def _fail(node: ProcessorNode, record: Record[Any, Any], exc: Exception) -> None:
     raise exc
 
 
 class ProcessorNode:
     __slots__ = ("name", "processor", "children", "children_by_name", "store_names", "context", "on_error")
 
-    def __init__(self, name: str, processor: Processor | None, store_names: tuple[str, ...] = ()) -> None:
+    def __init__(self, name: str, processor: Processor[Any, Any] | None, store_names: tuple[str, ...] = ()) -> None:
         self.name = name
         self.processor = processor
         self.children: list[ProcessorNode] = []
@@ -59,7 +59,7 @@ class ProcessorNode:
         if self.processor is not None:
             self.processor.init(context)
 
-    def process(self, record: Record) -> None:
+    def process(self, record: Record[Any, Any]) -> None:
         try:
             self.processor.process(record)  # type: ignore[union-attr]
         except PASS_THROUGH:
@@ -86,7 +86,7 @@ class SourceNode(ProcessorNode):
         self.key_serde = key_serde
         self.value_serde = value_serde
 
-    def process(self, record: Record) -> None:
+    def process(self, record: Record[Any, Any]) -> None:
         self.context.forward(record)  # type: ignore[union-attr]
 
 
@@ -116,7 +116,7 @@ class SinkNode(ProcessorNode):
     def add_child(self, child: ProcessorNode) -> None:  # pragma: no cover - topology forbids it
         raise TopologyError(f"sink {self.name!r} cannot have children")
 
-    def process(self, record: Record) -> None:
+    def process(self, record: Record[Any, Any]) -> None:
         topic = self.topic
         if topic is None:
             topic = self.topic_extractor(record.key, record.value, self.context.record_metadata)  # type: ignore[union-attr]

@@ -29,7 +29,7 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
@@ -205,9 +205,8 @@ class StreamTask:
             queues[tp] = RecordQueue(tp, source.name, record_deserializer(
                 source, task_id, self._handler, self._timestamps, self.record_collector, self.metrics))
         self.partitions = list(queues)
-        self._partition_group = PartitionGroup(
-            queues, max_task_idle_ms=config.max_task_idle_ms, fetched_lag=fetched_lag
-        )
+        idle_ms = cast(int, config.max_task_idle_ms)  # StreamsConfig.__post_init__ made every duration an int
+        self._partition_group = PartitionGroup(queues, max_task_idle_ms=idle_ms, fetched_lag=fetched_lag)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -448,7 +447,7 @@ class StreamTask:
 
     # ------------------------------------------------------------------ processing errors
 
-    def _processing_failed(self, node: ProcessorNode, record: Record, exc: Exception) -> None:
+    def _processing_failed(self, node: ProcessorNode, record: Record[Any, Any], exc: Exception) -> None:
         """A processor (or a sink right below a source) raised on ``record``: the processing
         exception handler decides (KIP-1033). CONTINUE skips the record below ``node`` (what
         was forwarded before stays) and counts it as dropped; FAIL raises ProcessingError."""
@@ -473,7 +472,8 @@ class StreamTask:
         raise ProcessingError(f"exception caught while punctuating processor {node.name!r} in task {self.id} "
                               f"({when}): {exc!r}") from exc
 
-    def _handle_processing_error(self, context: ErrorHandlerContext, record: Record | None, exc: Exception) -> bool:
+    def _handle_processing_error(self, context: ErrorHandlerContext, record: Record[Any, Any] | None,
+                                 exc: Exception) -> bool:
         """Ask the handler; send its dead-letter records. True to continue."""
         handler = self._processing_handler
         try:

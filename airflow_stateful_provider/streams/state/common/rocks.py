@@ -98,7 +98,7 @@ def _rdict(db_path: str, create: bool, access_type: rocksdict.AccessType | None 
 
 def _write_options(wal: bool = False) -> rocksdict.WriteOptions:
     wo = rocksdict.WriteOptions()
-    wo.disable_wal = not wal
+    wo.disable_wal = not wal  # type: ignore[method-assign, assignment]  # a setter; rocksdict's stub says method
     return wo
 
 

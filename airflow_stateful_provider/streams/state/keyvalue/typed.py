@@ -7,11 +7,12 @@ from typing import Any
 
 from airflow_stateful_provider.streams.processor import KeyValue
 from airflow_stateful_provider.streams.state.common.typed import TypedStore
+from airflow_stateful_provider.streams.state.keyvalue.store import KeyValueStore
 
 __all__ = ["TypedKeyValueStore"]
 
 
-class TypedKeyValueStore(TypedStore):
+class TypedKeyValueStore(TypedStore[KeyValueStore]):
     """``KeyValueStore<K, V>``: get, put (None deletes), put_if_absent, put_all, delete,
     range/all (ordered by serialized key bytes), approximate_num_entries."""
 

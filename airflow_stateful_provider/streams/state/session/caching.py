@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_stateful_provider.streams.state.session.key import SessionKey
+from airflow_stateful_provider.streams.state.session.store import SessionStore
 
 __all__ = ["CachingSessionStore", "SessionFlushListener"]
 
@@ -44,7 +45,7 @@ _UNKNOWN, _IN_STORE, _NOT_IN_STORE = 0, 1, 2
 class CachingSessionStore:
     """Write-back cache over a (changelogging) byte session store."""
 
-    def __init__(self, inner: Any, max_bytes: int, *, record_timestamp: Callable[[], int],
+    def __init__(self, inner: SessionStore, max_bytes: int, *, record_timestamp: Callable[[], int],
                  set_record_timestamp: Callable[[int | None], None]) -> None:
         self.inner = inner
         self.max_bytes = max_bytes
@@ -118,7 +119,8 @@ class CachingSessionStore:
 
     # ------------------------------------------------------------------ reads
 
-    def find_sessions(self, key: bytes, earliest_session_end: int, latest_session_start: int) -> list:
+    def find_sessions(self, key: bytes, earliest_session_end: int,
+                      latest_session_start: int) -> list[tuple[SessionKey, bytes]]:
         stored = self.inner.find_sessions(key, earliest_session_end, latest_session_start)
         self._last_find = (key, earliest_session_end, latest_session_start, stored)
         cached = self._by_key.get(key)
@@ -136,7 +138,7 @@ class CachingSessionStore:
             return list(merged.items())
         return sorted(merged.items(), key=_end_then_start)
 
-    def fetch(self, key: bytes) -> list:
+    def fetch(self, key: bytes) -> list[tuple[SessionKey, bytes]]:
         return self.find_sessions(key, 0, 2**63 - 1)
 
     def fetch_session(self, key: bytes, start: int, end: int) -> bytes | None:
@@ -145,11 +147,12 @@ class CachingSessionStore:
             return entry[0]
         return self.inner.fetch_session(key, start, end)
 
-    def find_sessions_by_end(self, earliest_session_end: int, latest_session_end: int) -> list:
+    def find_sessions_by_end(self, earliest_session_end: int,
+                             latest_session_end: int) -> list[tuple[SessionKey, bytes]]:
         self.flush_cache()
         return self.inner.find_sessions_by_end(earliest_session_end, latest_session_end)
 
-    def all(self) -> list:
+    def all(self) -> list[tuple[SessionKey, bytes]]:
         self.flush_cache()
         return self.inner.all()
 

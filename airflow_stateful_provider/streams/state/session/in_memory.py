@@ -123,9 +123,11 @@ class InMemorySessionStore(InMemoryStore, SessionStoreBase):
         sessions = []
         max_end = self._observed
         for record in batch_records:
-            if len(record.key) < 16:
+            key = record.key
+            assert key is not None  # filtered above
+            if len(key) < 16:
                 raise short_key_error(record)
-            session = session_key_from_bytes(record.key)
+            session = session_key_from_bytes(key)
             if session.start < 0 or session.end < session.start:
                 raise bad_window_error(record, session.start, session.end)
             sessions.append((session, record.value))

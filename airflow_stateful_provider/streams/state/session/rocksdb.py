@@ -219,7 +219,9 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
         segment_id = session_end // self.segment_interval_ms
         if segment_id not in self._segments:
             return None
-        return self._db.get(_SEGP.pack(_SEG_MARK, segment_id) + key + _TS2.pack(session_end, session_start))
+        row_key = _SEGP.pack(_SEG_MARK, segment_id) + key + _TS2.pack(session_end, session_start)
+        value: bytes | None = self._db.get(row_key)
+        return value
 
     def _ending_between(self, actual_from: int, latest_session_end: int) -> list[tuple[SessionKey, bytes]]:
         if not self._indexed:
@@ -344,7 +346,7 @@ def _session_ends(keys: list[bytes], records: list[Any]) -> np.ndarray:
         raise short_key_error(records[short[0]])
     blob = np.frombuffer(b"".join(keys), dtype=np.uint8)
     suffix_at = np.cumsum(lengths) - 16
-    windows = blob[suffix_at[:, None] + _WINDOW_BYTES].view(">i8").astype(np.int64)  # rows: end, start
+    windows: np.ndarray = blob[suffix_at[:, None] + _WINDOW_BYTES].view(">i8").astype(np.int64)  # rows: end, start
     ends, starts = windows[:, 0], windows[:, 1]
     bad = np.flatnonzero((starts < 0) | (ends < starts))
     if len(bad):

@@ -90,7 +90,9 @@ class SessionStore(Protocol):
     Results are lists of ``(SessionKey, aggregate)`` ordered by (end, start) for one key.
     """
 
-    name: str
+    @property
+    def name(self) -> str: ...
+
 
     @property
     def persistent(self) -> bool: ...
