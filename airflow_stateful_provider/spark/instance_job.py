@@ -92,8 +92,11 @@ def run_instance(spec: InstanceSpec) -> dict[str, Any]:
     topology = load_topology(spec.topology, config)
     ended = threading.Event()
     streams = KafkaStreams(topology, config)
-    streams.set_state_listener(lambda new, old: new in (KafkaStreamsState.NOT_RUNNING, KafkaStreamsState.ERROR)
-                               and ended.set())
+    def note_end(new: KafkaStreamsState, old: KafkaStreamsState) -> None:
+        if new in (KafkaStreamsState.NOT_RUNNING, KafkaStreamsState.ERROR):
+            ended.set()
+
+    streams.set_state_listener(note_end)
     started = time.monotonic()
     log.info("instance %s epoch %d starting (state dir %s, pid %d)", spec.instance_id, epoch, state_dir, os.getpid())
     streams.start()

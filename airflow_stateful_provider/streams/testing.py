@@ -119,7 +119,7 @@ class _InMemoryProducer:
         topic: str,
         value: bytes | None = None,
         key: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: list[tuple[str, bytes | None]] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> _Done:

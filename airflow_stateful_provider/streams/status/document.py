@@ -12,7 +12,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from airflow_stateful_provider.streams.errors import StatusFormatError, UnsupportedStatusVersionError
 from airflow_stateful_provider.streams.task_id import TaskId
@@ -174,7 +174,7 @@ class InstanceTask:
     dropped_records: Mapping[str, int] = dataclasses.field(default_factory=dict, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"task_id": self.task_id, "role": self.role, "state": self.state,
+        out: dict[str, Any] = {"task_id": self.task_id, "role": self.role, "state": self.state,
                "changelogs": [c.to_dict() for c in self.changelogs]}
         if self.restore is not None:
             out["restore"] = self.restore.to_dict()
@@ -292,6 +292,14 @@ class _DocumentParser:
         if name not in obj:
             raise self.fail(path, "is missing")
         return obj[name]
+
+    @overload
+    def integer(self, obj: Mapping[str, Any], name: str, path: str, *, minimum: int | None = 0,
+                nullable: Literal[False] = False) -> int: ...
+
+    @overload
+    def integer(self, obj: Mapping[str, Any], name: str, path: str, *, minimum: int | None = 0,
+                nullable: bool) -> int | None: ...
 
     def integer(self, obj: Mapping[str, Any], name: str, path: str, *, minimum: int | None = 0,
                 nullable: bool = False) -> int | None:
