@@ -4,7 +4,7 @@ into a session store (merging, grace, emit on update or on window close; docs/se
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, cast
 
 from airflow_stateful_provider.streams.dsl.change import Change
 from airflow_stateful_provider.streams.dsl.dropped import log_dropped
@@ -13,6 +13,14 @@ from airflow_stateful_provider.streams.state.session.store import session_segmen
 from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindows, Windowed, trusted_windowed
 
 __all__ = ["SessionWindowAggregateProcessor", "StreamAggregateProcessor"]
+
+
+class _NodeSwitchingContext(Protocol):
+    """The runtime's context, whose current node a flush outside process() sets to forward as this node."""
+
+    current_node: Any
+
+    def forward(self, record: Any, child_name: str | None = None) -> None: ...
 
 
 class StreamAggregateProcessor(Processor):
@@ -134,7 +142,7 @@ class SessionWindowAggregateProcessor(Processor):
 
     def _forward_flushed(self, windowed: Windowed, new: Any, old: Any) -> None:
         """A cached session written through (commit or eviction): forward it as this node."""
-        context = self.context
+        context = cast(_NodeSwitchingContext, self.context)
         previous = context.current_node
         context.current_node = self._node
         try:
