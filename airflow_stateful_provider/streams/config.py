@@ -339,7 +339,7 @@ class StreamsConfig:
         """Plain values, e.g. for JSON; serde and handler objects are kept as they are."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["bootstrap_servers"] = list(self.bootstrap_servers)
-        out["processing_guarantee"] = self.processing_guarantee.value
+        out["processing_guarantee"] = ProcessingGuarantee(self.processing_guarantee).value
         return out
 
     @property
@@ -351,8 +351,9 @@ class StreamsConfig:
         return AssignmentConfigs(
             acceptable_recovery_lag=self.acceptable_recovery_lag, max_warmup_replicas=self.max_warmup_replicas,
             num_standby_replicas=self.num_standby_replicas,
-            probing_rebalance_interval_ms=self.probing_rebalance_interval_ms,
-            rack_aware_assignment_tags=self.rack_aware_assignment_tags)
+            # AssignmentConfigs validates and converts these itself (a timedelta, a list of tags)
+            probing_rebalance_interval_ms=self.probing_rebalance_interval_ms,  # type: ignore[arg-type]
+            rack_aware_assignment_tags=self.rack_aware_assignment_tags)  # type: ignore[arg-type]
 
     def task_state_dir(self, task_id: object) -> str:
         """``<state_dir>/<application_id>/<subtopology>_<partition>`` (docs/stores.md, "Store directories")."""

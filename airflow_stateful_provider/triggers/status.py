@@ -45,7 +45,9 @@ def _positive_number(value: Any, name: str) -> float:
     return float(value)
 
 
-def _deadline_text(deadline: float) -> str:
+def _deadline_text(deadline: float | None) -> str:
+    if deadline is None:
+        return "(none)"
     return datetime.fromtimestamp(deadline, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 

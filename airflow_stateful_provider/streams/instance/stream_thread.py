@@ -37,7 +37,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, cast
 
 from kafka import AsyncConsumerRebalanceListener
 from kafka import TopicPartition as KafkaTopicPartition
@@ -52,7 +52,12 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
 )
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.errors import MissingTopicError, StreamsError, TransactionFailedError
+from airflow_stateful_provider.streams.errors import (
+    IllegalStateError,
+    MissingTopicError,
+    StreamsError,
+    TransactionFailedError,
+)
 from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
 from airflow_stateful_provider.streams.instance.snapshotting import snapshot_clients
 from airflow_stateful_provider.streams.instance.task_manager import TaskManager
@@ -189,12 +194,15 @@ class StreamThread(threading.Thread):
         #: When commits started being refused (monotonic s); see _recover_if_outside_group.
         self._commit_blocked_since: float | None = None
         self._last_commit_ms = 0
+        #: StreamsConfig.__post_init__ made every duration setting int milliseconds.
+        self._commit_interval_ms = cast(int, config.commit_interval_ms)
+        self._purge_interval_ms = cast(int, config.repartition_purge_interval_ms)
         self.consumer: Any = None
         self.restore_consumer: Any = None
         self.producer: StreamsProducer | None = None
         #: How long one iteration processes before it commits (when due) and polls again:
         #: the commit interval, at most PROCESSING_BUDGET_MAX_MS.
-        self._processing_budget_ms = max(1, min(config.commit_interval_ms, PROCESSING_BUDGET_MAX_MS))
+        self._processing_budget_ms = max(1, min(self._commit_interval_ms, PROCESSING_BUDGET_MAX_MS))
         #: Exactly-once: commit early once the stores' buffered writes pass this many bytes.
         self._uncommitted_max_bytes = config.statestore_uncommitted_max_bytes // config.num_stream_threads
         self.changelog_reader: ChangelogReader | None = None
@@ -279,8 +287,8 @@ class StreamThread(threading.Thread):
         """The error the thread dies with: a missing topic, when one is behind ``exc``."""
         if isinstance(exc, (StreamsError, KafkaError)) and not isinstance(exc, MissingTopicError):
             try:
-                self.topic_watch.check(exc, extra=[getattr(exc, "topic", None)] if getattr(exc, "topic", None)
-                                       else ())
+                topic: str | None = getattr(exc, "topic", None)
+                self.topic_watch.check(exc, extra=[topic] if topic else ())
             except MissingTopicError as missing:
                 return missing
         return exc
@@ -332,6 +340,8 @@ class StreamThread(threading.Thread):
         from kafka.admin import OffsetSpec
 
         if self._admin is None:
+            if self._admin_factory is None:
+                raise IllegalStateError(f"{self.name}: exactly-once end offsets need an admin client")
             self._admin = self._admin_factory()
         found = self._admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
         return {tp: result.offset for tp, result in found.items()}
@@ -341,12 +351,18 @@ class StreamThread(threading.Thread):
         while not self._shutdown_requested.is_set():
             self.run_once()
 
+    def started_changelog_reader(self) -> ChangelogReader:
+        """The changelog reader, created with the thread's clients before its loop runs."""
+        if self.changelog_reader is None:
+            raise IllegalStateError(f"{self.name}: the changelog reader is created when the thread starts")
+        return self.changelog_reader
+
     def run_once(self) -> None:
         """One iteration of the loop (see module docstring)."""
         if self._check_topics:
             self._check_topics = False
             self.topic_watch.check()  # a failed transaction may be a deleted topic: stop, do not loop
-        reader = self.changelog_reader
+        reader = self.started_changelog_reader()
         restoring = bool(reader.restoring_tasks)  # as of before this poll's assignment
         busy = restoring or self.task_manager.has_processable()
         # An idle thread with standbys splits its wait between the two consumers.
@@ -415,7 +431,7 @@ class StreamThread(threading.Thread):
     def _apply_changelogs(self, fetched: dict) -> None:
         """Write what the restore consumer fetched into the stores; restored tasks start."""
         with self.tasks_lock:
-            for task_id in self.changelog_reader.apply(fetched):
+            for task_id in self.started_changelog_reader().apply(fetched):
                 self.task_manager.restoration_completed(task_id)
 
     # ------------------------------------------------------------------ commit
@@ -459,7 +475,7 @@ class StreamThread(threading.Thread):
             self._recover_if_outside_group()
             return
         requested = any(t.commit_requested for t in self.tasks.values()) or self._uncommitted_over_limit()
-        if not requested and now - self._last_commit_ms < self.config.commit_interval_ms:
+        if not requested and now - self._last_commit_ms < self._commit_interval_ms:
             return
         if self.commit() is None:
             return  # the group is rebalancing: commit once the new assignment arrives
@@ -561,7 +577,7 @@ class StreamThread(threading.Thread):
     def _maybe_purge_repartition_topics(self, now: int) -> None:
         """Delete repartition records below the committed offsets: this application is
         their only reader, and it will never read them again."""
-        interval = self.config.repartition_purge_interval_ms
+        interval = self._purge_interval_ms
         if not self._purgeable or now - self._last_purge_ms < interval:
             return
         self._last_purge_ms = now

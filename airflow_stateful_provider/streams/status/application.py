@@ -397,7 +397,8 @@ def _standby(doc: InstanceStatus, task: InstanceTask, partitions: Sequence[tuple
             notes.append(f"no end offset known for changelog {tp[0]}-{tp[1]}; lag of {doc.instance_id} unknown")
             lag, basis = None, "unknown"
             break
-        lag += max(0, end - entry.current_offset)
+        if lag is not None:  # always, here: every path that makes it None breaks out
+            lag += max(0, end - entry.current_offset)
     if basis == "reported":
         notes.append(f"lag of {doc.instance_id} measured against its last reported end (live end unavailable)")
     if is_stale:
