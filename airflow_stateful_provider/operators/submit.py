@@ -248,7 +248,8 @@ class SubmitTopologyOperator(SparkSubmitOperator):
             raise AirflowException(f"application {application_id!r} is already running (instances {live} report in); "
                                    f"stop it first: stateful-streams stop {application_id}")
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    # The Spark provider declares execute() -> None; this one returns its XCom value, as BaseOperator allows.
+    def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         streams_hook = StatefulStreamsHook(self.stateful_streams_conn_id)
         values = self._prepare(streams_hook)
         application_id = values["application_id"]
@@ -281,7 +282,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
             raise
         details = {
             "application_id": application_id,
-            "instances": [f"{application_id}-{i}" for i in range(self.instances)],
+            "instances": [f"{application_id}-{i}" for i in range(self._instance_count())],
             "topology": self.topology,
             "master": master,
             "deploy_mode": deploy_mode or "client",
@@ -353,7 +354,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         submission; fail early if the driver exits."""
         from airflow_stateful_provider.streams.errors import StreamsError
 
-        expected = {f"{application_id}-{i}" for i in range(self.instances)}
+        expected = {f"{application_id}-{i}" for i in range(self._instance_count())}
         deadline = time.monotonic() + self.submit_timeout.total_seconds()
         last_problem = "no status read yet"
         while True:

@@ -279,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
             print("error: spark.speculation must be false: a speculative copy of an instance task would run the "
                   "same instance twice", file=sys.stderr)
             return 2
-        slots = _local_task_slots(sc.master)
+        master = sc.master or ""  # a running SparkContext always has its master
+        slots = _local_task_slots(master)
         if slots is not None and slots < args.instances:
             print(f"error: master {sc.master!r} offers {slots} task slot(s) but --instances is {args.instances}; "
                   f"each instance holds one slot while it runs (use local[{args.instances + 1},2])", file=sys.stderr)
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             application_id=config.application_id, topology=args.topology, config_values=values,
             instances=args.instances, runner=SparkJobRunner(sc), send_stop=lambda ids: _send_stop(config, ids),
             policy=policy, initial_epochs=initial, latest_epochs=lambda: _latest_epochs(config),
-            epoch_stride=task_attempts(sc.master, conf), spark_local_dir=conf.get("spark.local.dir"),
+            epoch_stride=task_attempts(master, conf), spark_local_dir=conf.get("spark.local.dir"),
             log_level=args.log_level,
             stop_timeout_s=args.stop_timeout, emit=_emit, thread_factory=InheritableThread)
         for signum in (signal.SIGTERM, signal.SIGINT):
