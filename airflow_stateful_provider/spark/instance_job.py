@@ -120,7 +120,7 @@ def _configure_logging(level: str) -> None:
     if not any(getattr(h, "_stateful_streams", False) for h in root.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
-        handler._stateful_streams = True  # type: ignore[attr-defined]
+        handler._stateful_streams = True  # type: ignore[attr-defined]  # marks the handler as ours
         root.addHandler(handler)
     root.setLevel(level)
     logging.getLogger("kafka").setLevel(logging.WARNING)

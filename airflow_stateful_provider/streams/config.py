@@ -383,7 +383,7 @@ def _checked_init(generated: Callable[..., None]) -> Callable[..., None]:
     return __init__
 
 
-StreamsConfig.__init__ = _checked_init(StreamsConfig.__init__)  # type: ignore[method-assign]
+StreamsConfig.__init__ = _checked_init(StreamsConfig.__init__)  # type: ignore[method-assign]  # wraps the generated one
 
 
 def _check_application_id(value: Any) -> None:

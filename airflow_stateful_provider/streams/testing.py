@@ -424,7 +424,7 @@ class TopologyTestDriver:
     def _store_kind(self, name: str) -> str:
         for task in self._tasks:
             if name in task.subtopology.store_names:
-                return task.stores.kind(name)  # type: ignore[attr-defined]
+                return task.stores.kind(name)  # type: ignore[attr-defined]  # the driver's tasks have TaskStateManagers
         raise StreamsError(f"no state store named {name!r}")
 
     def _cleanup_after_failed_init(self) -> None:

@@ -94,6 +94,7 @@ class ProcessorContextImpl(ProcessorContext):
         metadata = self._record_context
         if metadata is None and self._input_raw is not None:
             raw, record = self._input_raw, self._input_record
+            # _input_record is set together with _input_raw (set_input)
             metadata = self._record_context = RecordMetadata(
                 raw.topic, raw.partition, raw.offset, record.timestamp, record.headers)  # type: ignore[union-attr]
         return metadata

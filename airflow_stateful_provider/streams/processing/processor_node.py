@@ -61,6 +61,7 @@ class ProcessorNode:
 
     def process(self, record: Record[Any, Any]) -> None:
         try:
+            # only source and sink nodes have no processor, and they override process(): no check per record
             self.processor.process(record)  # type: ignore[union-attr]
         except PASS_THROUGH:
             raise
@@ -87,7 +88,7 @@ class SourceNode(ProcessorNode):
         self.value_serde = value_serde
 
     def process(self, record: Record[Any, Any]) -> None:
-        self.context.forward(record)  # type: ignore[union-attr]
+        self.context.forward(record)  # type: ignore[union-attr]  # init() set it before any record
 
 
 class SinkNode(ProcessorNode):
@@ -119,6 +120,7 @@ class SinkNode(ProcessorNode):
     def process(self, record: Record[Any, Any]) -> None:
         topic = self.topic
         if topic is None:
+            # init() set the context before any record; no None check per record
             topic = self.topic_extractor(record.key, record.value, self.context.record_metadata)  # type: ignore[union-attr]
             if not isinstance(topic, str) or not topic:
                 raise StreamsError(

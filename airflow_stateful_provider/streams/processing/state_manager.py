@@ -263,7 +263,8 @@ class TaskStateManager:
         entry.raw.restore_batch(records)
         if not records:
             return 0
-        self._checkpointed[entry.changelog] = records[-1].offset  # type: ignore[index]
+        if entry.changelog is not None:  # always: the entry was found by its changelog
+            self._checkpointed[entry.changelog] = records[-1].offset
         return len(records) - countOf(map(_record_key, records), None)
 
     def wipe_store(self, name: str) -> None:
@@ -315,9 +316,10 @@ class TaskStateManager:
             return False
         new = dict(self._checkpointed)
         for entry in persistent:
-            offset = changelog_offsets.get(entry.changelog)  # type: ignore[arg-type]
-            if offset is not None:
-                new[entry.changelog] = offset  # type: ignore[index]
+            changelog = entry.changelog
+            offset = None if changelog is None else changelog_offsets.get(changelog)
+            if changelog is not None and offset is not None:
+                new[changelog] = offset
         written = self._written
         delta = sum(max(0, off - written.get(tp, -1)) for tp, off in new.items())
         self._checkpointed = new

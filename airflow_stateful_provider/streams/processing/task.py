@@ -158,14 +158,15 @@ class StreamTask:
         for name in self.subtopology.nodes:
             spec = topology.node(name)
             if isinstance(spec, SourceNodeSpec):
-                node: ProcessorNode = SourceNode(
+                source_node = SourceNode(
                     name,
                     tuple(topology.decorate_topic(t, app) for t in spec.topics),
                     resolve_serde(spec.key_serde, config.default_key_serde, f"key serde of source {name!r}"),
                     resolve_serde(spec.value_serde, config.default_value_serde, f"value serde of source {name!r}"),
                 )
-                for topic in node.topics:  # type: ignore[attr-defined]
-                    self._sources_by_topic[topic] = node  # type: ignore[assignment]
+                for topic in source_node.topics:
+                    self._sources_by_topic[topic] = source_node
+                node: ProcessorNode = source_node
             elif isinstance(spec, SinkNodeSpec):
                 fixed = spec.topic if isinstance(spec.topic, str) else None
                 node = SinkNode(

@@ -45,11 +45,13 @@ class ChangeloggingStore:
 
     @property
     def name(self) -> str:
-        return self.inner.name  # type: ignore[no-any-return]
+        name: str = self.inner.name
+        return name
 
     @property
     def persistent(self) -> bool:
-        return self.inner.persistent  # type: ignore[no-any-return]
+        persistent: bool = self.inner.persistent
+        return persistent
 
     def __enter__(self) -> Any:
         return self

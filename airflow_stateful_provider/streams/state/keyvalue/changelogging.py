@@ -35,10 +35,10 @@ class ChangeloggingKeyValueStore(ChangeloggingStore):
         self._send(key, value, self.timestamp_fn())
 
     def put_if_absent(self, key: bytes, value: bytes | None) -> bytes | None:
-        existing = self.inner.get(key)
+        existing: bytes | None = self.inner.get(key)
         if existing is None:
             self.put(key, value)
-        return existing  # type: ignore[no-any-return]
+        return existing
 
     def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
         entries = list(entries)

@@ -97,9 +97,10 @@ class InMemoryVersionedKeyValueStore(InMemoryStore, VersionedStoreBase):
         if as_of < self._observed - self.history_retention_ms:
             return None
         index = bisect.bisect_right(froms, as_of) - 1
-        if index < self._retained_from(froms) or values[index] is None:
+        value = values[index]
+        if index < self._retained_from(froms) or value is None:
             return None
-        return VersionedRecord(values[index], froms[index], froms[index + 1])  # type: ignore[arg-type]
+        return VersionedRecord(value, froms[index], froms[index + 1])
 
     def get_versions(
         self, key: bytes, from_time: int | None = None, to_time: int | None = None, ascending: bool = False

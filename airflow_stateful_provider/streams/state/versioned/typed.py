@@ -36,11 +36,12 @@ class TypedVersionedKeyValueStore(TypedStore[VersionedKeyValueStore]):
             kwargs["from_time"] = from_time
         if to_time is not None:
             kwargs["to_time"] = to_time
-        return [self._record(r) for r in self.inner.get_versions(self._key(key), **kwargs)]  # type: ignore[misc]
+        return [self._typed(r) for r in self.inner.get_versions(self._key(key), **kwargs)]
 
     def _record(self, found: Any) -> VersionedRecord[Any] | None:
-        if found is None:
-            return None
+        return None if found is None else self._typed(found)
+
+    def _typed(self, found: Any) -> VersionedRecord[Any]:
         valid_to = getattr(found, "valid_to", None)
         if valid_to is not None and valid_to < 0:
             valid_to = None
