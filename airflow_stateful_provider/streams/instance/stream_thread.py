@@ -64,6 +64,7 @@ from airflow_stateful_provider.streams.kafka.group_join import (
     request_rebalance,
 )
 from airflow_stateful_provider.streams.kafka.parked_fetches import release_parked_fetches
+from airflow_stateful_provider.streams.processing.metrics import ThreadMetrics
 from airflow_stateful_provider.streams.processing.record_collector import ProductionError
 from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata
 from airflow_stateful_provider.streams.processing.streams_producer import StreamsProducer, transactional_id
@@ -214,6 +215,8 @@ class StreamThread(threading.Thread):
         self.topic_watch = TopicWatch(topic_roles or {}, admin_factory, self.name)
         #: Set by a rollback: the next iteration checks that every topic still exists.
         self._check_topics = False
+        #: Thread-level metrics (processed records, commit latency, poll sizes, aborts).
+        self.metrics = ThreadMetrics()
 
     @property
     def tasks(self) -> dict[TaskId, StreamTask]:
@@ -373,7 +376,7 @@ class StreamThread(threading.Thread):
             wait = 0 if self.task_manager.has_processable() else (50 if reader.restoring_tasks else idle_wait)
             self._apply_changelogs(reader.poll(poll_timeout_ms=wait))
         try:
-            self.task_manager.process(self._processing_budget_ms)
+            self.metrics.record_processed(self.task_manager.process(self._processing_budget_ms))
             for task in self.task_manager.running_tasks():
                 task.maybe_punctuate_system_time()
         except TransactionFailedError as exc:
@@ -408,6 +411,7 @@ class StreamThread(threading.Thread):
             self.task_manager.revive_tasks()
         if fetched and self.first_records_polled_at is None:
             self.first_records_polled_at = time.monotonic()
+        self.metrics.record_poll(sum(len(records) for records in fetched.values()))
         for kafka_tp, records in fetched.items():
             self.task_manager.add_records(TopicPartition(kafka_tp.topic, kafka_tp.partition), records)
 
@@ -460,8 +464,12 @@ class StreamThread(threading.Thread):
         requested = any(t.commit_requested for t in self.tasks.values()) or self._uncommitted_over_limit()
         if not requested and now - self._last_commit_ms < self.config.commit_interval_ms:
             return
-        if self.commit() is None:
+        started = time.monotonic()
+        committed = self.commit()
+        if committed is None:
             return  # the group is rebalancing: commit once the new assignment arrives
+        if committed:
+            self.metrics.record_commit((time.monotonic() - started) * 1000)
         for standby in self.standby_tasks.values():
             standby.checkpoint()
         self.task_manager.snapshot_idle()
@@ -554,6 +562,7 @@ class StreamThread(threading.Thread):
                     self.name, len(self.task_manager.running_tasks()), cause)
         assert self.producer is not None
         self.producer.abort_transaction()
+        self.metrics.record_transaction_abort()
         self.task_manager.close_running_for_revival()
         self._check_topics = True
 
