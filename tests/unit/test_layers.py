@@ -47,6 +47,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 
 #: Loaded by Airflow sensors, triggers and the CLI to read and render: no Kafka client.
 PURE_MODULES = ("status.document", "status.application", "status.rendering", "status.readable", "status.conditions",
+                "status.health",
                 "control.commands")
 
 
