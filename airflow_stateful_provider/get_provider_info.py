@@ -45,6 +45,11 @@ def get_provider_info() -> dict:
             {"integration-name": INTEGRATION,
              "python-modules": ["airflow_stateful_provider.triggers.status"]},
         ],
+        # on SubmitTopologyOperator, RestorationSensor and StandbyLagSensor task instances
+        "extra-links": [
+            "airflow_stateful_provider.links.stateful_streams.StatefulStreamsPageLink",
+            "airflow_stateful_provider.links.stateful_streams.SparkUILink",
+        ],
         "connection-types": [
             {
                 "connection-type": "stateful_streams",
