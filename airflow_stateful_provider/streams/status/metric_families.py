@@ -86,6 +86,8 @@ def metric_families(readings: Iterable[StatusReading], *, now_ms: int) -> list[M
 
 
 def _application(out: _Families, base: list[str], status: ApplicationStatus, now_ms: int) -> None:
+    out.add("gauge", OWN + "live_instances", "Instances whose last status document is fresh (0: stopped or gone)",
+            (), base, (), sum(not i.stale for i in status.instances))
     for instance in status.instances:
         _instance(out, base, instance)
     counts = {state: 0 for state in SNAPSHOT_TASK_STATES}
