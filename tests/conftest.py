@@ -56,6 +56,30 @@ def bootstrap_servers(kafka_broker) -> str:
 
 
 @pytest.fixture(scope="session")
+def secured_kafka(tmp_path_factory):
+    """A second broker, started only for the tests that ask for it: mutual TLS, SASL
+    OAUTHBEARER over TLS (unsecured JWTs) and TLS under a certificate for another host, with
+    a self-signed CA and certificates made for the session (tests/integration/secured_kafka.py)."""
+    from tests.integration.secured_kafka import SecuredKafka
+    from tools.kafka.broker import LocalKafkaBroker, SecuredListeners
+    from tools.kafka.certificates import CertificateAuthority
+
+    directory = tmp_path_factory.mktemp("secured-kafka")
+    ca = CertificateAuthority(directory / "tls")
+    stranger = CertificateAuthority(directory / "stranger-tls", name="stranger").issue("stranger-client")
+    listeners = SecuredListeners(keystore=ca.issue("broker", server=True).keystore,
+                                 wrong_name_keystore=ca.issue("elsewhere", server=True, hosts=("broker.invalid",)).keystore,
+                                 truststore=ca.cert)
+    broker = LocalKafkaBroker(work_dir=directory / "kafka", security=listeners)
+    broker.start()
+    print(f"\nsecured Kafka broker {broker.secured_ports} started in {broker.start_seconds:.1f}s", file=sys.stderr)
+    try:
+        yield SecuredKafka(broker, ca, ca.issue("streams-client", password="client-key-pa55"), stranger)
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """Migrate the isolated SQLite metadata database once per test session."""
     result = subprocess.run([str(Path(_BIN_DIR) / "airflow"), "db", "migrate"], capture_output=True, text=True,

@@ -137,7 +137,7 @@ class StreamsConfig:
     windowed_aggregation_emit_interval_ms: int | timedelta = 1000
     #: Bytes of record cache per stream thread for each cached store (Kafka Streams'
     #: ``statestore.cache.max.bytes``, default 10 MiB); 0 disables caching. See
-    #: state/caching.py: updates of a key collapse until the next commit.
+    #: state/session/caching.py: updates of a key collapse until the next commit.
     statestore_cache_max_bytes: int = 10 * 1024 * 1024
     #: Exactly-once: bytes of store writes an instance buffers in memory until its
     #: transaction commits (Kafka's KIP-892 ``statestore.uncommitted.max.bytes``, split

@@ -25,7 +25,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from airflow_stateful_provider.streams import open_store
-from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
 from tools.instances import InstanceProcess
 from tools.kafka.topics import committed_offsets, create_topics, end_offsets, numbered_records, produce, read_all
 from tools.waits import wait_for_commits, wait_progressing

@@ -20,7 +20,7 @@ from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStream
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
-from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.task_id import TaskId
 from tests.integration.topologies import json_counts, regrouped_counts
 from tools.kafka.topics import committed_offsets, create_topics, end_offsets, produce, read_all

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from airflow_stateful_provider import cli
-from airflow_stateful_provider.streams.state.checkpoint import read_checkpoint
+from airflow_stateful_provider.streams.state.common.checkpoint import read_checkpoint
 from tools.changelog_state import fill_counts_changelog
 from tools.kafka.topics import create_topics
 from tools.spark_app import SparkApplication

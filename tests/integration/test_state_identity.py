@@ -32,8 +32,8 @@ from airflow_stateful_provider.streams import (
     open_store,
     read_status_documents,
 )
-from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
-from airflow_stateful_provider.streams.state.task_identity import IDENTITY_FILE_NAME, read_identity
+from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.task_identity import IDENTITY_FILE_NAME, read_identity
 from airflow_stateful_provider.streams.status.document import LostChangelogReport
 from airflow_stateful_provider.streams.task_id import TaskId
 from tests.integration.topologies import json_counts

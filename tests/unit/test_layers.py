@@ -45,6 +45,15 @@ MAY_IMPORT: dict[str, set[str]] = {
     "runner": {"instance", "config", "topology"},
 }
 
+#: Inside state/: common/ holds what every store kind shares; each other folder is one store
+#: kind (docs/architecture.md, "How to add a store kind").
+STATE_COMMON = "state.common"
+STATE_KINDS = sorted(p.name for p in (ENGINE / "state").iterdir()
+                     if (p / "__init__.py").exists() and p.name != "common")
+#: The packages that choose a store kind: the DSL (what Materialized asks for) and topology
+#: (the Stores factory). The runtime builds every kind through its builder (state.common).
+NAME_STORE_KINDS = {"dsl", "topology"}
+
 #: Loaded by Airflow sensors, triggers and the CLI to read and render: no Kafka client.
 PURE_MODULES = ("status.document", "status.application", "status.rendering", "status.readable", "status.conditions",
                 "status.health",
@@ -149,3 +158,57 @@ def test_only_the_packages_that_talk_to_kafka_import_kafka_python():
     wrong = sorted(module for module, names in MODULES.items() if module and _top(module) not in talking
                    and any(name.split(".")[0] == "kafka" for name in names))
     assert wrong == []
+
+
+def _state_area(module: str) -> str | None:
+    """"state.common", "state.<kind>", "state" (the package face and its top modules), or None."""
+    parts = module.split(".")
+    if parts[0] != "state":
+        return None
+    if len(parts) > 1 and (ENGINE / "state" / parts[1]).is_dir():
+        return f"state.{parts[1]}"
+    return "state"
+
+
+def test_the_store_kinds_are_the_folders_of_state_besides_common():
+    assert {"keyvalue", "session", "versioned"} <= set(STATE_KINDS)
+
+
+def test_what_the_store_kinds_share_imports_no_kind():
+    wrong = sorted(f"{module} -> {target}" for module in MODULES if _state_area(module) == STATE_COMMON
+                   for target in _engine_imports(module)
+                   if _top(target) == "state" and _state_area(target) != STATE_COMMON)
+    assert wrong == []
+
+
+@pytest.mark.parametrize("kind", STATE_KINDS)
+def test_a_store_kind_imports_only_its_folder_and_what_kinds_share(kind):
+    own = f"state.{kind}"
+    wrong = sorted(f"{module} -> {target}" for module in MODULES if _state_area(module) == own
+                   for target in _engine_imports(module)
+                   if _top(target) == "state" and _state_area(target) not in (own, STATE_COMMON))
+    assert wrong == []
+
+
+def test_only_the_dsl_and_topology_name_a_store_kind():
+    """The runtime (processing, restoration, snapshots, control, instance, ...) reaches stores
+    through their builders and what kinds share: no kind is named outside its folder but where
+    one is chosen."""
+    wrong = sorted(f"{module} -> {target}" for module in MODULES if _top(module) not in NAME_STORE_KINDS | {"state", ""}
+                   for target in _engine_imports(module) if _state_area(target) in {f"state.{k}" for k in STATE_KINDS})
+    assert wrong == []
+
+
+def test_every_store_kind_folder_is_registered_by_the_state_package():
+    """Each kind folder's kind.py registers its StoreKind, its __init__.py imports kind.py, and
+    the state package imports every folder: importing any state module registers them all."""
+    import importlib
+
+    from airflow_stateful_provider.streams.state import StoreKind, store_kinds
+
+    for kind in STATE_KINDS:
+        module = importlib.import_module(f"{PREFIX}.state.{kind}.kind")
+        declared = [value for value in vars(module).values() if isinstance(value, StoreKind)]
+        assert len(declared) == 1 and declared[0] in store_kinds(), f"state/{kind}/kind.py must register one kind"
+        assert f"state.{kind}.kind" in _engine_imports(f"state.{kind}"), f"state/{kind}/__init__.py must import kind.py"
+        assert f"state.{kind}" in _engine_imports("state"), f"state/__init__.py must import state/{kind}/"

@@ -9,7 +9,7 @@ from typing import Any
 from airflow_stateful_provider.streams.dsl.change import Change
 from airflow_stateful_provider.streams.dsl.dropped import log_dropped
 from airflow_stateful_provider.streams.processor import Processor, Record
-from airflow_stateful_provider.streams.state.versioned import NOT_PUT, VALID_TO_UNDEFINED
+from airflow_stateful_provider.streams.state.versioned.store import NOT_PUT, VALID_TO_UNDEFINED
 
 __all__ = ["KTableSourceProcessor", "PUT_RETURN_CODE_NOT_PUT", "PUT_RETURN_CODE_VALID_TO_UNDEFINED",
            "StreamTableJoinProcessor"]

@@ -18,7 +18,13 @@ from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import BrokerUnreachableError, ConfigError
-from airflow_stateful_provider.streams.kafka.clients import connection_errors, servers_text
+from airflow_stateful_provider.streams.kafka.clients import (
+    check_client_environment,
+    connection_errors,
+    connection_failures,
+    describe_failures,
+    servers_text,
+)
 from airflow_stateful_provider.streams.processing.deserialization import (
     DeadLetterQueueExceptionHandler,
     deserialization_handler_from_config,
@@ -110,19 +116,24 @@ def check_snapshot_storage(config: StreamsConfig) -> None:
 
 
 def open_admin(config: StreamsConfig, factory: Callable[[], Any]) -> Any:
-    """``factory()``, the instance's first admin client; BrokerUnreachableError naming the bootstrap
-    servers when the brokers cannot be reached within its ``bootstrap_timeout_ms``."""
+    """``factory()``, the instance's first admin client; ConfigError when the security settings
+    cannot work on this machine (kafka.clients.check_client_environment), BrokerUnreachableError
+    naming the bootstrap servers, and why the connections failed, when the brokers cannot be
+    reached within its ``bootstrap_timeout_ms``."""
+    settings = {**config.client_configs, **config.admin_configs}
+    check_client_environment(settings, "client_configs/admin_configs")
     try:
-        return factory()
+        with connection_failures() as failures:
+            return factory()
     except connection_errors() as exc:
         from kafka import KafkaAdminClient
 
-        settings = {**config.client_configs, **config.admin_configs}
         bound = settings.get("bootstrap_timeout_ms", KafkaAdminClient.DEFAULT_CONFIG["bootstrap_timeout_ms"])
         raise BrokerUnreachableError(
             f"cannot reach Kafka at {servers_text(config.bootstrap_servers)} within {bound} ms (starting application "
             f"{config.application_id!r}; nothing was created): check bootstrap_servers and that the brokers are "
-            f"up (the bound is bootstrap_timeout_ms in client_configs or admin_configs): {exc}") from exc
+            f"up (the bound is bootstrap_timeout_ms in client_configs or admin_configs): {exc}"
+            f"{describe_failures(failures)}") from exc
 
 
 def check_replication_factor(admin: Any, config: StreamsConfig) -> None:

@@ -34,7 +34,7 @@ from airflow_stateful_provider.streams.restoration.changelog_loss import changel
 from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
 from airflow_stateful_provider.streams.restoration.standby_task import StandbyTask
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
-from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.topology import Topology

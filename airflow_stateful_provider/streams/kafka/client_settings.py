@@ -10,6 +10,8 @@ As Kafka Streams hands an unprefixed setting to every client it applies to, a
 ``client_configs`` setting goes to the clients that know it (``session_timeout_ms`` to the
 consumers, ``linger_ms`` to the producers): :func:`settings_for`. A setting no kafka-python
 client knows is an error everywhere, with the closest known name as a suggestion.
+``sasl_oauth_token_provider`` may also be an import path (oauth_tokens.py), so JSON configs
+can name one; :func:`settings_for` hands kafka-python the provider.
 """
 
 from __future__ import annotations
@@ -140,6 +142,8 @@ def _value_problem(key: str, value: Any) -> str | None:
     if key == "sasl_mechanism":
         mechanisms = sasl_mechanisms()
         return None if value is None or value in mechanisms else f"must be one of {sorted(mechanisms)}"
+    if key == "sasl_oauth_token_provider":
+        return None if value is None else _token_provider_problem(value)
     default = _defaults()[key]
     if isinstance(default, bool):
         return None if isinstance(value, bool) else "must be true or false"
@@ -163,6 +167,18 @@ def sasl_mechanisms() -> frozenset[str]:
     from kafka.net.sasl import SASL_MECHANISMS
 
     return frozenset(SASL_MECHANISMS)
+
+
+def _token_provider_problem(value: Any) -> str | None:
+    from airflow_stateful_provider.streams.kafka.oauth_tokens import TokenProviderReference, token_provider
+
+    try:
+        provider = token_provider(value)
+        if isinstance(provider, TokenProviderReference):
+            provider.resolve()
+    except ConfigError as exc:
+        return f"is not usable: {exc}"
+    return None
 
 
 def _is_int(value: Any) -> bool:
@@ -197,7 +213,11 @@ def settings_for(kind: str, settings: Mapping[str, Any]) -> dict[str, Any]:
     known = known_settings(kind)
     out = {}
     for key, value in settings.items():
-        if key in known:
+        if key == "sasl_oauth_token_provider" and value is not None:
+            from airflow_stateful_provider.streams.kafka.oauth_tokens import token_provider
+
+            out[key] = token_provider(value)
+        elif key in known:
             out[key] = value
         elif not _kinds_of(key):
             check_client_settings({key: value}, "kafka-python client settings")

@@ -25,8 +25,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from airflow_stateful_provider.streams.state.common.builder import CHANGELOG_ADDITIONAL_RETENTION_MS
 from airflow_stateful_provider.streams.topics.internal_topics import REPARTITION_TOPIC_CONFIG, InternalTopic
-from airflow_stateful_provider.streams.topology.store_builders import CHANGELOG_ADDITIONAL_RETENTION_MS
 
 __all__ = [
     "Drift",
@@ -115,8 +115,8 @@ def config_drift(
             want, got = topic.config[key], configs.get(key)
             if _normalized(key, want) != _normalized(key, got):
                 drifts.append(Drift(topic.name, key, want, got, True,
-                                    f"docs/semantics.md §7 {topic.kind} config"
-                                    + (f" of store {topic.store!r}" if topic.store else "")))
+                                    f"Kafka Streams' {topic.kind} config" + (f" of store {topic.store!r}"
+                                                                           if topic.store else "")))
     return drifts
 
 

@@ -1,12 +1,12 @@
-"""The write-back record cache in front of session stores (state/caching.py)."""
+"""The write-back record cache in front of session stores (state/session/caching.py)."""
 
 from __future__ import annotations
 
-from airflow_stateful_provider.streams.state.caching import CachingSessionStore
-from airflow_stateful_provider.streams.state.changelog_records import ListChangelogWriter
-from airflow_stateful_provider.streams.state.changelogging import ChangeloggingSessionStore
-from airflow_stateful_provider.streams.state.session_in_memory import InMemorySessionStore
-from airflow_stateful_provider.streams.state.session_key import SessionKey, session_key_to_bytes
+from airflow_stateful_provider.streams.state.session.caching import CachingSessionStore
+from airflow_stateful_provider.streams.state.common.changelog_records import ListChangelogWriter
+from airflow_stateful_provider.streams.state.session.changelogging import ChangeloggingSessionStore
+from airflow_stateful_provider.streams.state.session.in_memory import InMemorySessionStore
+from airflow_stateful_provider.streams.state.session.key import SessionKey, session_key_to_bytes
 
 
 class Clock:

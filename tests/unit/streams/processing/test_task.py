@@ -423,7 +423,7 @@ def test_restore_from_the_changelog_reproduces_the_stores(tmp_path):
     from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
     from airflow_stateful_provider.streams.dsl.materialized import Materialized
     from airflow_stateful_provider.streams.dsl.parameters import Consumed
-    from airflow_stateful_provider.streams.state.changelog_records import ChangelogRecord
+    from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
     from airflow_stateful_provider.streams.testing import TopologyTestDriver
     from airflow_stateful_provider.streams.windows import SessionWindows
 

@@ -16,9 +16,9 @@ from airflow_stateful_provider.streams.processing.task_directories import (
     claim_task_dir,
     expected_identity,
 )
-from airflow_stateful_provider.streams.state.checkpoint import CHECKPOINT_FILE_NAME, OffsetCheckpoint
-from airflow_stateful_provider.streams.state.metadata import StoreMetadata, StoreType, write_metadata
-from airflow_stateful_provider.streams.state.task_identity import (
+from airflow_stateful_provider.streams.state.common.checkpoint import CHECKPOINT_FILE_NAME, OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata, write_metadata
+from airflow_stateful_provider.streams.state.common.task_identity import (
     IDENTITY_FILE_NAME,
     TaskIdentity,
     read_identity,
@@ -106,7 +106,7 @@ def test_a_directory_of_another_application_task_or_changelog_is_refused_untouch
 def test_a_directory_of_an_earlier_build_is_adopted_when_its_checkpoint_names_its_own_changelogs(tmp_path):
     task_dir = str(tmp_path / "app" / "0_1")
     os.makedirs(os.path.join(task_dir, "retired"))
-    write_metadata(os.path.join(task_dir, "retired"), StoreMetadata(StoreType.KEY_VALUE, "retired"))
+    write_metadata(os.path.join(task_dir, "retired"), StoreMetadata("keyvalue", "retired"))
     # its own store, and a store the topology no longer has (its directory is still there)
     OffsetCheckpoint.in_task_dir(task_dir).write({("app-counts-changelog", 1): 9, ("app-retired-changelog", 1): 4})
     claim_task_dir(task_dir, OURS)

@@ -36,7 +36,7 @@ def test_changed_retention_is_one_repairable_drift():
     actual = {"app-s-changelog": {**SESSION, "retention.ms": "1000"}}
     assert config_drift([session_topic()], actual, {"app-s-changelog": 2}) == [
         Drift("app-s-changelog", "retention.ms", "86760000", "1000", True,
-              "docs/semantics.md §7 changelog config of store 's'")]
+              "Kafka Streams' changelog config of store 's'")]
 
 
 def test_missing_key_counts_as_drift_with_actual_none():
