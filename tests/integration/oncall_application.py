@@ -34,6 +34,9 @@ PARTITIONS = 2
 #: Changelog records per partition; restoring one takes at least RECORDS * RESTORE_SECONDS_PER_RECORD.
 RECORDS_PER_PARTITION = 8_000
 RESTORE_SECONDS_PER_RECORD = 0.0015
+#: Size of the changelog's producer batches and of a partition's fetch: a restoring task
+#: applies about a hundred records per batch, so its progress advances in small steps.
+FETCH_BYTES = 4096
 
 
 class Pace:
@@ -85,6 +88,12 @@ class OncallApplication:
     output_topic: str
     instances: list[KafkaStreams]
 
+    def start(self) -> None:
+        """Start the instances (once): their tasks restore the prefilled changelog."""
+        for instance in self.instances:
+            if instance.state is KafkaStreamsState.CREATED:
+                instance.start()
+
     def running(self) -> bool:
         return all(i.state is KafkaStreamsState.RUNNING for i in self.instances)
 
@@ -93,11 +102,14 @@ class OncallApplication:
             instance.close(timeout=60)
 
 
-def start_application(bootstrap_servers: str, work_dir: Path) -> OncallApplication:
+def prepare_application(bootstrap_servers: str, work_dir: Path) -> OncallApplication:
+    """The topics, the prefilled changelog and the instances, not started yet (``start()``),
+    so that a test can be watching before the restoration begins."""
     app_id = f"oncall-{uuid.uuid4().hex[:6]}"
     input_topic, output_topic = f"{app_id}-in", f"{app_id}-out"
     create_topics(bootstrap_servers, {input_topic: PARTITIONS, output_topic: PARTITIONS})
-    fill_counts_changelog(bootstrap_servers, app_id, PARTITIONS, PARTITIONS * RECORDS_PER_PARTITION)
+    fill_counts_changelog(bootstrap_servers, app_id, PARTITIONS, PARTITIONS * RECORDS_PER_PARTITION,
+                          batch_bytes=FETCH_BYTES)
     instances = []
     for n in range(2):
         config = StreamsConfig.from_mapping({
@@ -106,13 +118,12 @@ def start_application(bootstrap_servers: str, work_dir: Path) -> OncallApplicati
             "num_standby_replicas": 1, "status_interval_ms": 500,
             "deserialization_exception_handler": "log_and_continue",
             "snapshot_url": (work_dir / "snapshots").as_uri(), "snapshot_interval_ms": 1_000,
-            "consumer_configs": {"session_timeout_ms": 10_000}})
+            "consumer_configs": {"session_timeout_ms": 10_000,
+                                 "max_partition_fetch_bytes": FETCH_BYTES}})
         streams = KafkaStreams(paced_counts(input_topic, output_topic), config)
         streams.set_global_state_restore_listener(_Throttle())
         streams.set_standby_update_listener(_Throttle())
         instances.append(streams)
-    for streams in instances:
-        streams.start()
     return OncallApplication(app_id, input_topic, output_topic, instances)
 
 
