@@ -360,8 +360,11 @@ def test_example_dags_on_airflow_services_and_a_spark_cluster(airflow, spark_clu
                     *(assert_links(airflow, "wait_for_state", waiting.run_id, sensor, app_id,
                                    max_lag=10_000 if sensor == "standbys_warm" else None) for sensor in WAIT_SENSORS)}
         assert spark_ui == {submitted["spark_ui_url"]}, (spark_ui, submitted)
-        with urllib.request.urlopen(submitted["spark_ui_url"], timeout=30) as response:  # the driver's UI answers
-            assert response.status == 200 and submitted["spark_application_id"] in response.read().decode()
+        # the link is the driver's UI of that very application (its REST API, beside the pages)
+        with urllib.request.urlopen(submitted["spark_ui_url"].rstrip("/") + "/api/v1/applications",
+                                    timeout=30) as response:
+            served = [a["id"] for a in json.loads(response.read())]
+        assert served == [submitted["spark_application_id"]], (served, submitted)
 
         maintenance = start_run(airflow, "store_maintenance", {"application_id": app_id, "mode": "online"})
         maintenance_id = finish_run(airflow, maintenance, timeout=180)
