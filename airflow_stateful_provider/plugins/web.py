@@ -145,11 +145,11 @@ class _BoardCollector:
         readings = self.board.readings(conn_id=self.conn_id, application_id=self.application_id)
         connections = GaugeMetricFamily("stateful_streams_connection_up", "1 when the applications on the "
                                         "connection's cluster could be listed", labels=["conn_id"])
-        unlisted = {r.conn_id for r in readings if not r.application_id}
-        listed = set() if self.application_id else {c for c in self.board.connections()
-                                                    if self.conn_id in (None, c)}
-        for conn_id in sorted(listed | {r.conn_id for r in readings if not self.application_id}):
-            connections.add_metric([conn_id], 0 if conn_id in unlisted else 1)
+        if not self.application_id:  # a scrape of one application reads it without listing
+            unlisted = {r.conn_id for r in readings if not r.application_id}
+            for conn_id in self.board.connections():
+                if self.conn_id in (None, conn_id):
+                    connections.add_metric([conn_id], 0 if conn_id in unlisted else 1)
         families = metric_families([StatusReading(r.application_id, r.status, r.error, {"conn_id": r.conn_id})
                                     for r in readings if r.application_id], now_ms=wall_clock_ms())
         return iter([connections, *families])

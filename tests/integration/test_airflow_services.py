@@ -125,6 +125,11 @@ def task_rows(browser: HeadlessChromium) -> dict[str, dict]:
 def test_stateful_streams_page_in_chromium_while_a_task_restores(airflow, oncall_app, tmp_path):
     app = oncall_app.application_id
     page = f"/stateful-streams/?application_id={app}&refresh=1"
+    # installed, not configured: the API server loaded the plugin from its entry point
+    plugins = {p["name"]: p for p in airflow.api("GET", "/api/v2/plugins")["plugins"]}
+    plugin = plugins["stateful_streams"]
+    assert [v["name"] for v in plugin["external_views"]] == ["Stateful streams"], plugin
+    assert [a["url_prefix"] for a in plugin["fastapi_apps"]] == ["/stateful-streams"], plugin
     status, headers, _ = airflow.get(page)
     assert status == 307 and headers["location"].startswith("/auth/login?next="), (status, headers)
     viewer = {"Authorization": f"Bearer {airflow.token(VIEWER)}"}
@@ -132,8 +137,18 @@ def test_stateful_streams_page_in_chromium_while_a_task_restores(airflow, oncall
     assert airflow.get("/stateful-streams/metrics", headers=viewer)[0] == 403
     assert airflow.get("/stateful-streams/metrics")[0] == 401
 
+    labels = {"conn_id": "stateful_streams_default", "application_id": app}
+    # what changed, in order: the fractions each task's bar showed, and (negated) each scraped
+    # series of remaining records; a restoration that stops changing fails the wait
+    bars: dict[str, list[float]] = defaultdict(list)
+    remaining: dict[frozenset, list[float]] = defaultdict(list)
     scrapes: list[Scrape] = []
-    fractions: list[float] = []
+
+    def advanced(series: dict) -> bool:
+        """One of the series went the right way between two consecutive readings (a task
+        moved to another instance starts again from 0: a new bar, a new series)."""
+        return any(a < b for values in series.values() for a, b in zip(values, values[1:]))
+
     with HeadlessChromium(tmp_path / "chromium") as browser:
         browser.navigate(airflow.url + page)
         assert "/auth/login" in browser.evaluate("location.pathname"), "no session: Airflow's login page first"
@@ -143,20 +158,25 @@ def test_stateful_streams_page_in_chromium_while_a_task_restores(airflow, oncall
                          timeout=120)
         oncall_app.start()  # the page is watching: its tasks restore from now on
 
-        def advanced() -> bool:
-            rows = task_rows(browser)
+        def seen_advancing() -> bool:
+            for task_id, row in task_rows(browser).items():
+                if row["state"] == "restoring" and row["fraction"] and float(row["fraction"]) < 1:
+                    if not bars[task_id] or bars[task_id][-1] != float(row["fraction"]):
+                        bars[task_id].append(float(row["fraction"]))
             scrapes.append(scrape(airflow, app))
-            restoring = [float(r["fraction"]) for r in rows.values() if r["state"] == "restoring" and r["fraction"]]
-            if restoring:
-                fractions.append(max(restoring))
-            if len(fractions) >= 2 and fractions[-1] > fractions[0] and fractions[-1] < 1:
+            for (name, series_labels), value in scrapes[-1].samples.items():
+                if name == "kafka_streams_stream_task_metrics_restore_remaining_records_total" and \
+                        set(labels.items()) <= series_labels and remaining[series_labels][-1:] != [-value]:
+                    remaining[series_labels].append(-value)  # falling remaining: rising -value
+            if advanced(bars) and advanced(remaining):
                 browser.screenshot(SCREENSHOT)
                 return True
             return False
 
-        wait_progressing(advanced, lambda: len(fractions) and fractions[-1], "a restoration progress bar that "
-                         "advances on the page", measure="largest restoring fraction", stall=60,
-                         context=lambda: f"rows {task_rows(browser)}")
+        wait_progressing(seen_advancing, lambda: sum(map(len, bars.values())) + sum(map(len, remaining.values())),
+                         "a restoration progress bar that advances on the page, and its remaining records falling "
+                         "on the scrape endpoint", measure="readings of restoring tasks", stall=60,
+                         context=lambda: f"bars {dict(bars)}, remaining {dict(remaining)}, rows {task_rows(browser)}")
         rows = task_rows(browser)
         assert sorted(rows) == ["0_0", "0_1"], rows
         assert any(lag.isdigit() for r in rows.values() for lag in r["lags"]), rows  # the standby-lag column
@@ -166,11 +186,6 @@ def test_stateful_streams_page_in_chromium_while_a_task_restores(airflow, oncall
     assert SCREENSHOT.stat().st_size > 10_000
 
     # restoration as the scrape endpoint saw it meanwhile (Kafka Streams' task-level names)
-    labels = {"conn_id": "stateful_streams_default", "application_id": app}
-    remaining = [sum(s.values("kafka_streams_stream_task_metrics_restore_remaining_records_total", **labels))
-                 for s in scrapes if s.values("kafka_streams_stream_task_metrics_restore_remaining_records_total",
-                                              **labels)]
-    assert len(remaining) >= 2 and remaining[-1] < remaining[0], remaining
     assert max(v for s in scrapes for v in s.values("kafka_streams_stream_task_metrics_restore_rate", **labels)) > 0
     assert any(s.values("kafka_streams_stream_task_metrics_update_rate", **labels) for s in scrapes)
     assert max(s.value("stateful_streams_tasks", state="restoring", **labels) for s in scrapes) >= 1

@@ -190,8 +190,9 @@ def test_a_bad_setting_is_named(monkeypatch):
 
 @pytest.fixture
 def client(board_of, monkeypatch):
-    """The plugin's app over a board of two applications, one unreadable; the token "reader"
-    may read connections, "viewer" may not, no token is 401 (Airflow's answers)."""
+    """The plugin's app over kafka_prod's two applications (orders unreadable) and kafka_lab,
+    which cannot be listed; the token "reader" may read connections, "viewer" may not, no
+    token is 401 (Airflow's answers)."""
     async def user(request):
         token = request.headers.get("authorization", "").removeprefix("Bearer ") or request.cookies.get("_token")
         if not token:
@@ -202,8 +203,8 @@ def client(board_of, monkeypatch):
     monkeypatch.setattr(web, "_may_read_connections", lambda u: u == "reader")
     monkeypatch.setattr(web, "_login_url", lambda next_url: f"/auth/login?next={next_url}")
     monkeypatch.setenv("AIRFLOW__STATEFUL_STREAMS__METRICS_TOKEN", "prom-secret")
-    board = board_of({"kafka_prod": ["clicks", "orders"]})
-    board._hook_factory = lambda c: FakeHook(c, {"kafka_prod": ["clicks", "orders"]})
+    apps = {"kafka_lab": [], "kafka_prod": ["clicks", "orders"]}
+    board = board_of(apps, fail={"kafka_lab": BrokerUnreachableError("no broker answered at lab:9092")})
     original = FakeHook.get_status
 
     def get_status(self, application_id, **kwargs):
@@ -231,11 +232,12 @@ def test_the_data_lists_unhealthy_applications_first(client):
     assert client.get("/api/applications", headers={"Authorization": "Bearer viewer"}).status_code == 403
     assert client.get("/api/applications").status_code == 401
     data = client.get("/api/applications", headers=reader).json()
-    assert [(a["application_id"], a["health"]["healthy"]) for a in data["applications"]] == [
-        ("orders", False), ("clicks", True)]
-    assert data["applications"][0]["error"] == "lost Kafka at b:9092"
+    assert [(a["conn_id"], a["application_id"], a["health"]["healthy"]) for a in data["applications"]] == [
+        ("kafka_lab", "", False), ("kafka_prod", "orders", False), ("kafka_prod", "clicks", True)]
+    assert [a["error"] for a in data["applications"][:2]] == ["no broker answered at lab:9092", "lost Kafka at b:9092"]
     assert data["max_standby_lag"] == 10_000 and data["refresh_seconds"] == 3
-    bounded = client.get("/api/applications?application_id=clicks&max_lag=4999", headers=reader).json()
+    bounded = client.get("/api/applications?conn_id=kafka_prod&application_id=clicks&max_lag=4999",
+                         headers=reader).json()
     assert [a["health"]["healthy"] for a in bounded["applications"]] == [False]
     bad = client.get("/api/applications?max_lag=-1", headers=reader)
     assert bad.status_code == 400 and "max_lag must be >= 0, got -1" in bad.text
@@ -249,11 +251,12 @@ def test_the_scrape_takes_the_static_token_and_speaks_openmetrics(client):
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for f in text_string_to_metric_families(answer.text) for s in f.samples}
     assert samples[("stateful_streams_connection_up", (("conn_id", "kafka_prod"),))] == 1
+    assert samples[("stateful_streams_connection_up", (("conn_id", "kafka_lab"),))] == 0
     up = {dict(labels)["application_id"]: v for (name, labels), v in samples.items()
           if name == "stateful_streams_status_up"}
     assert up == {"clicks": 1, "orders": 0}
     assert samples[("stateful_streams_tasks", (("application_id", "clicks"), ("conn_id", "kafka_prod"),
                                                ("state", "restoring")))] == 1
-    plain = client.get("/metrics?application_id=clicks", headers={"Authorization": "Bearer reader"})
+    plain = client.get("/metrics?conn_id=kafka_prod&application_id=clicks", headers={"Authorization": "Bearer reader"})
     assert plain.headers["content-type"].startswith("text/plain") and "stateful_streams_status_up" in plain.text
     assert "orders" not in plain.text
