@@ -63,7 +63,7 @@ def get_provider_info() -> dict:
                         "default": "",
                     },
                     "ui_refresh_seconds": {
-                        "description": "How often the page refreshes itself.",
+                        "description": "How often the page refreshes itself, in seconds (at least 1).",
                         "version_added": "0.1.0", "type": "integer", "example": "5", "default": "3",
                     },
                     "ui_max_standby_lag": {

@@ -28,7 +28,7 @@ from typing import Any
 from airflow_stateful_provider.streams.errors import StreamsError
 from airflow_stateful_provider.streams.status.application import ApplicationStatus
 
-__all__ = ["CONFIG_SECTION", "ApplicationReading", "StatusBoard", "configured_conn_ids", "setting"]
+__all__ = ["CONFIG_SECTION", "ApplicationReading", "SettingError", "StatusBoard", "configured_conn_ids", "setting"]
 
 log = logging.getLogger(__name__)
 
@@ -43,24 +43,35 @@ DEFAULTS: dict[str, Any] = {
     "stale_after_seconds": 30,
     "metrics_token": "",
 }
+#: Smallest value of the numeric settings (a page refreshing every 0 s would hammer the server).
+MINIMUMS: dict[str, float] = {"ui_refresh_seconds": 1, "ui_max_standby_lag": 0, "status_cache_seconds": 0,
+                              "stale_after_seconds": 1}
 #: Bound of one status read or topic listing.
 READ_TIMEOUT = timedelta(seconds=10)
 #: Status reads of one connection's applications that run at once.
 READ_THREADS = 8
 
 
+class SettingError(ValueError):
+    """A ``[stateful_streams]`` setting that cannot be used; the message names it and its value."""
+
+
 def setting(name: str) -> Any:
-    """A ``[stateful_streams]`` setting, of its default's type (ValueError naming a bad one)."""
+    """A ``[stateful_streams]`` setting, of its default's type (SettingError naming a bad one)."""
     from airflow.configuration import conf
 
     default = DEFAULTS[name]
     raw = conf.get(CONFIG_SECTION, name, fallback=None)
     if raw is None or raw == "":
         return default
+    kind = "an integer" if isinstance(default, int) else "a number" if isinstance(default, float) else "a string"
     try:
-        return type(default)(raw)
+        value = type(default)(raw)
     except ValueError:
-        raise ValueError(f"[{CONFIG_SECTION}] {name} must be a {type(default).__name__}, got {raw!r}") from None
+        raise SettingError(f"[{CONFIG_SECTION}] {name} must be {kind}, got {raw!r}") from None
+    if name in MINIMUMS and value < MINIMUMS[name]:
+        raise SettingError(f"[{CONFIG_SECTION}] {name} must be {kind} >= {MINIMUMS[name]:g}, got {raw!r}")
+    return value
 
 
 def configured_conn_ids(environ: dict[str, str] | None = None) -> list[str]:

@@ -29,7 +29,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from airflow_stateful_provider.plugins.page_data import application_data, unreadable_application_data
-from airflow_stateful_provider.plugins.status_board import StatusBoard, setting
+from airflow_stateful_provider.plugins.status_board import SettingError, StatusBoard, setting
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 
 __all__ = ["create_app"]
@@ -75,6 +75,12 @@ def create_app(board: StatusBoard | None = None) -> FastAPI:
     """The plugin's application; ``board`` reads the statuses (tests give their own)."""
     board = board or StatusBoard()
     app = FastAPI(title="Stateful streams", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(SettingError)
+    async def misconfigured(request: Request, exc: SettingError) -> JSONResponse:
+        # the deployment's fault, said as it is (not a bare 500) to whoever can fix airflow.cfg
+        log.error("%s", exc)
+        return JSONResponse({"detail": str(exc)}, status_code=status.HTTP_500_INTERNAL_SERVER_ERROR)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page(request: Request) -> Response:

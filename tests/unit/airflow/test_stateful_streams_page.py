@@ -15,7 +15,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from airflow_stateful_provider.plugins import web
 from airflow_stateful_provider.plugins.page_data import MAX_COMMANDS, application_data, unreadable_application_data
-from airflow_stateful_provider.plugins.status_board import StatusBoard, configured_conn_ids, setting
+from airflow_stateful_provider.plugins.status_board import SettingError, StatusBoard, configured_conn_ids, setting
 from airflow_stateful_provider.streams.errors import BrokerUnreachableError
 from tests.unit.streams.status.status_documents import NOW_MS, changelog, document, snapshot, task
 
@@ -181,8 +181,13 @@ def test_a_bad_setting_is_named(monkeypatch):
     monkeypatch.setenv("AIRFLOW__STATEFUL_STREAMS__UI_REFRESH_SECONDS", "5")
     assert setting("ui_refresh_seconds") == 5
     monkeypatch.setenv("AIRFLOW__STATEFUL_STREAMS__UI_REFRESH_SECONDS", "soon")
-    with pytest.raises(ValueError, match=r"\[stateful_streams\] ui_refresh_seconds must be a int, got 'soon'"):
+    with pytest.raises(SettingError, match=r"\[stateful_streams\] ui_refresh_seconds must be an integer, got 'soon'"):
         setting("ui_refresh_seconds")
+    monkeypatch.setenv("AIRFLOW__STATEFUL_STREAMS__UI_REFRESH_SECONDS", "0")  # the page would refresh nonstop
+    with pytest.raises(SettingError, match=r"ui_refresh_seconds must be an integer >= 1, got '0'"):
+        setting("ui_refresh_seconds")
+    monkeypatch.setenv("AIRFLOW__STATEFUL_STREAMS__STATUS_CACHE_SECONDS", "0.5")
+    assert setting("status_cache_seconds") == 0.5
 
 
 # ---------------------------------------------------------------------------- endpoints
@@ -260,3 +265,10 @@ def test_the_scrape_takes_the_static_token_and_speaks_openmetrics(client):
     plain = client.get("/metrics?conn_id=kafka_prod&application_id=clicks", headers={"Authorization": "Bearer reader"})
     assert plain.headers["content-type"].startswith("text/plain") and "stateful_streams_status_up" in plain.text
     assert "orders" not in plain.text
+
+
+def test_a_bad_setting_is_a_500_that_names_it(client, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__STATEFUL_STREAMS__UI_MAX_STANDBY_LAG", "-5")
+    answer = client.get("/api/applications", headers={"Authorization": "Bearer reader"})
+    assert answer.status_code == 500
+    assert answer.json() == {"detail": "[stateful_streams] ui_max_standby_lag must be an integer >= 0, got '-5'"}
