@@ -56,7 +56,7 @@ from tools.browser import HeadlessChromium
 from tools.kafka.topics import produce
 from tools.waits import wait_progressing, wait_until
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow]
+pytestmark = [pytest.mark.kafka, pytest.mark.airflow]  # the example DAGs' test is marked spark too
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PIPELINE_SENSORS = ("wait_for_restoration", "check_standby_lag")
@@ -327,6 +327,7 @@ def assert_links(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: str, 
     return links["Spark UI"]
 
 
+@pytest.mark.spark
 def test_example_dags_on_airflow_services_and_a_spark_cluster(airflow, spark_cluster, bootstrap_servers):
     app_id = f"services-{uuid.uuid4().hex[:6]}"
     host, port = spark_cluster.master_url.rsplit(":", 1)
