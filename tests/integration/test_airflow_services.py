@@ -235,6 +235,12 @@ def test_metrics_endpoint_while_data_flows(airflow, oncall_app, bootstrap_server
         values = [v for s in scrapes for v in s.values(f"kafka_streams_stream_thread_metrics_{name}", **labels)]
         assert values and min(values) >= 0 and max(values) > 0, (name, values)
     assert sum(last.values("kafka_streams_stream_task_metrics_process_total", **labels)) >= good
+    # the standbys apply what the actives write to the changelogs
+    updates = [v for s in scrapes for v in s.values("kafka_streams_stream_task_metrics_update_rate", role="standby",
+                                                     **labels)]
+    assert updates and max(updates) > 0, updates
+    standby_lags = last.values("stateful_streams_standby_lag_records", role="standby", **labels)
+    assert len(standby_lags) == 2 and min(standby_lags) >= 0, standby_lags
     assert sum(last.values("kafka_streams_stream_task_metrics_dropped_records_total", reason="deserialization",
                            **labels)) == bad
     assert last.values("stateful_streams_transaction_aborts_total", **labels) == [0.0, 0.0]
