@@ -16,6 +16,7 @@ import pytest
 from kafka import KafkaProducer
 
 from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
+from airflow_stateful_provider.streams.state.session_key import session_key_from_bytes
 from tools.instances import InstanceProcess, wait_for_commits
 from tests.integration.topologies import SESSION_GAP_MS
 
@@ -76,6 +77,39 @@ def final_sessions(records) -> dict[tuple[str, int, int], int]:
     return sessions
 
 
+def describe_window_mismatch(bootstrap_servers, expected, actual, at_kill, written_at_kill, sessions_topic,
+                             changelog, instances) -> str:
+    """What a failure needs to be diagnosed: the windows extra and missing, and for their users
+    every output and changelog record with its offset, marked with whether the first instance
+    wrote it (below the end offset read right after the kill)."""
+    extra, missing = sorted(set(actual) - set(expected)), sorted(set(expected) - set(actual))
+    users = sorted({user for user, _, _ in extra + missing})[:5]
+    lines = [f"{len(extra)} extra windows (window: count): {[(w, actual[w]) for w in extra[:10]]}",
+             f"{len(missing)} missing windows: {[(w, expected[w]) for w in missing[:10]]}",
+             f"committed input offsets at the kill: {at_kill}; end offsets at the kill: {written_at_kill}"]
+    outputs = read_all(bootstrap_servers, sessions_topic)
+    changes = read_all(bootstrap_servers, changelog)
+    for user in users:
+        lines.append(f"--- {user}: oracle {sorted((s, e, n) for (u, s, e), n in expected.items() if u == user)}")
+        for record in outputs:
+            if record.key.decode().rpartition("@")[0] == user:
+                value = None if record.value is None else int.from_bytes(record.value, "big", signed=True)
+                before = record.offset < written_at_kill[sessions_topic].get(record.partition, 0)
+                lines.append(f"  output p{record.partition}@{record.offset} {'first ' if before else 'second'} "
+                             f"{record.key.decode()} = {value}")
+        for record in changes:
+            key = session_key_from_bytes(record.key)
+            if key.key.decode() == user:
+                value = None if record.value is None else int.from_bytes(record.value, "big", signed=True)
+                before = record.offset < written_at_kill[changelog].get(record.partition, 0)
+                lines.append(f"  changelog p{record.partition}@{record.offset} {'first ' if before else 'second'} "
+                             f"{key.start}-{key.end} = {value}")
+    for instance in instances:
+        if instance is not None:
+            lines.append(f"----- {instance.name}\n{instance.log_tail(30)}")
+    return "\n".join(lines)
+
+
 def test_sigkill_mid_run_loses_no_input(bootstrap_servers, tmp_path):
     app = f"crash-{uuid.uuid4().hex[:8]}"
     clicks_topic, sessions_topic = "clicks", "sessions"  # the topics of tests.integration.topologies:session_counts
@@ -92,6 +126,7 @@ def test_sigkill_mid_run_loses_no_input(bootstrap_servers, tmp_path):
     config = {"application_id": app, "bootstrap_servers": bootstrap_servers, "state_dir": str(tmp_path / "state"),
               "commit_interval_ms": 1000, "consumer_configs": {"session_timeout_ms": 10_000}}
     topology = "tests.integration.topologies:session_counts"
+    changelog = f"{app}-click-sessions-changelog"
     first = InstanceProcess(topology, config, tmp_path, "first").start()
     second = None
     try:
@@ -99,6 +134,7 @@ def test_sigkill_mid_run_loses_no_input(bootstrap_servers, tmp_path):
                          "the first instance to commit 30k clicks", [first])
         first.kill()
         at_kill = committed_offsets(bootstrap_servers, app, clicks_topic)
+        written_at_kill = {topic: end_offsets(bootstrap_servers, topic) for topic in (sessions_topic, changelog)}
         assert sum(at_kill.values()) < CLICKS, "the kill came too late to test recovery"
 
         second = InstanceProcess(topology, config, tmp_path, "second").start()
@@ -112,7 +148,8 @@ def test_sigkill_mid_run_loses_no_input(bootstrap_servers, tmp_path):
 
     expected = oracle_sessions(clicks)
     actual = final_sessions(read_all(bootstrap_servers, sessions_topic))
-    assert set(actual) == set(expected), "session windows differ from the oracle"
+    assert set(actual) == set(expected), "session windows differ from the oracle\n" + describe_window_mismatch(
+        bootstrap_servers, expected, actual, at_kill, written_at_kill, sessions_topic, changelog, [first, second])
     short = {w: (actual[w], n) for w, n in expected.items() if actual[w] < n}
     assert not short, f"sessions missing clicks (lost input): {list(short.items())[:5]}"
     excess = sum(actual.values()) - CLICKS
