@@ -203,15 +203,17 @@ class CachingSessionStore:
 
     def _write_out(self, entries: list[tuple[SessionKey, bytes | None, int, int]]) -> None:
         """Write ``entries`` (session, value or None, timestamp, in_store), given in order of
-        last touch, through to the store and the flush listener (module docstring)."""
+        last touch, through to the store and the flush listener (module docstring). What
+        each removal retracts is read first: the sessions written before it (those of its
+        key too now) move the store's stream time, which may hide it."""
         self._last_find = None  # the store changes: what the last find saw no longer holds
+        retracted = [None if value is not None or in_store == _NOT_IN_STORE
+                     else self.inner.fetch_session(session.key, session.start, session.end)
+                     for session, value, _, in_store in entries]
         puts_of: dict[bytes, list[int]] | None = None  # key -> indices of its sessions' entries
         written_early: set[int] = set()
-        for i, (session, value, timestamp, in_store) in enumerate(entries):
-            old = None
+        for i, ((session, value, timestamp, _), old) in enumerate(zip(entries, retracted)):
             if value is None:
-                if in_store != _NOT_IN_STORE:
-                    old = self.inner.fetch_session(session.key, session.start, session.end)
                 if old is None:
                     continue  # created and removed between two flushes: nothing to retract
                 if puts_of is None:

@@ -179,3 +179,28 @@ def test_evicting_a_removal_writes_the_sessions_cached_for_its_key_first():
     assert [(r.key, r.value) for r in changelog.records[1:]] == [
         (session_key_to_bytes(SessionKey(b"a", 0, 5)), b"2"), (session_key_to_bytes(SessionKey(b"a", 0, 0)), None)]
     assert list(store._dirty) == [SessionKey(b"c", 7, 7), SessionKey(b"d", 8, 8)]
+
+
+def test_a_session_written_early_for_its_removal_hides_no_other_removal():
+    """The sessions written before a removal move the store's stream time: every removal's
+    old value is read before the flush writes anything, or a later removal of another key
+    would find its session expired and retract nothing."""
+    clock = Clock()
+    changelog = ListChangelogWriter()
+    inner = ChangeloggingSessionStore(InMemorySessionStore(100, "s"), changelog, clock.timestamp)
+    store = CachingSessionStore(inner, 1 << 20, record_timestamp=clock.timestamp, set_record_timestamp=clock.set_override)
+    flushed = []
+    store.set_flush_listener(lambda session, new, old: flushed.append((session, new, old)))
+    store.put(SessionKey(b"a", 0, 0), b"1")
+    store.put(SessionKey(b"b", 0, 10), b"1")
+    store.flush_cache()
+    store.remove(SessionKey(b"a", 0, 0))
+    store.remove(SessionKey(b"b", 0, 10))
+    store.put(SessionKey(b"b", 0, 20), b"2")
+    clock.now = 200
+    store.put(SessionKey(b"a", 0, 200), b"2")  # written before a's removal: the store's time is 200
+    store.flush_cache()
+    assert [(r.key, r.value) for r in changelog.records[2:]] == [
+        (session_key_to_bytes(SessionKey(b"a", 0, 200)), b"2"), (session_key_to_bytes(SessionKey(b"a", 0, 0)), None),
+        (session_key_to_bytes(SessionKey(b"b", 0, 20)), b"2"), (session_key_to_bytes(SessionKey(b"b", 0, 10)), None)]
+    assert (SessionKey(b"b", 0, 10), None, b"1") in flushed

@@ -13,6 +13,7 @@ once more for each click processed again."""
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -169,6 +170,28 @@ def first_run(state_dir, store_type, cache_max_bytes=10 * 1024 * 1024):
     process(task, UNCOMMITTED, len(COMMITTED))
     task.prepare_commit()
     return task, producer, committed, at_commit
+
+
+@pytest.mark.parametrize("cache_max_bytes", [10 * 1024 * 1024, 2_000, 0], ids=["cached", "evicting", "uncached"])
+def test_without_a_crash_the_output_table_is_the_oracle(tmp_path, cache_max_bytes):
+    """The baseline of the tests below: 8 users' clicks in timestamp order, sessions merging
+    and expiring across commits every 50 clicks (many keys per flush, evictions)."""
+    rng = random.Random(3)
+    clock = {user: rng.randrange(0, 4 * GAP) for user in "abcdefgh"}
+    clicks = []
+    for _ in range(600):
+        user = rng.choice("abcdefgh")
+        clock[user] += rng.randrange(1, GAP // 5) if rng.random() < 0.9 else rng.randrange(GAP + 1, 4 * GAP)
+        clicks.append((user, clock[user]))
+    clicks.sort(key=lambda click: click[1])
+    producer = Producer()
+    task, _ = start_task(tmp_path, "rocksdb", producer, cache_max_bytes=cache_max_bytes)
+    for first in range(0, len(clicks), 50):
+        process(task, clicks[first:first + 50], first)
+        task.prepare_commit()
+        task.post_commit()
+    task.close()
+    assert output_table(producer) == oracle(clicks)
 
 
 @pytest.mark.parametrize("cache_max_bytes", [10 * 1024 * 1024, 0], ids=["cached", "uncached"])
