@@ -117,9 +117,11 @@ class CachingSessionStore:
 
     def _evict(self) -> None:
         """Write through the least recently touched entries until under 90 % of the budget;
-        with a removal, the sessions cached for its key (module docstring)."""
+        with a removal, the sessions cached for its key (module docstring). The entry just
+        cached stays, whatever the budget: a merge caches the removal first, then the session
+        that replaces it, which must not reach the changelog after the removal."""
         target = self.max_bytes * 0.9
-        while self._dirty and self._bytes > target:
+        while len(self._dirty) > 1 and self._bytes > target:
             session, (value, timestamp, in_store) = self._dirty.popitem(last=False)
             self._forget(session, value)
             entries = [(session, value, timestamp, in_store)]

@@ -194,7 +194,7 @@ def test_without_a_crash_the_output_table_is_the_oracle(tmp_path, cache_max_byte
     assert output_table(producer) == oracle(clicks)
 
 
-@pytest.mark.parametrize("cache_max_bytes", [10 * 1024 * 1024, 0], ids=["cached", "uncached"])
+@pytest.mark.parametrize("cache_max_bytes", [10 * 1024 * 1024, 1, 0], ids=["cached", "evicting", "uncached"])
 @pytest.mark.parametrize("store_type", ["in_memory", "rocksdb"])
 def test_a_changelog_cut_anywhere_in_the_last_flush_loses_no_click_and_makes_no_wrong_window(tmp_path, store_type,
                                                                                             cache_max_bytes):
