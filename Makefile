@@ -27,11 +27,12 @@ unit-test: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
 
 demo: $(STAMP) jars
-	$(BIN)/python tools/demo.py
+	$(BIN)/python -m tools.demo
 
-# Every benchmark script (a file with a __main__ block; bench/topologies.py is a module they load).
+# Every benchmark script (a file with a __main__ block; bench/topologies.py is a module they load),
+# run as a module of the repository: python -m bench.<name>.
 bench: $(STAMP) jars
-	@for script in $$(grep -l '__main__' bench/*.py); do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+	@for script in $$(grep -l '^if __name__ == "__main__":' bench/*.py); do echo "== $$script"; $(BIN)/python -m bench.$$(basename $$script .py) || exit 1; done
 
 # A broker for interactive development; it keeps running until `make broker-stop`.
 broker-start: $(STAMP) jars

@@ -76,7 +76,7 @@ def _json_object_file(path: str, option: str, what: str) -> dict[str, Any]:
 def _client_configs(path: str | None) -> dict[str, Any]:
     """The --client-config file (bootstrap_servers in it is ignored: --bootstrap-servers says
     where); ConfigError naming the file and the setting when one is unknown or mistyped."""
-    from airflow_stateful_provider.streams.client_settings import check_client_settings
+    from airflow_stateful_provider.streams.kafka.client_settings import check_client_settings
 
     if not path:
         return {}

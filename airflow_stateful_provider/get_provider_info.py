@@ -55,28 +55,70 @@ def get_provider_info() -> dict:
                         "label": "Security protocol",
                         "schema": {"type": ["string", "null"], "default": "PLAINTEXT",
                                    "enum": ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]},
-                        "description": "How clients talk to the brokers; SASL_* needs the SASL mechanism, "
-                                       "login and password",
+                        "description": "How clients talk to the brokers; SASL_* needs a SASL mechanism",
                     },
                     "sasl_mechanism": {
                         "label": "SASL mechanism",
                         "schema": {"type": ["string", "null"],
-                                   "enum": [None, "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]},
-                        "description": "Only with SASL_PLAINTEXT or SASL_SSL",
+                                   "enum": [None, "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI",
+                                            "AWS_MSK_IAM"]},
+                        "description": "Only with SASL_PLAINTEXT or SASL_SSL. PLAIN and SCRAM: login and password; "
+                                       "OAUTHBEARER: a token in password, or a token provider; GSSAPI: the "
+                                       "machine's Kerberos ticket; AWS_MSK_IAM (SASL_SSL): the machine's AWS "
+                                       "credentials",
+                    },
+                    "sasl_oauth_token_provider": {
+                        "label": "OAuth token provider",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "OAUTHBEARER without a fixed token: 'package.module:attribute', a kafka-python "
+                                       "AbstractTokenProvider class or instance, or a function returning the token; "
+                                       "importable where the tasks and the Spark executors run",
+                    },
+                    "sasl_kerberos_service_name": {
+                        "label": "Kerberos service name",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "GSSAPI only; default 'kafka'",
+                    },
+                    "sasl_kerberos_domain_name": {
+                        "label": "Kerberos domain name",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "GSSAPI only; default: each broker's host name",
                     },
                     "ssl_cafile": {
                         "label": "SSL CA location",
                         "schema": {"type": ["string", "null"]},
                         "description": "PEM file of the CA that signed the brokers' certificates, on the "
-                                       "machines running the tasks (SSL or SASL_SSL only)",
+                                       "machines running the tasks and the Spark executors (SSL or SASL_SSL only)",
+                    },
+                    "ssl_certfile": {
+                        "label": "SSL client certificate",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "Mutual TLS: PEM file of the client certificate (its chain, and the key "
+                                       "when no key file is given), on the same machines",
+                    },
+                    "ssl_keyfile": {
+                        "label": "SSL client key",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "Mutual TLS: PEM file of the client certificate's private key",
+                    },
+                    "ssl_password": {
+                        "label": "SSL key password",
+                        "schema": {"type": ["string", "null"], "format": "password"},
+                        "description": "Password of an encrypted client key",
+                    },
+                    "ssl_check_hostname": {
+                        "label": "Check the brokers' host names",
+                        "schema": {"type": ["boolean", "null"], "default": True},
+                        "description": "Whether a broker's certificate must name the host connected to (turn off "
+                                       "only for certificates without the brokers' names)",
                     },
                 },
                 "ui-field-behaviour": {
                     "hidden-fields": ["schema", "port", "extra"],
                     "relabeling": {"host": "Bootstrap servers", "login": "SASL username",
-                                   "password": "SASL password"},
-                    "placeholders": {"host": "broker-1:9092,broker-2:9092", "login": "only with SASL",
-                                     "password": "only with SASL"},
+                                   "password": "SASL password or OAuth token"},
+                    "placeholders": {"host": "broker-1:9092,broker-2:9092", "login": "PLAIN and SCRAM only",
+                                     "password": "PLAIN and SCRAM, or an OAUTHBEARER token"},
                 },
             },
         ],

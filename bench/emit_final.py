@@ -11,7 +11,7 @@ the clicks, so each user's timeline stays alike) and prints the time of each and
 ratio. The driver commits every 1,000 records, as a commit interval would, not after each
 record: a commit flushes RocksDB, which would dominate the figures.
 At interval 0 the aggregation asks the store for the sessions that closed after nearly
-every click: with the store's time index (state/session_index.py) that costs the sessions
+every click: with the store's time index (state/session/index.py) that costs the sessions
 forwarded, so the target is a ratio of at most 2.2. ``--scan`` also runs the RocksDB store
 without the index (the segment scan it replaced) for comparison. Each figure is the best of
 ``--repeat`` runs, in CPU seconds of this process (the driver runs in it; the machine is
@@ -32,7 +32,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
+    os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
 from airflow_stateful_provider.examples.clicks_and_payments import (  # noqa: E402
     SESSIONS_STORE,

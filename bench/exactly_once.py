@@ -37,15 +37,18 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
+    os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
 
 from airflow_stateful_provider.streams import KafkaStreams, StreamsConfig  # noqa: E402
 from bench.sessionize import PARTITIONS, process_all, produce_events, topology  # noqa: E402
-from tools.instances import InstanceProcess, committed_offsets, wait_until  # noqa: E402
+from tools.instances import InstanceProcess  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
+from tools.kafka.topics import read_committed_offsets  # noqa: E402
+from tools.waits import wait_until  # noqa: E402
 
 INPUT, OUTPUT = "bench-clicks", "bench-session-counts"
 #: Commit intervals compared (ms): bench/sessionize.py's, and exactly-once's default.
@@ -95,7 +98,7 @@ def run_restore(bootstrap: str, admin: KafkaAdminClient, work: Path, buffered: b
     first = InstanceProcess(topology_ref, config, work, f"{app}-first").start()
     second = None
     try:
-        wait_until(lambda: first.check_alive() or sum(committed_offsets(admin, app, f"{app}-in").values())
+        wait_until(lambda: first.check_alive() or sum(read_committed_offsets(admin, app, f"{app}-in").values())
                    >= events * 0.6, 600, "60 % of the input committed", first.log_tail)
         first.kill()
         size = changelog_size(bootstrap, f"{app}-sessions-changelog")

@@ -24,14 +24,13 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from kafka import KafkaProducer  # noqa: E402
+if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
+    os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
 from airflow_stateful_provider.streams.status.reader import read_status_documents  # noqa: E402
-from tests.integration.instances import create_topics  # noqa: E402
 from tools.instances import REPO_ROOT, InstanceProcess  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
+from tools.kafka.topics import create_topics, produce  # noqa: E402
 
 INPUT, OUTPUT = "failover-in", "failover-out"  # the topology's topics
 TOPOLOGY = "tests.integration.topologies:failover_counts"
@@ -58,12 +57,9 @@ class WrappedInstance(InstanceProcess):
         return self
 
 
-def produce(bootstrap: str, records: int) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, batch_size=512 * 1024, acks=1)
-    for i in range(records):
-        producer.send(INPUT, key=b"k%05d" % (i % 10_000), value=b"{}")
-    producer.flush()
-    producer.close()
+def produce_input(bootstrap: str, records: int) -> None:
+    produce(bootstrap, INPUT, ((b"k%05d" % (i % 10_000), b"{}") for i in range(records)), linger_ms=50,
+            batch_size=512 * 1024, acks=1)
 
 
 def one_round(bootstrap: str, work: Path, watch: float, runner: str | None) -> dict:
@@ -128,7 +124,7 @@ def main() -> int:
         broker = LocalKafkaBroker(work / "broker").start()
         bootstrap = broker.bootstrap_servers
         create_topics(bootstrap, {INPUT: 4, OUTPUT: 4})
-        produce(bootstrap, args.records)
+        produce_input(bootstrap, args.records)
     print(f"broker {bootstrap}, work dir {work}", flush=True)
     drops = 0
     try:

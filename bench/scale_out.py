@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -39,7 +40,8 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
+    os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
@@ -52,8 +54,9 @@ from bench.topologies import (  # noqa: E402
     machine,
     produce_keys,
 )
-from tools.instances import InstanceProcess, wait_until  # noqa: E402
+from tools.instances import InstanceProcess  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
+from tools.waits import wait_until  # noqa: E402
 
 PARTITIONS = 4
 APP = "bench-scale-out"

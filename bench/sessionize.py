@@ -32,20 +32,21 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
+    os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
 
 from airflow_stateful_provider.streams.config import StreamsConfig  # noqa: E402
 from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
 from airflow_stateful_provider.streams.dsl.materialized import Materialized
 from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
-from airflow_stateful_provider.streams.instance.batch_decoding import decode_batches_at_once
 from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState  # noqa: E402
+from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
 from airflow_stateful_provider.streams.windows import SessionWindows  # noqa: E402
-from tools.instances import committed_offsets  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
+from tools.kafka.topics import produce, read_committed_offsets  # noqa: E402
 
 GAP_MS = 300_000
 PARTITIONS = 4
@@ -82,18 +83,15 @@ def produce_events(bootstrap: str, events: int, users: int, topic: str = "bench-
     timeline.sort()
     shift = int(time.time() * 1000) - timeline[-1][0]
     keys = [f"user-{u:05d}".encode() for u in range(users)]
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, batch_size=1024 * 1024, acks=1)
-    for ts, u in timeline:
-        producer.send(topic, key=keys[u], value=b"c", timestamp_ms=ts + shift)
-    producer.flush()
-    producer.close()
+    produce(bootstrap, topic, ((keys[u], b"c", ts + shift) for ts, u in timeline), linger_ms=50,
+            batch_size=1024 * 1024, acks=1)
 
 
 def process_all(streams: KafkaStreams, admin: KafkaAdminClient, source: str, events: int) -> float:
     """Start ``streams`` and wait until its group committed ``events`` records of ``source``;
     returns the processing seconds (first poll with records -> last commit) of its thread."""
     streams.start()
-    while sum(committed_offsets(admin, streams.config.application_id, source).values()) < events:
+    while sum(read_committed_offsets(admin, streams.config.application_id, source).values()) < events:
         if streams.state in (KafkaStreamsState.ERROR, KafkaStreamsState.PENDING_ERROR):
             raise SystemExit(f"{streams.config.application_id}: the instance failed")
         time.sleep(0.5)

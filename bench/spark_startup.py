@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -28,17 +29,18 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
+    os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
 from airflow_stateful_provider.streams.control.channel import send_command  # noqa: E402
 from airflow_stateful_provider.streams.control.commands import new_command  # noqa: E402
 from airflow_stateful_provider.streams.status.reader import fetch_application_status  # noqa: E402
 from bench.topologies import machine  # noqa: E402
-from tests.integration.instances import create_topics  # noqa: E402
 from tools.changelog_state import fill_counts_changelog  # noqa: E402
-from tools.instances import wait_until  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
+from tools.kafka.topics import create_topics  # noqa: E402
 from tools.spark_app import SparkApplication  # noqa: E402
+from tools.waits import wait_until  # noqa: E402
 
 PARTITIONS = 4
 INSTANCES = 2

@@ -20,8 +20,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
+    os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
 from airflow_stateful_provider.streams.state import (  # noqa: E402
     ChangelogRecord,

@@ -14,7 +14,7 @@ from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.processor import Processor
 from airflow_stateful_provider.streams.topology.store_builders import Stores
 from airflow_stateful_provider.streams.topology.topology import Topology
-from tools.instances import committed_offsets
+from tools.kafka.topics import produce, read_committed_offsets
 
 #: Name of the key-value store (changelog ``<application_id>-counts-changelog``).
 STORE = "counts"
@@ -89,13 +89,8 @@ def record_key(i: int) -> bytes:
 
 def produce_keys(bootstrap_servers: str, topic: str, records: int, keys: int) -> None:
     """``records`` records over ``keys`` keys (each key ``records // keys`` times, interleaved)."""
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=50, batch_size=1024 * 1024, acks=1)
-    for i in range(records):
-        producer.send(topic, key=record_key(i % keys), value=b"p")
-    producer.flush()
-    producer.close()
+    produce(bootstrap_servers, topic, ((record_key(i % keys), b"p") for i in range(records)), linger_ms=50,
+            batch_size=1024 * 1024, acks=1)
 
 
 class OffsetReader:
@@ -109,7 +104,7 @@ class OffsetReader:
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
 
     def committed(self, group: str, topic: str) -> dict[int, int]:
-        return committed_offsets(self.admin, group, topic)
+        return read_committed_offsets(self.admin, group, topic)
 
     def ends(self, topic: str) -> dict[int, int]:
         from kafka import TopicPartition

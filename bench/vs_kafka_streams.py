@@ -40,14 +40,15 @@ from contextlib import nullcontext
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
+    os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
 
 from bench.sessionize import PARTITIONS, produce_events, topology  # noqa: E402
-from tools.instances import committed_offsets  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker, require_java, require_maven  # noqa: E402
+from tools.kafka.topics import read_committed_offsets  # noqa: E402
 
 JAVA_PROJECT = REPO_ROOT / "bench" / "kafka_streams_java"
 INPUT = "bench-vs-clicks"
@@ -110,7 +111,7 @@ def measure(engine: str, command: list[str], admin: KafkaAdminClient, app: str, 
     first_commit: tuple[float, int] | None = None  # (when, committed) at the first report with commits
     try:
         while True:
-            committed = sum(committed_offsets(admin, app, INPUT).values())
+            committed = sum(read_committed_offsets(admin, app, INPUT).values())
             if committed >= events:
                 break
             if process.poll() is not None:

@@ -6,7 +6,7 @@
 2. ``compact`` rewrites the RocksDB files so the space of dropped and overwritten rows
    returns to the disk.
 3. ``check_changelog_configs`` compares the internal topics' configs with what the topology
-   needs (SEMANTICS §7) and, with ``repair``, fixes the drift (dry run by default).
+   needs (docs/semantics.md §7) and, with ``repair``, fixes the drift (dry run by default).
 
 Each task logs a per-store (per-topic) table and pushes the results to XCom. Online (the
 default), the instances apply retention and compaction themselves through the control

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))  # for tools.kafka.broker
 
 # Airflow reads its configuration when first imported, so the isolated home is set before any
 # test module can import it.
@@ -54,6 +53,30 @@ def kafka_broker():
 @pytest.fixture(scope="session")
 def bootstrap_servers(kafka_broker) -> str:
     return kafka_broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def secured_kafka(tmp_path_factory):
+    """A second broker, started only for the tests that ask for it: mutual TLS, SASL
+    OAUTHBEARER over TLS (unsecured JWTs) and TLS under a certificate for another host, with
+    a self-signed CA and certificates made for the session (tests/integration/secured_kafka.py)."""
+    from tests.integration.secured_kafka import SecuredKafka
+    from tools.kafka.broker import LocalKafkaBroker, SecuredListeners
+    from tools.kafka.certificates import CertificateAuthority
+
+    directory = tmp_path_factory.mktemp("secured-kafka")
+    ca = CertificateAuthority(directory / "tls")
+    stranger = CertificateAuthority(directory / "stranger-tls", name="stranger").issue("stranger-client")
+    listeners = SecuredListeners(keystore=ca.issue("broker", server=True).keystore,
+                                 wrong_name_keystore=ca.issue("elsewhere", server=True, hosts=("broker.invalid",)).keystore,
+                                 truststore=ca.cert)
+    broker = LocalKafkaBroker(work_dir=directory / "kafka", security=listeners)
+    broker.start()
+    print(f"\nsecured Kafka broker {broker.secured_ports} started in {broker.start_seconds:.1f}s", file=sys.stderr)
+    try:
+        yield SecuredKafka(broker, ca, ca.issue("streams-client", password="client-key-pa55"), stranger)
+    finally:
+        broker.stop()
 
 
 @pytest.fixture(scope="session")

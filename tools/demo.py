@@ -51,9 +51,7 @@ os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ[
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-sys.path.insert(0, str(REPO_ROOT))
-
-from tools.kafka.broker import BrokerError, LocalKafkaBroker  # noqa: E402
+from tools.kafka.broker import BrokerError, LocalKafkaBroker  # noqa: E402 - after AIRFLOW_HOME is set
 
 DATA = {"users": 20_000, "clicks": 200_000, "payments": 20_000}
 STEPS = 7
@@ -300,7 +298,8 @@ def caught_up_outputs(servers: str, app_id: str):
 
     from airflow_stateful_provider.examples.clicks_and_payments import ExampleSettings
     from airflow_stateful_provider.examples.expected import read_outputs
-    from tools.instances import committed_offsets, wait_progressing
+    from tools.kafka.topics import read_committed_offsets
+    from tools.waits import wait_progressing
 
     names = ExampleSettings()
     admin = KafkaAdminClient(bootstrap_servers=servers)
@@ -314,7 +313,7 @@ def caught_up_outputs(servers: str, app_id: str):
 
         def caught_up() -> bool:
             ends = consumer.end_offsets(partitions)
-            committed.update({t: committed_offsets(admin, app_id, t) for t in topics})
+            committed.update({t: read_committed_offsets(admin, app_id, t) for t in topics})
             return all(committed[tp.topic].get(tp.partition, 0) >= end for tp, end in ends.items())
 
         try:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_stateful_provider.spark.app import EVENT_PREFIX
-from tools.instances import wait_until
+from tools.waits import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 APP = REPO_ROOT / "airflow_stateful_provider" / "spark" / "app.py"

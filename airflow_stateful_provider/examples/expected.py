@@ -1,6 +1,6 @@
 """What the example topology must output for given input records, and what it did output.
 
-The oracle is written from SEMANTICS §4 and §5, not from the engine's code: it replays
+The oracle is written from docs/semantics.md §4 and §5, not from the engine's code: it replays
 the records in send order per partition (Kafka's default partitioner, so pass the input
 topics' partition count; the TopologyTestDriver runs one partition).
 
@@ -48,7 +48,7 @@ SessionKey = tuple[str, int, int]
 def partition_for(key: str, partitions: int) -> int:
     """The partition Kafka's default partitioner (murmur2 of the UTF-8 key; kafka-python and
     the Java client agree) gives ``key``."""
-    from kafka.partitioner.default import murmur2
+    from kafka.partitioner import murmur2
 
     if partitions < 1:
         raise ValueError(f"partitions must be >= 1, got {partitions}")

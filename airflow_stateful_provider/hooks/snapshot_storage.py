@@ -4,8 +4,12 @@ Any connection works when its extra holds ``{"storage_options": {...}}``: those 
 to fsspec as they are (gcsfs, adlfs, hdfs ... take their own keys). An ``aws`` connection
 also works without it, the way s3fs names things: login -> ``key``, password -> ``secret``,
 extra ``aws_session_token`` -> ``token``, extra ``endpoint_url`` (or the host) and
-``region_name`` -> ``client_kwargs``. The result holds secrets: it is handed to spark-submit
-in the environment (``STATEFUL_STREAMS_SNAPSHOT_STORAGE_OPTIONS``), never as an argument.
+``region_name`` -> ``client_kwargs``, ``profile_name`` -> ``profile``. An assumed role
+(``role_arn``, ``assume_role_*``) is refused: its credentials expire within hours and the
+instances upload for as long as the application runs; give the machines the role instead
+(instance profile, IRSA) and leave the credentials out of the connection, so s3fs uses
+theirs. The result holds secrets: it is handed to spark-submit in the environment
+(``STATEFUL_STREAMS_SNAPSHOT_STORAGE_OPTIONS``), never as an argument.
 """
 
 from __future__ import annotations
@@ -28,6 +32,14 @@ def storage_options_from_connection(conn: Any) -> dict[str, Any]:
                          f"got {type(explicit).__name__}")
     options: dict[str, Any] = {}
     if conn.conn_type == "aws":
+        assumed = sorted(k for k in extra if k == "role_arn" or k.startswith("assume_role"))
+        if assumed:
+            raise ValueError(f"connection {conn_id!r}: {assumed} cannot be used for snapshot storage: credentials of "
+                             f"an assumed role expire within hours, and the instances upload snapshots for as long as "
+                             f"the application runs. Give the Spark executors the role (instance profile, IRSA) and "
+                             f"remove the credentials from the connection, or use keys of a user (login, password)")
+        if extra.get("profile_name"):
+            options["profile"] = extra["profile_name"]
         if conn.login:
             options["key"] = conn.login
         if conn.password:

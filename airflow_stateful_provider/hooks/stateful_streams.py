@@ -1,22 +1,9 @@
-"""The ``stateful_streams`` connection: Kafka brokers and security settings, and the
-status/control protocol of stateful stream applications on top of them.
+"""The ``stateful_streams`` connection's hook: Kafka clients on the connection's brokers and
+security settings (hooks/kafka_connection.py), and the status/control protocol of stateful
+stream applications on top of them.
 
-A connection holds what every Kafka client of the provider needs:
-
-========================  ===========================================================
-bootstrap servers         ``host`` (``broker-1:9092,broker-2:9092``; a single host
-                          without a port takes ``port``) or extra ``bootstrap_servers``
-                          (string or list), not both
-security protocol         extra ``security_protocol``: PLAINTEXT (default), SSL,
-                          SASL_PLAINTEXT, SASL_SSL
-SASL mechanism            extra ``sasl_mechanism``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
-SASL username, password   ``login``, ``password`` (Airflow masks the password)
-SSL CA location           extra ``ssl_cafile`` (a PEM file readable where the task runs)
-========================  ===========================================================
-
-Settings that would be silently ignored (credentials without SASL, a CA file without SSL)
-and unknown extra keys are errors: a typo must not turn into an anonymous connection.
-The password is never logged and never appears in an error message or a repr.
+The secrets of the connection (the SASL password, an OAUTHBEARER token, a client key's
+password) are never logged and never appear in an error message or a repr.
 """
 
 from __future__ import annotations
@@ -29,6 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
+from airflow_stateful_provider.hooks.kafka_connection import (
+    CONN_TYPE,
+    SASL_MECHANISMS,
+    SECURITY_PROTOCOLS,
+    client_configs_from_connection,
+    redact_client_configs,
+)
 from airflow_stateful_provider.streams.durations import duration_arg_ms
 from airflow_stateful_provider.streams.status.document import DEFAULT_STALE_AFTER_MS
 
@@ -40,120 +34,8 @@ if TYPE_CHECKING:
 __all__ = ["StatefulStreamsHook", "client_configs_from_connection", "redact_client_configs",
            "SECURITY_PROTOCOLS", "SASL_MECHANISMS", "DEFAULT_READ_TIMEOUT"]
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-#: Extra keys a connection may hold; the UI may store them prefixed ``extra__stateful_streams__``.
-EXTRA_KEYS = ("bootstrap_servers", "security_protocol", "sasl_mechanism", "ssl_cafile")
-#: Client config keys whose values are secrets.
-SECRET_CONFIG_KEYS = frozenset({"sasl_plain_password", "ssl_password"})
 #: Bound of one status read or metadata request when the caller gives none.
 DEFAULT_READ_TIMEOUT = timedelta(seconds=10)
-_CONN_TYPE = "stateful_streams"
-_REDACTED = "***"
-
-
-class _Secret(str):
-    """A password that is its own value to Kafka's SASL code (which joins and encodes it)
-    but prints as ``'***'`` wherever a config dict is formatted: kafka-python's admin
-    client logs its whole configuration at DEBUG."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return repr(_REDACTED)
-
-
-def _extra_value(extra: Mapping[str, Any], key: str) -> Any:
-    """An extra field, plain or with the UI's ``extra__<conn_type>__`` prefix; "" counts as unset."""
-    for name in (key, f"extra__{_CONN_TYPE}__{key}"):
-        value = extra.get(name)
-        if value not in (None, ""):
-            return value
-    return None
-
-
-def _servers_from(conn_id: str, host: str | None, port: int | None, extra_servers: Any) -> list[str]:
-    if host and extra_servers:
-        raise ValueError(f"connection {conn_id!r} sets bootstrap servers twice: host {host!r} and extra "
-                         f"'bootstrap_servers' {extra_servers!r}; keep one")
-    if extra_servers:
-        if isinstance(extra_servers, str):
-            servers = [s.strip() for s in extra_servers.split(",")]
-        elif isinstance(extra_servers, (list, tuple)) and all(isinstance(s, str) for s in extra_servers):
-            servers = [s.strip() for s in extra_servers]
-        else:
-            raise ValueError(f"connection {conn_id!r}: extra 'bootstrap_servers' must be a string "
-                             f"'host:port,host:port' or a list of strings, got {extra_servers!r}")
-    elif host:
-        servers = [s.strip() for s in host.split(",")]
-        if port:
-            if len(servers) != 1 or ":" in servers[0]:
-                raise ValueError(f"connection {conn_id!r}: port {port} applies to a single host without a port, "
-                                 f"but host is {host!r}; put the ports in the host list instead")
-            servers = [f"{servers[0]}:{port}"]
-    else:
-        raise ValueError(f"connection {conn_id!r} has no bootstrap servers: set its host "
-                         f"(e.g. 'broker-1:9092,broker-2:9092') or extra 'bootstrap_servers'")
-    if any(not s for s in servers):
-        raise ValueError(f"connection {conn_id!r}: empty entry in bootstrap servers {servers!r}")
-    return servers
-
-
-def client_configs_from_connection(conn: Any) -> dict[str, Any]:
-    """kafka-python client configs from an Airflow connection (see the module docstring).
-
-    Pure: takes any object with ``conn_id``, ``host``, ``port``, ``login``, ``password``
-    and ``extra_dejson``. Errors name the connection and the offending field, never the
-    password; the password's ``repr`` is ``'***'``, so a logged config dict hides it.
-    """
-    conn_id = getattr(conn, "conn_id", None) or "<unnamed>"
-    extra = conn.extra_dejson or {}
-    if not isinstance(extra, Mapping):
-        raise ValueError(f"connection {conn_id!r}: extra must be a JSON object, got {type(extra).__name__}")
-    known = set(EXTRA_KEYS) | {f"extra__{_CONN_TYPE}__{k}" for k in EXTRA_KEYS}
-    unknown = sorted(k for k in extra if k not in known)
-    if unknown:
-        raise ValueError(f"connection {conn_id!r}: unknown extra field(s) {unknown}; supported: {list(EXTRA_KEYS)} "
-                         f"(SASL username and password go in login and password)")
-    configs: dict[str, Any] = {
-        "bootstrap_servers": _servers_from(conn_id, conn.host, conn.port, _extra_value(extra, "bootstrap_servers")),
-    }
-    protocol = _extra_value(extra, "security_protocol") or "PLAINTEXT"
-    if not isinstance(protocol, str) or protocol.upper() not in SECURITY_PROTOCOLS:
-        raise ValueError(f"connection {conn_id!r}: security_protocol must be one of {list(SECURITY_PROTOCOLS)}, "
-                         f"got {protocol!r}")
-    protocol = protocol.upper()
-    configs["security_protocol"] = protocol
-    mechanism = _extra_value(extra, "sasl_mechanism")
-    login, password = conn.login or None, conn.password or None
-    if protocol.startswith("SASL_"):
-        if not isinstance(mechanism, str) or mechanism.upper() not in SASL_MECHANISMS:
-            raise ValueError(f"connection {conn_id!r}: security_protocol {protocol} needs sasl_mechanism, one of "
-                             f"{list(SASL_MECHANISMS)}; got {mechanism!r}")
-        if not login or not password:
-            missing = [name for name, value in (("login", login), ("password", password)) if not value]
-            raise ValueError(f"connection {conn_id!r}: security_protocol {protocol} with {mechanism.upper()} needs "
-                             f"the SASL username in login and the password in password; missing {missing}")
-        configs.update(sasl_mechanism=mechanism.upper(), sasl_plain_username=login, sasl_plain_password=_Secret(password))
-    elif mechanism or login or password:
-        given = [name for name, value in (("sasl_mechanism", mechanism), ("login", login), ("password", password))
-                 if value]
-        raise ValueError(f"connection {conn_id!r} sets {given} but security_protocol is {protocol}: SASL settings "
-                         f"are only used with SASL_PLAINTEXT or SASL_SSL")
-    cafile = _extra_value(extra, "ssl_cafile")
-    if cafile is not None:
-        if protocol not in ("SSL", "SASL_SSL"):
-            raise ValueError(f"connection {conn_id!r} sets ssl_cafile {cafile!r} but security_protocol is "
-                             f"{protocol}: the CA file is only used with SSL or SASL_SSL")
-        if not isinstance(cafile, str):
-            raise ValueError(f"connection {conn_id!r}: ssl_cafile must be a file path string, got {cafile!r}")
-        configs["ssl_cafile"] = cafile
-    return configs
-
-
-def redact_client_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy safe to log: secret values replaced by ``***``."""
-    return {key: (_REDACTED if key in SECRET_CONFIG_KEYS and value else value) for key, value in configs.items()}
 
 
 class StatefulStreamsHook(BaseHook):
@@ -164,7 +46,7 @@ class StatefulStreamsHook(BaseHook):
 
     conn_name_attr = "stateful_streams_conn_id"
     default_conn_name = "stateful_streams_default"
-    conn_type = _CONN_TYPE
+    conn_type = CONN_TYPE
     hook_name = "Stateful Streams (Kafka)"
 
     def __init__(self, stateful_streams_conn_id: str = default_conn_name, **kwargs: Any) -> None:
@@ -206,7 +88,7 @@ class StatefulStreamsHook(BaseHook):
     def _client(self, client_class: Any, overrides: Mapping[str, Any]) -> Any:
         # construct_client closes the network client when bootstrapping fails: kafka-python 3 would
         # otherwise leak its IO thread on every failed attempt (a sensor poking a dead broker).
-        from airflow_stateful_provider.streams.kafka_clients import construct_client
+        from airflow_stateful_provider.streams.kafka.clients import construct_client
 
         return construct_client(client_class, {**self.get_client_configs(), **overrides})
 

@@ -1,5 +1,5 @@
 """Store maintenance from Airflow: retention and compaction of session and versioned stores,
-and the changelog topic config check (SEMANTICS §7) with optional repair.
+and the changelog topic config check (docs/semantics.md §7) with optional repair.
 
 Retention and compaction run either
 
@@ -48,7 +48,6 @@ __all__ = ["ChangelogConfigOperator", "StoreCompactionOperator", "StoreRetention
 #: A ``now`` further ahead of the wall clock than this is logged as a warning: it drops data
 #: that is still live by the instances' clocks.
 _FUTURE_WARNING_MS = 60_000
-_MAINTAINED_TYPES = ("session", "versioned")
 
 
 # ---------------------------------------------------------------------------- retention and compaction
@@ -80,6 +79,7 @@ class _StoreMaintenanceOperator(BaseOperator):
         self.state_dir = None if state_dir is None else os.fspath(state_dir)
         self.stateful_streams_conn_id = stateful_streams_conn_id
         self.timeout_ms = duration_arg_ms(timeout, "timeout", minimum=1)
+        self._rows: list[dict[str, Any]] = []  # what execute returned: the lineage's outputs
         # Check what is already known; templated values are checked again once rendered.
         if not is_template(mode):
             self._check_arguments()
@@ -110,9 +110,20 @@ class _StoreMaintenanceOperator(BaseOperator):
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         mode, stores = self._check_arguments()
-        if mode == "online":
-            return self._execute_online(stores)
-        return self._execute_offline(stores)
+        self._rows = self._execute_online(stores) if mode == "online" else self._execute_offline(stores)
+        return self._rows
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Outputs: the stores maintained (skipped and failed ones left out): online each
+        store's changelog topic, offline each store's directory."""
+        from airflow_stateful_provider.operators.lineage import file_dataset, operator_lineage, topic_datasets
+
+        done = [row for row in self._rows
+                if isinstance(row.get("result"), Mapping) and not {"skipped", "error"} & set(row["result"])]
+        if self.mode == "offline":
+            return operator_lineage(outputs=[file_dataset(path) for path in sorted({row["path"] for row in done})])
+        changelogs = {f"{self.application_id}-{row['store']}-changelog" for row in done}
+        return operator_lineage(outputs=topic_datasets(self.hook.bootstrap_servers, changelogs))
 
     # ------------------------------------------------------------------ online
 
@@ -176,7 +187,8 @@ class _StoreMaintenanceOperator(BaseOperator):
 
     def _execute_offline(self, stores: tuple[str, ...] | None) -> list[dict[str, Any]]:
         from airflow_stateful_provider.streams.errors import InvalidStoreError
-        from airflow_stateful_provider.streams.state.metadata import read_metadata
+        from airflow_stateful_provider.streams.state.common.kind import maintainable_store_types
+        from airflow_stateful_provider.streams.state.common.metadata import read_metadata
         from airflow_stateful_provider.streams.state.store_dir import find_stores, open_store
 
         state_dir = os.path.abspath(self.state_dir)  # type: ignore[arg-type]
@@ -193,26 +205,27 @@ class _StoreMaintenanceOperator(BaseOperator):
             parts = os.path.relpath(path, state_dir).split(os.sep)
             found.append({"application_id": parts[-3] if len(parts) >= 3 else self.application_id,
                           "task_id": parts[-2] if len(parts) >= 2 else "-", "store": metadata.name,
-                          "store_type": metadata.store_type.value, "path": path})
+                          "store_type": metadata.store_type, "path": path})
         if not found:
             raise ValueError(f"{self.task_id}: no store under {root}")
-        maintained = sorted({f["store"] for f in found if f["store_type"] in _MAINTAINED_TYPES})
+        maintained_types = maintainable_store_types()  # session and versioned
+        maintained = sorted({f["store"] for f in found if f["store_type"] in maintained_types})
         if stores is not None:
-            others = {f["store"]: f["store_type"] for f in found if f["store_type"] not in _MAINTAINED_TYPES}
+            others = {f["store"]: f["store_type"] for f in found if f["store_type"] not in maintained_types}
             unknown = [s for s in stores if s not in maintained]
             if unknown:
                 kinds = [f"{s!r} is a {others[s]} store" for s in unknown if s in others]
-                raise ValueError(f"{self.task_id}: stores {unknown} are not session or versioned stores under {root}"
-                                 f"{' (' + '; '.join(kinds) + ')' if kinds else ''}; available: {maintained}")
+                raise ValueError(f"{self.task_id}: stores {unknown} are not {' or '.join(maintained_types)} stores "
+                                 f"under {root}{' (' + '; '.join(kinds) + ')' if kinds else ''}; available: {maintained}")
         selected = [f for f in found if stores is None or f["store"] in stores]
         rows: list[dict[str, Any]] = []
         todo = []
         for entry in selected:
             row = {"instance": None, "application_id": entry["application_id"], "task_id": entry["task_id"],
                    "store": entry["store"], "role": None, "store_type": entry["store_type"], "path": entry["path"]}
-            if entry["store_type"] not in _MAINTAINED_TYPES:
+            if entry["store_type"] not in maintained_types:
                 row["result"] = {"skipped": f"{entry['store_type']} store: retention and compaction apply to "
-                                            f"session and versioned stores"}
+                                            f"{' and '.join(maintained_types)} stores"}
             else:
                 todo.append(row)
             rows.append(row)
@@ -316,7 +329,7 @@ class StoreCompactionOperator(_StoreMaintenanceOperator):
 
 class ChangelogConfigOperator(BaseOperator):
     """Check the configs of the application's internal topics (changelogs, repartition
-    topics) against SEMANTICS §7, and optionally repair them.
+    topics) against docs/semantics.md §7, and optionally repair them.
 
     Kafka Streams sets these configs only when it creates a topic; a later hand edit (a
     shortened ``retention.ms``, a changelog switched to ``delete``) loses state at the next
@@ -362,6 +375,7 @@ class ChangelogConfigOperator(BaseOperator):
         self.streams_config = None if streams_config is None else streams_config
         self.repair = repair
         self.fail_on_drift = fail_on_drift
+        self._lineage_topics: tuple[list[str], list[str]] = ([], [])  # (checked, repaired) by execute
         self.stateful_streams_conn_id = stateful_streams_conn_id
         if not application_id:
             raise ValueError(f"{self.task_id}: application_id is required")
@@ -484,6 +498,7 @@ class ChangelogConfigOperator(BaseOperator):
                                  sum(len(v) for v in plan.values()), sorted(plan))
         finally:
             admin.close()
+        self._lineage_topics = (sorted(t.name for t in expected), sorted({d.topic for d in repaired}))
         result = json_ready({"application_id": app, "checked_topics": sorted(t.name for t in expected),
                               "drift": [d.as_dict() for d in drift], "repaired": [d.as_dict() for d in repaired],
                               "remaining": [d.as_dict() for d in remaining], "unchecked": list(notes)})
@@ -497,6 +512,14 @@ class ChangelogConfigOperator(BaseOperator):
             raise AirflowException(f"internal topic configs of {app!r} drift (dry run; repair=True fixes them):\n"
                                    f"{drift_table(left)}")
         return result
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Inputs: the internal topics whose configs were read; outputs: those repaired."""
+        from airflow_stateful_provider.operators.lineage import operator_lineage, topic_datasets
+
+        checked, repaired = self._lineage_topics
+        servers = self.hook.bootstrap_servers
+        return operator_lineage(inputs=topic_datasets(servers, checked), outputs=topic_datasets(servers, repaired))
 
     def _alter(self, admin: Any, plan: Mapping[str, Mapping[str, str]]) -> None:
         """Set the planned values. kafka-python 3 uses IncrementalAlterConfigs on brokers that

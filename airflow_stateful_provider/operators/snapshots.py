@@ -54,6 +54,7 @@ class SnapshotRetentionOperator(BaseOperator):
         self.snapshot_conn_id = snapshot_conn_id
         self.streams_task = streams_task
         self.dry_run = dry_run
+        self._deleted_any = False
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_stateful_provider.streams.errors import SnapshotError
@@ -69,6 +70,7 @@ class SnapshotRetentionOperator(BaseOperator):
         except (ValueError, SnapshotError, OSError) as exc:
             raise AirflowException(f"snapshots of {self.application_id!r} at {self.snapshot_url}: {exc}") from exc
         gone = {(d.task_id, d.snapshot_id) for d in deleted}
+        self._deleted_any = bool(gone) and not self.dry_run
         verb = "would delete" if self.dry_run else "deleted"
         now = time.time_ns() // 1_000_000
         lines = [f"{len(entries)} snapshot(s) of {self.application_id} at {self.snapshot_url}; {verb} {len(gone)}, "
@@ -83,3 +85,11 @@ class SnapshotRetentionOperator(BaseOperator):
         return {"snapshots": [e.as_dict() for e in entries],
                 "deleted": [{"task_id": d.task_id, "snapshot_id": d.snapshot_id} for d in deleted],
                 "dry_run": self.dry_run}
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Input: the application's snapshots at the location; output: the same, when
+        snapshots were deleted."""
+        from airflow_stateful_provider.operators.lineage import location_dataset, operator_lineage
+
+        snapshots = location_dataset(f"{self.snapshot_url.rstrip('/')}/{self.application_id}")
+        return operator_lineage(inputs=[snapshots], outputs=[snapshots] if self._deleted_any else [])

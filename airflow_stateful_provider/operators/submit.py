@@ -17,12 +17,14 @@ application id and the submission details. ``on_kill`` asks the application to s
 gracefully through the control topic (never by killing spark-submit).
 
 Kafka settings come from the ``stateful_streams`` connection unless the streams config sets
-them. The SASL password is kept out of the application arguments: it travels in the
-driver's environment (``STATEFUL_STREAMS_KAFKA_PASSWORD``, see spark/app.py) and reaches the
-executors inside the instance jobs. In local and client mode that is the spark-submit
-process environment; on YARN and Kubernetes the Spark provider turns ``env_vars`` into
-``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*`` (masked in the task
-log, redacted in Spark's UI); Spark standalone cluster mode cannot pass it at all.
+them. Its secrets (the SASL password, a client key's password, a fixed OAUTHBEARER token)
+are kept out of the application arguments: they travel in the driver's environment
+(``STATEFUL_STREAMS_KAFKA_PASSWORD``, ``..._SSL_PASSWORD``, ``..._OAUTH_TOKEN``, see
+spark/app.py) and reach the executors inside the instance jobs. In local and client mode
+that is the spark-submit process environment; on YARN and Kubernetes the Spark provider
+turns ``env_vars`` into ``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*``
+(masked in the task log, redacted in Spark's UI); Spark standalone cluster mode cannot pass
+them at all. A token provider named by import path travels in the config, as its path.
 
 Snapshots (docs/snapshots.md): ``snapshot_url`` sets the config's ``snapshot_url``, and the
 storage options of ``snapshot_conn_id`` (credentials) travel the same way as the password,
@@ -45,13 +47,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.common.compat.sdk import conf
 from airflow.sdk.exceptions import AirflowException
 
 import airflow_stateful_provider.spark.app as spark_app
 from airflow_stateful_provider.hooks.snapshot_storage import get_snapshot_storage_options
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
-from airflow_stateful_provider.spark.app import PASSWORD_ENV
+from airflow_stateful_provider.spark.app import OAUTH_TOKEN_ENV, PASSWORD_ENV, SSL_PASSWORD_ENV
 from airflow_stateful_provider.streams.durations import duration_arg_ms
+from airflow_stateful_provider.streams.kafka.oauth_tokens import StaticTokenProvider, TokenProviderReference
 from airflow_stateful_provider.streams.snapshots.catalog import SNAPSHOT_STORAGE_OPTIONS_ENV
 
 if TYPE_CHECKING:
@@ -116,6 +120,8 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         stop_timeout: timedelta | int = timedelta(minutes=2),
         application: str = "",
         name: str | None = None,
+        openlineage_inject_parent_job_info: bool | None = None,
+        openlineage_inject_transport_info: bool | None = None,
         **kwargs: Any,
     ) -> None:
         if kwargs.get("application_args"):
@@ -125,7 +131,18 @@ class SubmitTopologyOperator(SparkSubmitOperator):
             timedelta(milliseconds=duration_arg_ms(value, name)) for value, name in (
                 (submit_timeout, "submit_timeout"), (failure_window, "failure_window"),
                 (initial_backoff, "initial_backoff"), (max_backoff, "max_backoff"), (stop_timeout, "stop_timeout")))
-        super().__init__(application=application or spark_app.__file__, name=name or "stateful-streams", **kwargs)
+        # SparkSubmitOperator's defaults: the [openlineage] spark_inject_* options.
+        if openlineage_inject_parent_job_info is None:
+            openlineage_inject_parent_job_info = conf.getboolean("openlineage", "spark_inject_parent_job_info",
+                                                                 fallback=False)
+        if openlineage_inject_transport_info is None:
+            openlineage_inject_transport_info = conf.getboolean("openlineage", "spark_inject_transport_info",
+                                                                fallback=False)
+        super().__init__(application=application or spark_app.__file__, name=name or "stateful-streams",
+                         openlineage_inject_parent_job_info=openlineage_inject_parent_job_info,
+                         openlineage_inject_transport_info=openlineage_inject_transport_info, **kwargs)
+        self.inject_openlineage_parent_job_info = bool(openlineage_inject_parent_job_info)
+        self.inject_openlineage_transport_info = bool(openlineage_inject_transport_info)
         self.topology = topology
         self.streams_config = streams_config
         self.instances = instances
@@ -146,7 +163,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
 
     def _config_values(self, hook: StatefulStreamsHook) -> dict[str, Any]:
         """The streams config with the connection's brokers and security settings filled in
-        (the password left out: it goes through the environment)."""
+        (its secrets left out: they go through the environment, :meth:`_secrets`)."""
         config = self.streams_config
         if isinstance(config, str):
             try:
@@ -167,14 +184,23 @@ class SubmitTopologyOperator(SparkSubmitOperator):
             values["snapshot_url"] = self.snapshot_url
         connection = hook.get_client_configs()
         values.setdefault("bootstrap_servers", connection.pop("bootstrap_servers"))
-        connection.pop("bootstrap_servers", None)
-        connection.pop("sasl_plain_password", None)
+        for secret in ("bootstrap_servers", "sasl_plain_password", "ssl_password"):
+            connection.pop(secret, None)
+        provider = connection.pop("sasl_oauth_token_provider", None)
+        if isinstance(provider, TokenProviderReference):
+            connection["sasl_oauth_token_provider"] = provider.path  # JSON; each process imports it
         if connection:
             values["client_configs"] = {**connection, **dict(values.get("client_configs") or {})}
         return values
 
-    def _password(self, hook: StatefulStreamsHook) -> str | None:
-        return hook.get_client_configs().get("sasl_plain_password")
+    @staticmethod
+    def _secrets(hook: StatefulStreamsHook) -> dict[str, str]:
+        """The connection's secrets as the driver's environment variables (spark/app.py)."""
+        connection = hook.get_client_configs()
+        provider = connection.get("sasl_oauth_token_provider")
+        secrets = {PASSWORD_ENV: connection.get("sasl_plain_password"), SSL_PASSWORD_ENV: connection.get("ssl_password"),
+                   OAUTH_TOKEN_ENV: provider.token() if isinstance(provider, StaticTokenProvider) else None}
+        return {name: str(value) for name, value in secrets.items() if value}
 
     def _instance_count(self) -> int:
         """``instances`` after templating (a rendered template may be a string)."""
@@ -193,9 +219,9 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         self._application_id = values["application_id"]
         self.application_args = ["--topology", self.topology, "--config-json", json.dumps(values, sort_keys=True),
                                  "--instances", str(self.instances), *self.restart_args]
-        password = self._password(hook)
-        if password:
-            self.env_vars = {**(self.env_vars or {}), PASSWORD_ENV: str(password)}
+        secrets = self._secrets(hook)
+        if secrets:
+            self.env_vars = {**(self.env_vars or {}), **secrets}
         if self.snapshot_conn_id:
             if not values.get("snapshot_url"):
                 raise AirflowException(f"snapshot_conn_id={self.snapshot_conn_id!r} needs a snapshot_url (the "
@@ -226,27 +252,27 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         values = self._prepare(streams_hook)
         application_id = values["application_id"]
         self._refuse_if_running(streams_hook, application_id)
-        self.conf = dict(self.conf or {})
-        self.conf.setdefault("spark.speculation", "false")
+        # Cluster deploy mode must not wait for the application to end (it never does); the
+        # two settings are ignored by Spark in client and local mode.
+        self.conf = {"spark.speculation": "false", _YARN_WAIT: "false", _K8S_WAIT: "false", **(self.conf or {})}
+        self.conf = self._with_openlineage_properties(self.conf, context)
         spark_hook = self._get_hook()
         self._hook = spark_hook
-        cluster = spark_hook._connection["deploy_mode"] == "cluster"
-        self._refuse_standalone_cluster_mode(spark_hook._connection["master"], cluster)
+        master, deploy_mode = _master_and_deploy_mode(spark_hook)
+        cluster = deploy_mode == "cluster"
+        self._refuse_standalone_cluster_mode(master, cluster)
         submitted_at_ms = time.time_ns() // 1_000_000
         process: subprocess.Popen | None = None
         log_path: Path | None = None
         if cluster:
             self.log.info("submitting %s in cluster mode (spark-submit returns after the submission)", application_id)
-            spark_hook._conf.setdefault(_YARN_WAIT, "false")
-            spark_hook._conf.setdefault(_K8S_WAIT, "false")
             spark_hook.submit(self.application)
         else:
             log_path = Path(self.log_path or Path(tempfile.gettempdir()) / "stateful-streams" /
                             f"{application_id}-{submitted_at_ms}.log")
             process = self._launch_detached(spark_hook, log_path)
         try:
-            status = self._wait_for_instances(streams_hook, application_id, submitted_at_ms, process, log_path,
-                                              spark_hook)
+            status = self._wait_for_instances(streams_hook, application_id, submitted_at_ms, process, log_path)
         except Exception:
             if process is not None and process.poll() is None:
                 self.log.warning("stopping %s: its instances did not all report in", application_id)
@@ -256,8 +282,8 @@ class SubmitTopologyOperator(SparkSubmitOperator):
             "application_id": application_id,
             "instances": [f"{application_id}-{i}" for i in range(self.instances)],
             "topology": self.topology,
-            "master": spark_hook._connection["master"],
-            "deploy_mode": spark_hook._connection["deploy_mode"] or "client",
+            "master": master,
+            "deploy_mode": deploy_mode or "client",
             "spark_submit_pid": process.pid if process is not None else None,
             "log_path": str(log_path) if log_path else None,
             "submitted_at_ms": submitted_at_ms,
@@ -265,6 +291,40 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         }
         context["ti"].xcom_push(key="application_id", value=application_id)
         return details
+
+    def _with_openlineage_properties(self, spark_conf: dict[str, Any], context: Context) -> dict[str, Any]:
+        """What SparkSubmitOperator.execute (overridden here) does with the two flags: the
+        OpenLineage parent job and transport go into the Spark properties, for the
+        OpenLineage Spark integration when the application's Spark installs it."""
+        from airflow.providers.common.compat.openlineage.utils.spark import (
+            inject_parent_job_information_into_spark_properties,
+            inject_transport_information_into_spark_properties,
+        )
+
+        if self.inject_openlineage_parent_job_info:
+            spark_conf = inject_parent_job_information_into_spark_properties(spark_conf, context)
+        if self.inject_openlineage_transport_info:
+            spark_conf = inject_transport_information_into_spark_properties(spark_conf, context)
+        return spark_conf
+
+    # ------------------------------------------------------------------ lineage
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        """Inputs: the topology's source topics; outputs: its sink topics (not the topics a
+        sink picks per record, nor repartition and changelog topics, which are internal)."""
+        from airflow_stateful_provider.operators.lineage import operator_lineage, topic_datasets
+
+        try:
+            values = self._config_values(StatefulStreamsHook(self.stateful_streams_conn_id))
+            sources, sinks = _external_topics(self.topology, values)
+        except Exception as exc:  # noqa: BLE001 - lineage must never fail the task
+            self.log.warning("no lineage for %s: %s", self.topology, exc)
+            return operator_lineage()
+        servers = values["bootstrap_servers"]
+        return operator_lineage(inputs=topic_datasets(servers, sources), outputs=topic_datasets(servers, sinks))
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        return self.get_openlineage_facets_on_start()
 
     def _refuse_standalone_cluster_mode(self, master: str, cluster: bool) -> None:
         """Spark standalone runs Python drivers in client mode only (spark-submit refuses the
@@ -276,16 +336,18 @@ class SubmitTopologyOperator(SparkSubmitOperator):
                 f"'client' (the driver then runs detached on this Airflow worker's host; see docs/spark.md)")
 
     def _launch_detached(self, spark_hook: Any, log_path: Path) -> subprocess.Popen:
+        # The Spark hook only runs spark-submit to its end; its command builder is the one
+        # private member this needs (tests/unit/airflow/test_spark_provider_contract.py).
         command = spark_hook._build_spark_submit_command(self.application)
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **{k: str(v) for k, v in (spark_hook._env or {}).items()}}
+        env = {**os.environ, **{k: str(v) for k, v in (self.env_vars or {}).items()}}
         self.log.info("launching spark-submit detached; driver output in %s", log_path)
         with open(log_path, "ab") as out:
             return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=env, start_new_session=True)
 
     def _wait_for_instances(self, hook: StatefulStreamsHook, application_id: str, submitted_at_ms: int,
-                            process: subprocess.Popen | None, log_path: Path | None, spark_hook: Any) -> Any:
+                            process: subprocess.Popen | None, log_path: Path | None) -> Any:
         """Poll the status topic until every instance published a document after the
         submission; fail early if the driver exits."""
         from airflow_stateful_provider.streams.errors import StreamsError
@@ -296,7 +358,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         while True:
             if process is not None and process.poll() is not None:
                 raise AirflowException(f"the Spark driver of {application_id!r} exited with {process.returncode} "
-                                       f"before all instances reported in.\n{self._log_tail(log_path, spark_hook)}")
+                                       f"before all instances reported in.\n{self._log_tail(log_path)}")
             try:
                 status = hook.get_status(application_id, timeout=timedelta(seconds=10))
                 fresh = {i.instance_id for i in status.instances if i.published_at >= submitted_at_ms and not i.stale}
@@ -308,14 +370,14 @@ class SubmitTopologyOperator(SparkSubmitOperator):
                 last_problem = str(exc)
             if time.monotonic() >= deadline:
                 raise AirflowException(f"instances of {application_id!r} did not all report in within "
-                                       f"{self.submit_timeout} ({last_problem}).\n{self._log_tail(log_path, spark_hook)}")
+                                       f"{self.submit_timeout} ({last_problem}).\n{self._log_tail(log_path)}")
             self.log.info("waiting for the instances of %s: %s", application_id, last_problem)
             time.sleep(2)
 
     @staticmethod
-    def _log_tail(log_path: Path | None, spark_hook: Any, lines: int = 40) -> str:
+    def _log_tail(log_path: Path | None, lines: int = 40) -> str:
         if log_path is None:
-            return getattr(spark_hook, "_submit_log_tail", "") or "(no spark-submit output captured)"
+            return "(cluster deploy mode: the spark-submit output is above in this task's log, the driver's in the cluster)"
         try:
             text = log_path.read_text(errors="replace").splitlines()
         except OSError as exc:
@@ -343,6 +405,23 @@ class SubmitTopologyOperator(SparkSubmitOperator):
                 application_id = None
         if application_id:
             self._request_stop(StatefulStreamsHook(self.stateful_streams_conn_id), application_id)
+
+
+def _external_topics(topology: str, values: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(source topics, sink topics) of the topology, internal topics left out."""
+    from airflow_stateful_provider.streams import StreamsConfig
+    from airflow_stateful_provider.streams.runner import load_topology
+
+    built = load_topology(topology, StreamsConfig.from_mapping(values))
+    sources = [topic for topic in built.source_topics() if not built.is_internal_topic(topic)]
+    return sources, built.sink_topics()
+
+
+def _master_and_deploy_mode(spark_hook: Any) -> tuple[str, str | None]:
+    """The master and deploy mode the Spark hook resolved from its connection and the
+    operator's arguments (a private member: tests/unit/airflow/test_spark_provider_contract.py)."""
+    connection = spark_hook._connection
+    return connection["master"], connection["deploy_mode"]
 
 
 def _check_config(values: Mapping[str, Any]) -> None:

@@ -36,19 +36,24 @@ from typing import Any
 from airflow_stateful_provider.spark.instance_job import InstanceSpec, run_instance
 from airflow_stateful_provider.spark.restart_policy import RestartPolicy
 from airflow_stateful_provider.spark.supervisor import Supervisor
-from airflow_stateful_provider.streams.client_settings import ADMIN, CONSUMER, settings_for
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, SnapshotError, StreamsError, TopologyError
+from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSUMER, settings_for
 from airflow_stateful_provider.streams.snapshots.catalog import storage_options_from_env
 
-__all__ = ["EVENT_PREFIX", "PASSWORD_ENV", "main", "parse_config_values", "task_attempts"]
+__all__ = ["EVENT_PREFIX", "OAUTH_TOKEN_ENV", "PASSWORD_ENV", "SSL_PASSWORD_ENV", "main", "parse_config_values",
+           "task_attempts"]
 
 log = logging.getLogger("airflow_stateful_provider.spark.app")
 
 EVENT_PREFIX = "STATEFUL-STREAMS "
-#: The SASL password, when the Kafka connection has one: read from the driver's environment
-#: so it never appears on a command line; the instance jobs carry it to the executors.
+#: The Kafka connection's secrets, read from the driver's environment so they never appear on
+#: a command line; the instance jobs carry them to the executors. The SASL password,
 PASSWORD_ENV = "STATEFUL_STREAMS_KAFKA_PASSWORD"
+#: the password of the client certificate's key (mutual TLS),
+SSL_PASSWORD_ENV = "STATEFUL_STREAMS_KAFKA_SSL_PASSWORD"
+#: and a fixed OAUTHBEARER token.
+OAUTH_TOKEN_ENV = "STATEFUL_STREAMS_KAFKA_OAUTH_TOKEN"
 _LOCAL_MASTER = re.compile(r"^local(?:\[(?P<threads>[^,\]]+)(?:,(?P<failures>\d+))?\])?$")
 
 
@@ -75,14 +80,17 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
 
 def parse_config_values(path: str | None, inline: str | None, overrides: list[str]) -> dict[str, Any]:
     """StreamsConfig values from a file, an inline JSON object and ``key=value`` overrides
-    (later wins), plus the password from ``$STATEFUL_STREAMS_KAFKA_PASSWORD``; validated by
-    building a StreamsConfig."""
+    (later wins), plus the Kafka secrets of the environment (a value in the config wins);
+    validated by building a StreamsConfig."""
+    from airflow_stateful_provider.streams.kafka.oauth_tokens import StaticTokenProvider
     from airflow_stateful_provider.streams.runner import config_values
 
     values = config_values(path, overrides, inline)
-    password = os.environ.get(PASSWORD_ENV)
-    if password:
-        values["client_configs"] = {"sasl_plain_password": password, **dict(values.get("client_configs") or {})}
+    secrets = {setting: make(os.environ[name]) for name, setting, make in (
+        (PASSWORD_ENV, "sasl_plain_password", str), (SSL_PASSWORD_ENV, "ssl_password", str),
+        (OAUTH_TOKEN_ENV, "sasl_oauth_token_provider", StaticTokenProvider)) if os.environ.get(name)}
+    if secrets:
+        values["client_configs"] = {**secrets, **dict(values.get("client_configs") or {})}
     storage_options = storage_options_from_env()  # snapshot credentials, off the command line too
     if storage_options:
         values["snapshot_storage_options"] = {**storage_options, **dict(values.get("snapshot_storage_options") or {})}

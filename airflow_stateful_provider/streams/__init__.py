@@ -56,10 +56,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".serdes": ("Serde", "Serdes"),
     ".snapshots.catalog": ("SnapshotEntry", "delete_old_snapshots", "list_snapshots"),
     ".snapshots.storage": ("SnapshotStorage",),
+    ".state.keyvalue.typed": ("TypedKeyValueStore",),
+    ".state.session.typed": ("TypedSessionStore",),
     ".state.store_dir": ("open_store",),
-    ".state.typed_stores": (
-        "TypedKeyValueStore", "TypedSessionStore", "TypedVersionedKeyValueStore", "VersionedRecord",
-    ),
+    ".state.versioned.store": ("VersionedRecord",),
+    ".state.versioned.typed": ("TypedVersionedKeyValueStore",),
     ".status.application": (
         "ActiveOwner", "ApplicationStatus", "InstanceSummary", "RestorationProgress", "StandbyReplica", "TaskStatus",
         "build_application_status",

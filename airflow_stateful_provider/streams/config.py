@@ -25,7 +25,9 @@ from typing import Any
 
 from airflow_stateful_provider.streams.assignment.assignment_configs import AssignmentConfigs
 from airflow_stateful_provider.streams.assignment.subscription_info import check_endpoint
-from airflow_stateful_provider.streams.client_settings import (
+from airflow_stateful_provider.streams.durations import duration_ms
+from airflow_stateful_provider.streams.errors import ConfigError, GroupProtocolError
+from airflow_stateful_provider.streams.kafka.client_settings import (
     ADMIN,
     CLIENT_KINDS,
     CONSUMER,
@@ -35,8 +37,6 @@ from airflow_stateful_provider.streams.client_settings import (
     check_engine_settings,
     settings_for,
 )
-from airflow_stateful_provider.streams.durations import duration_ms
-from airflow_stateful_provider.streams.errors import ConfigError, GroupProtocolError
 from airflow_stateful_provider.streams.serdes import check_serde
 from airflow_stateful_provider.streams.topic_names import MAX_TOPIC_NAME_LENGTH, topic_name_problem
 
@@ -137,7 +137,7 @@ class StreamsConfig:
     windowed_aggregation_emit_interval_ms: int | timedelta = 1000
     #: Bytes of record cache per stream thread for each cached store (Kafka Streams'
     #: ``statestore.cache.max.bytes``, default 10 MiB); 0 disables caching. See
-    #: state/caching.py: updates of a key collapse until the next commit.
+    #: state/session/caching.py: updates of a key collapse until the next commit.
     statestore_cache_max_bytes: int = 10 * 1024 * 1024
     #: Exactly-once: bytes of store writes an instance buffers in memory until its
     #: transaction commits (Kafka's KIP-892 ``statestore.uncommitted.max.bytes``, split
@@ -166,7 +166,7 @@ class StreamsConfig:
     snapshot_interval_commits: int = 0
     #: Snapshots kept per task (the newest ones); older ones are deleted after each upload.
     snapshot_retention_count: int = 3
-    #: High availability (SEMANTICS §3): hot standby copies of each stateful task.
+    #: High availability (docs/semantics.md §3): hot standby copies of each stateful task.
     num_standby_replicas: int = 0
     #: A client at most this many changelog records behind on a task is caught up.
     acceptable_recovery_lag: int = 10_000
@@ -289,7 +289,7 @@ class StreamsConfig:
 
     def _check_client_settings(self) -> None:
         """Known kafka-python settings with values of their type, none the engine decides
-        itself, each for a client it applies to (client_settings.py)."""
+        itself, each for a client it applies to (kafka/client_settings.py)."""
         for field, kinds in (("client_configs", CLIENT_KINDS), ("consumer_configs", (CONSUMER,)),
                              ("producer_configs", (PRODUCER,)), ("admin_configs", (ADMIN,))):
             value = getattr(self, field)
@@ -355,7 +355,7 @@ class StreamsConfig:
             rack_aware_assignment_tags=self.rack_aware_assignment_tags)
 
     def task_state_dir(self, task_id: object) -> str:
-        """``<state_dir>/<application_id>/<subtopology>_<partition>`` (DESIGN.md)."""
+        """``<state_dir>/<application_id>/<subtopology>_<partition>`` (docs/stores.md, "Store directories")."""
         return os.path.join(self.state_dir, self.application_id, str(task_id))
 
 

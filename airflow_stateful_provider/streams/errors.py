@@ -58,7 +58,7 @@ class ReadOnlyStoreError(InvalidStoreError):
 
 
 class CorruptCheckpointError(StreamsError):
-    """A ``.checkpoint`` file violates the format (SEMANTICS §1); the message names file and line."""
+    """A ``.checkpoint`` file violates the format (docs/semantics.md §1); the message names file and line."""
 
 
 class StatusFormatError(StreamsError, ValueError):

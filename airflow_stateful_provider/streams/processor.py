@@ -134,7 +134,7 @@ class RecordMetadata:
 
 
 class PunctuationType(enum.Enum):
-    """Which clock drives a punctuator (SEMANTICS §6)."""
+    """Which clock drives a punctuator (docs/semantics.md §6)."""
 
     #: Driven by the task's stream time; checked after records are processed.
     STREAM_TIME = "stream_time"

@@ -24,10 +24,10 @@ import logging
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, StreamsError, TopologyError
 from airflow_stateful_provider.streams.topology.topology import Topology
@@ -103,7 +103,7 @@ class EventFileListener:
 
     def _write(self, event: str, partition: Any, store: str, **fields: Any) -> None:
         line = json.dumps({"event": event, "topic": partition[0], "partition": partition[1], "store": store,
-                           "at_ms": int(time.time() * 1000), **fields})
+                           "at_ms": wall_clock_ms(), **fields})
         with self._lock:
             self._file.write(line + "\n")
 

@@ -32,12 +32,13 @@ from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import StreamsError
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
-from airflow_stateful_provider.streams.processing.records import ConsumedRecord, TopicPartition
+from airflow_stateful_provider.streams.processing.records import ConsumedRecord
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.processing.task import StreamTask
 from airflow_stateful_provider.streams.processor import Headers, KeyValue, _as_headers
 from airflow_stateful_provider.streams.serdes import resolve_serde
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Session windows, windowed keys and emit strategies (SEMANTICS §4).
+"""Session windows, windowed keys and emit strategies (docs/semantics.md §4).
 
 A session window groups a key's records separated by less than (or exactly) the
 inactivity gap; windows are inclusive ``[start, end]``. The grace period is how
@@ -110,7 +110,7 @@ class SessionWindows:
         )
 
     def default_retention_ms(self) -> int:
-        """Store retention when none is configured: gap + grace (SEMANTICS §4)."""
+        """Store retention when none is configured: gap + grace (docs/semantics.md §4)."""
         return self.inactivity_gap_ms + self.grace_period_ms
 
     def __eq__(self, other: object) -> bool:

@@ -3,24 +3,19 @@ key in the store "counts"), as the snapshot tests move its tasks between instanc
 
 from __future__ import annotations
 
-import json
 import os
-
-from kafka import KafkaProducer
+from collections.abc import Iterator
 
 from airflow_stateful_provider.streams import ApplicationStatus, fetch_application_status, open_store
-from tools.instances import wait_until
+from tools.kafka.topics import numbered_records
+from tools.waits import wait_until
 
 STORE = "counts"
 
 
-def produce(bootstrap_servers: str, topic: str, start: int, count: int, keys: int) -> None:
-    """Records ``start`` .. ``start + count - 1``, keyed over ``keys`` keys."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=20)
-    for i in range(start, start + count):
-        producer.send(topic, key=f"k{i % keys:04d}".encode(), value=json.dumps({"n": i}).encode())
-    producer.flush()
-    producer.close()
+def counts_input(start: int, count: int, keys: int) -> Iterator[tuple[str, str]]:
+    """Records ``start`` .. ``start + count - 1``, keyed over ``keys`` keys (``k0000`` ...)."""
+    return numbered_records(start, count, keys, key_digits=4)
 
 
 def store_contents(state_dir: str, app: str, partitions: int) -> dict[int, dict[bytes, bytes]]:

@@ -35,14 +35,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from airflow_stateful_provider.examples.clicks_and_payments import JOIN_NAME, ExampleSettings
 from airflow_stateful_provider.examples.expected import SessionKey, expected_payments_usd, expected_sessions
 from airflow_stateful_provider.examples.generator import RATE, GeneratedRecord, ensure_topics, generate, produce
-from tools.instances import (
-    COMMITTED_AND_RESTORED,
-    InstanceProcess,
-    committed_offsets,
-    process_cpu_seconds,
-    wait_progressing,
-    wait_until,
-)
+from tools.instances import InstanceProcess, process_cpu_seconds
+from tools.kafka.topics import read_committed_offsets
+from tools.waits import COMMITTED_AND_RESTORED, wait_progressing, wait_until
 
 TOPOLOGY = "airflow_stateful_provider.examples.clicks_and_payments:build_topology"
 
@@ -353,7 +348,7 @@ class OffsetWatch:
             client.close()
 
     def committed(self, topic: str) -> dict[int, int]:
-        return committed_offsets(self.admin, self.app.application_id, topic)
+        return read_committed_offsets(self.admin, self.app.application_id, topic)
 
     def committed_total(self, topics: Iterable[str] | None = None) -> int:
         """The group's committed offsets summed over ``topics`` (default: every topic it reads)."""

@@ -17,13 +17,10 @@ directory without the failure; the oracle then holds:
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-
-from kafka import KafkaProducer
 
 from airflow_stateful_provider.streams import (
     KafkaStreams,
@@ -35,8 +32,8 @@ from airflow_stateful_provider.streams import (
     Topology,
     open_store,
 )
-from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
-from tools.instances import wait_until
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, produce, read_all
+from tools.waits import wait_progressing
 
 STORE = "counts"
 PARTITIONS = 4
@@ -94,18 +91,15 @@ def produce_numbered(bootstrap_servers: str, topic: str, count: int, keys: int, 
     """Records n = 0 .. count-1 keyed ``k<n % keys>`` with timestamps ``start_ms + n``;
     ``extra`` records (key, raw value, timestamp) go in after the first half, to the key's
     partition. Returns the records per key (the oracle's n, extra records left out)."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=20, max_request_size=16 << 20)
     per_key: Counter[str] = Counter()
-    extra = list(extra)
+    records: list[tuple[str, bytes, int]] = []
     for n in range(count):
         if n == count // 2:
-            for key, value, timestamp in extra:
-                producer.send(topic, key=key.encode(), value=value, timestamp_ms=timestamp)
+            records.extend(extra)
         key = f"k{n % keys:03d}"
-        producer.send(topic, key=key.encode(), value=json.dumps({"n": n}).encode(), timestamp_ms=start_ms + n)
+        records.append((key, json.dumps({"n": n}).encode(), start_ms + n))
         per_key[key] += 1
-    producer.flush()
-    producer.close()
+    produce(bootstrap_servers, topic, records, linger_ms=20, max_request_size=16 << 20)
     return dict(per_key)
 
 
@@ -134,6 +128,10 @@ class CountingApp:
     def committed_input(self) -> dict[int, int]:
         return committed_offsets(self.bootstrap_servers, self.app_id, self.input)
 
+    def committed_total(self) -> int:
+        """The input offsets committed, summed over partitions: the progress of its waits."""
+        return sum(self.committed_input().values())
+
     def run_until_failed(self, **overrides: Any) -> tuple[KafkaStreams, list[BaseException]]:
         """Start an instance and wait until it ends in ERROR; returns it and what its
         uncaught-exception handler saw."""
@@ -142,8 +140,9 @@ class CountingApp:
         streams.set_uncaught_exception_handler(seen.append)
         streams.start()
         try:
-            wait_while_progressing(lambda: streams.state is KafkaStreamsState.ERROR, self.committed_input,
-                                   "the instance to fail", lambda: f"state {streams.state}")
+            wait_progressing(lambda: streams.state is KafkaStreamsState.ERROR, self.committed_total,
+                             "the instance to fail", measure="committed input offsets",
+                             context=lambda: f"state {streams.state}")
         finally:
             closed = streams.close(timeout=60)
         assert closed, f"close(timeout=60) of the failed instance did not complete (state {streams.state})"
@@ -157,11 +156,14 @@ class CountingApp:
         streams = self.streams(**overrides)
         streams.start()
         try:
-            wait_while_progressing(lambda: self.committed_input() == ends, self.committed_input,
-                                   f"every input committed ({ends})",
-                                   lambda: f"state {streams.state}, committed {self.committed_input()}",
-                                   failed=lambda: streams.state in (KafkaStreamsState.ERROR,
-                                                                    KafkaStreamsState.PENDING_ERROR))
+            def all_committed() -> bool:
+                if streams.state in (KafkaStreamsState.ERROR, KafkaStreamsState.PENDING_ERROR):
+                    raise AssertionError(f"the instance failed while committing its input: state {streams.state}")
+                return self.committed_input() == ends
+
+            wait_progressing(all_committed, self.committed_total, f"every input committed ({ends})",
+                             measure="committed input offsets",
+                             context=lambda: f"state {streams.state}, committed {self.committed_input()}")
             metrics: Counter[str] = Counter()
             for task_metrics in streams.metrics().values():
                 metrics.update(task_metrics)
@@ -198,29 +200,6 @@ class CountingApp:
             with open_store(path, read_only=True) as store:
                 found.update({key.decode(): int.from_bytes(value, "big", signed=True) for key, value in store.all()})
         return found
-
-
-def wait_while_progressing(done: Callable[[], bool], progress: Callable[[], Any], what: str,
-                           context: Callable[[], str] = lambda: "", *, stall_seconds: float = 60,
-                           failed: Callable[[], bool] = lambda: False) -> None:
-    """Until ``done()``; fails when ``progress()`` has not changed for ``stall_seconds`` or
-    ``failed()`` turns true."""
-    last, changed = progress(), time.monotonic()
-
-    def check() -> bool:
-        nonlocal last, changed
-        if done():
-            return True
-        if failed():
-            raise AssertionError(f"failed while waiting for {what}: {context()}")
-        now = progress()
-        if now != last:
-            last, changed = now, time.monotonic()
-        return time.monotonic() - changed > stall_seconds
-
-    wait_until(check, 3600, what, context, interval=0.2)
-    if not done():
-        raise AssertionError(f"no progress for {stall_seconds:.0f}s waiting for {what} (last {last}): {context()}")
 
 
 def assert_consistent_prefixes(outputs: dict[str, list[int]]) -> None:

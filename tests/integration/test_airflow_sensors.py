@@ -13,7 +13,7 @@ import uuid
 from unittest import mock
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient
 
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
 from airflow_stateful_provider.sensors.restoration import RestorationSensor
@@ -21,7 +21,8 @@ from airflow_stateful_provider.sensors.standby_lag import StandbyLagSensor
 from airflow_stateful_provider.streams.status.publisher import StatusPublisher, ensure_status_topic
 from airflow_stateful_provider.triggers.status import RestorationTrigger
 from tests.conftest import REPO_ROOT
-from tests.integration.instances import create_topics
+from tools.kafka.topics import create_topics, produce
+from tools.waits import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.airflow]
 
@@ -83,26 +84,22 @@ def application(bootstrap_servers, monkeypatch):
     finally:
         admin.close()
     create_topics(bootstrap_servers, {f"{app}-counts-changelog": 1})
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
-    for i in range(CHANGELOG_RECORDS):
-        producer.send(f"{app}-counts-changelog", key=f"k{i}".encode(), value=b"1", partition=0)
-    producer.flush()
-    producer.close()
+    produce(bootstrap_servers, f"{app}-counts-changelog", [(f"k{i}", b"1") for i in range(CHANGELOG_RECORDS)],
+            partition=0)
     monkeypatch.setenv("AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT",
                        json.dumps({"conn_type": "stateful_streams", "host": bootstrap_servers}))
     fake = FakeApplication(bootstrap_servers, app)
     for publisher in fake.publishers:
         publisher.start()
     hook = StatefulStreamsHook()
-    deadline = time.monotonic() + 20
-    while True:  # both documents readable before any sensor starts
+
+    def both_readable() -> bool:
         try:
-            if len(hook.get_status(app, timeout=5_000).instances) == 2:
-                break
+            return len(hook.get_status(app, timeout=5_000).instances) == 2
         except Exception:  # noqa: BLE001 - not published yet
-            pass
-        assert time.monotonic() < deadline, "the fake instances' documents never became readable"
-        time.sleep(0.2)
+            return False
+
+    wait_until(both_readable, 20, "the fake instances' documents readable before any sensor starts", interval=0.2)
     yield fake
     for publisher in fake.publishers:
         publisher.close()

@@ -23,7 +23,6 @@ from __future__ import annotations
 import io
 import json
 import threading
-import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
@@ -33,7 +32,7 @@ import pytest
 from airflow_stateful_provider import cli
 from airflow_stateful_provider.streams.status.reader import read_status_documents
 from tools.airflow_services import FINISHED_RUN_STATES, LocalAirflow
-from tools.instances import wait_until
+from tools.waits import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow]
 

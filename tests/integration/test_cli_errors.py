@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
-from airflow_stateful_provider.streams.state.metadata import METADATA_FILE_NAME
+from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME
 from tests.integration.s3_server import free_port, moto_s3_server, s3_storage_options
 
 pytestmark = pytest.mark.kafka

@@ -18,7 +18,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kafka import KafkaProducer
 
 from airflow_stateful_provider.cli import main as cli_main
 from airflow_stateful_provider.streams.control.channel import send_command, wait_for_command
@@ -32,10 +31,11 @@ from airflow_stateful_provider.streams.state.store_dir import open_store
 from airflow_stateful_provider.streams.status.publisher import StatusPublisher, ensure_status_topic
 from airflow_stateful_provider.streams.status.reader import read_status_documents
 from airflow_stateful_provider.streams.windows import SessionWindows
-from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
 from tests.integration.test_crash_recovery import final_sessions as sessions_of, oracle_sessions as oracle
 from tests.integration.topologies import SESSION_GAP_MS as GAP_MS
-from tools.instances import InstanceProcess, wait_until
+from tools.instances import InstanceProcess
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, produce, read_all
+from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -69,12 +69,9 @@ def final_sessions(bootstrap_servers: str, topic: str) -> dict[tuple[str, int, i
     return sessions_of(read_all(bootstrap_servers, topic))
 
 
-def produce(bootstrap_servers: str, topic: str, events: list[tuple[str, int]]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5)
-    for user, ts in events:
-        producer.send(topic, key=user.encode(), value=b"click", timestamp_ms=ts)
-    producer.flush()
-    producer.close()
+def click_records(events: list[tuple[str, int]]) -> list[tuple[str, bytes, int]]:
+    """The records of clicks ``(user, timestamp)``: keyed by user, value ``click``."""
+    return [(user, b"click", ts) for user, ts in events]
 
 
 class Cluster:
@@ -146,7 +143,7 @@ def send_and_wait(cluster: Cluster, command, instances=("a", "b"), timeout_ms: i
 def test_stop_through_the_cli_commits_checkpoints_and_tombstones(bootstrap_servers, tmp_path):
     cluster = Cluster(bootstrap_servers, tmp_path, "ctl-stop", commit_interval_ms=600_000)
     first = clicks(users=10, per_user=6, start_ms=int(time.time() * 1000) - 3_600_000)
-    produce(bootstrap_servers, cluster.input, first)
+    produce(bootstrap_servers, cluster.input, click_records(first), linger_ms=5)
     try:
         cluster.start("a", "b")
         cluster.wait_running("a", "b")
@@ -170,7 +167,7 @@ def test_stop_through_the_cli_commits_checkpoints_and_tombstones(bootstrap_serve
 
         # Nothing lost, nothing counted twice: a restart continues exactly where the stop committed.
         second = clicks(users=10, per_user=4, start_ms=first[-1][1] + 10 * GAP_MS)
-        produce(bootstrap_servers, cluster.input, second)
+        produce(bootstrap_servers, cluster.input, click_records(second), linger_ms=5)
         cluster.start("a")
         wait_until(lambda: final_sessions(bootstrap_servers, cluster.output) == oracle(first + second), 60,
                    "the restarted instance to complete the output",
@@ -195,7 +192,7 @@ def running(bootstrap_servers, tmp_path_factory):
     cluster = Cluster(bootstrap_servers, tmp_path_factory.mktemp("control"), "ctl", commit_interval_ms=500,
                       num_standby_replicas=1)
     events = clicks(users=10, per_user=8, start_ms=int(time.time() * 1000) - 3_600_000)
-    produce(bootstrap_servers, cluster.input, events)
+    produce(bootstrap_servers, cluster.input, click_records(events), linger_ms=5)
     cluster.start("a", "b")
     try:
         cluster.wait_running("a", "b")
@@ -221,12 +218,9 @@ def test_a_command_for_one_instance_is_answered_by_it_alone(running):
 
 def test_malformed_control_records_are_skipped(running):
     topic = f"{running.app}-control"
-    producer = KafkaProducer(bootstrap_servers=running.bootstrap_servers)
-    for value in (b"not json", b'{"format_version": 1, "command_id": "x", "command_type": "reboot", '
-                                b'"application_id": "%s", "issued_at_ms": 1}' % running.app.encode(), None):
-        producer.send(topic, key=b"junk", value=value)
-    producer.flush()
-    producer.close()
+    unknown_command = (b'{"format_version": 1, "command_id": "x", "command_type": "reboot", '
+                       b'"application_id": "%s", "issued_at_ms": 1}' % running.app.encode())
+    produce(running.bootstrap_servers, topic, [(b"junk", value) for value in (b"not json", unknown_command, None)])
     outcome = send_and_wait(running, new_command(running.app, "checkpoint"))
     assert outcome.succeeded, (outcome, running.logs())
     for process in running.instances.values():

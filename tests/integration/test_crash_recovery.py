@@ -22,12 +22,12 @@ import uuid
 from collections import defaultdict
 
 import pytest
-from kafka import KafkaProducer
 
-from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
-from airflow_stateful_provider.streams.state.session_key import session_key_from_bytes
-from tools.instances import InstanceProcess, wait_for_commits
 from tests.integration.topologies import SESSION_GAP_MS
+from tools.instances import InstanceProcess
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, produce, read_all
+from airflow_stateful_provider.streams.state.session.key import session_key_from_bytes
+from tools.waits import wait_for_commits
 
 pytestmark = pytest.mark.kafka
 
@@ -37,8 +37,8 @@ USERS, CLICKS = 1_000, 100_000
 def generate_clicks(seed: int = 7) -> list[tuple[str, int]]:
     """(user, timestamp) in global timestamp order; per user, gaps mostly inside a session
     with some longer than the session gap. Event time lies in the last hours (about 4 h
-    of clicks): the session changelog's time retention (store retention + 1 day, SEMANTICS
-    §7) lets the broker delete records with older timestamps."""
+    of clicks): the session changelog's time retention (store retention + 1 day,
+    docs/semantics.md §7) lets the broker delete records with older timestamps."""
     rng = random.Random(seed)
     base = int(time.time() * 1000) - 6 * 3_600_000
     clock = {f"user-{u:04d}": base + rng.randrange(0, 3_600_000) for u in range(USERS)}
@@ -156,11 +156,8 @@ def test_sigkill_mid_run_loses_no_input(bootstrap_servers, tmp_path):
     clicks_topic, sessions_topic = "clicks", "sessions"  # the topics of tests.integration.topologies:session_counts
     create_topics(bootstrap_servers, {clicks_topic: 4, sessions_topic: 4})
     clicks = generate_clicks()
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=20, batch_size=512 * 1024)
-    for user, ts in clicks:
-        producer.send(clicks_topic, key=user.encode(), value=b"click", timestamp_ms=ts)
-    producer.flush()
-    producer.close()
+    produce(bootstrap_servers, clicks_topic, [(user, b"click", ts) for user, ts in clicks], linger_ms=20,
+            batch_size=512 * 1024)
     ends = end_offsets(bootstrap_servers, clicks_topic)
     assert sum(ends.values()) == CLICKS
 

@@ -30,7 +30,7 @@ session, so the set of sessions stays the oracle's.
 
 Size and time: the oracle needs ``windowed_aggregation_emit_interval_ms=0``, so every click
 that advances stream time asks the session store for the sessions that closed (a seek on
-its time index, state/session_index.py). The oracle itself grows with the square of the
+its time index, state/session/index.py). The oracle itself grows with the square of the
 clicks (several CPU seconds for 40k, in a niced child process meanwhile). Every wait for
 work fails on a stall of its progress (committed offsets, restored changelog records, the
 oracle's CPU time), not at a deadline, so a busy machine slows the test without failing it.

@@ -18,17 +18,17 @@ while it processes a second wave, with a transaction open. Then:
 from __future__ import annotations
 
 import collections
-import json
 import os
 import uuid
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 
 from airflow_stateful_provider.streams import open_store
-from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
-from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
-from tools.instances import InstanceProcess, wait_for_commits, wait_progressing
+from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
+from tools.instances import InstanceProcess
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, numbered_records, produce, read_all
+from tools.waits import wait_for_commits, wait_progressing
 
 pytestmark = pytest.mark.kafka
 
@@ -39,13 +39,9 @@ SECOND_WAVE = 30_000
 STORE = "counts"
 
 
-def produce(bootstrap_servers: str, topic: str, start: int, count: int) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=20, batch_size=256 * 1024)
-    for i in range(start, start + count):
-        key = f"k{i % KEYS:05d}"
-        producer.send(topic, key=key.encode(), value=json.dumps({"n": i}).encode())
-    producer.flush()
-    producer.close()
+def produce_input(bootstrap_servers: str, topic: str, start: int, count: int) -> None:
+    produce(bootstrap_servers, topic, numbered_records(start, count, KEYS, key_digits=5), linger_ms=20,
+            batch_size=256 * 1024)
 
 
 def input_keys_below(bootstrap_servers: str, topic: str, offsets: dict[int, int]) -> collections.Counter:
@@ -112,13 +108,13 @@ def test_kill_under_exactly_once_restores_only_the_tail(bootstrap_servers, tmp_p
               "app_configs": {"input": source, "output": sink}}
     topology = "tests.integration.topologies:configured_counts"
 
-    produce(bootstrap_servers, source, 0, FIRST_WAVE)
+    produce_input(bootstrap_servers, source, 0, FIRST_WAVE)
     first = InstanceProcess(topology, config, tmp_path, "first").start()
     second = None
     try:
         wait_for_commits(lambda: committed_offsets(bootstrap_servers, app, source),
                          end_offsets(bootstrap_servers, source), "the first wave to be committed", [first])
-        produce(bootstrap_servers, source, FIRST_WAVE, SECOND_WAVE)
+        produce_input(bootstrap_servers, source, FIRST_WAVE, SECOND_WAVE)
         total = FIRST_WAVE + SECOND_WAVE
         wait_for_commits(lambda: committed_offsets(bootstrap_servers, app, source), FIRST_WAVE + SECOND_WAVE // 3,
                          "a third of the second wave to be committed", [first])

@@ -11,8 +11,9 @@ from airflow_stateful_provider.examples.clicks_and_payments import ExampleSettin
 from airflow_stateful_provider.examples.expected import expected_payments_usd, expected_sessions, read_outputs
 from airflow_stateful_provider.examples.generator import RATE, ensure_topics, generate, produce
 from airflow_stateful_provider.streams.status.reader import fetch_application_status
-from tests.integration.instances import committed_offsets, end_offsets
-from tools.instances import COMMITTED_AND_RESTORED, InstanceProcess, wait_progressing, wait_until
+from tools.instances import InstanceProcess
+from tools.kafka.topics import committed_offsets, end_offsets
+from tools.waits import COMMITTED_AND_RESTORED, wait_progressing, wait_until
 
 pytestmark = pytest.mark.kafka
 

@@ -1,5 +1,5 @@
 """Members that work between short polls still join their group when the leader's assignment
-is slow (instance/group_join.py). Without keep_completed_join_results, kafka-python 3.0.12
+is slow (kafka/group_join.py). Without keep_completed_join_results, kafka-python 3.0.12
 started a new JoinGroup whenever a join completed between two polls: in this scenario the
 group went through 18 generations in 25 s and no member ever got a partition."""
 
@@ -13,8 +13,8 @@ import pytest
 from kafka import KafkaConsumer
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
-from airflow_stateful_provider.streams.instance.group_join import keep_completed_join_results
-from tests.integration.instances import create_topics
+from airflow_stateful_provider.streams.kafka.group_join import keep_completed_join_results
+from tools.kafka.topics import create_topics
 
 pytestmark = pytest.mark.kafka
 
@@ -82,7 +82,7 @@ def test_a_leader_rejoining_for_new_metadata_finishes_its_join(bootstrap_servers
     other member. Performing the assignment inside the join task ends that need_rejoin()
     condition, so without the fix no poll completed the join: the leader stayed REBALANCING
     with heartbeats off, was evicted after the session timeout and the other member took
-    every partition (bench/group_dropout.py, instance/group_join.py)."""
+    every partition (bench/group_dropout.py, kafka/group_join.py)."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewPartitions
 

@@ -29,15 +29,17 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
     REBALANCE_POLL_MS,
     AssignorContext,
     StreamsPartitionAssignor,
+)
+from airflow_stateful_provider.streams.kafka.group_join import (
     group_rejoining,
+    keep_completed_join_results,
     request_rebalance,
 )
-from airflow_stateful_provider.streams.instance.group_join import keep_completed_join_results
 from airflow_stateful_provider.streams.processor import Processor
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.topology import Topology
-from tests.integration.instances import create_topics
-from tools.instances import wait_until
+from tools.kafka.topics import create_topics
+from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -103,7 +105,7 @@ class StreamThreadStandIn:
             enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300,
         )
         # As StreamThread: kafka-python 3.0.12 can leave a member REBALANCING with heartbeats
-        # off after a join its poll returned before (instance/group_join.py); the group then
+        # off after a join its poll returned before (kafka/group_join.py); the group then
         # evicts it and settles without it.
         assert keep_completed_join_results(self.consumer)
         for topic in env["topics"]:  # as StreamThread: join with metadata, saving a rebalance

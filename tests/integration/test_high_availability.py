@@ -1,4 +1,4 @@
-"""High availability across instance processes on a real broker (SEMANTICS §2-§3):
+"""High availability across instance processes on a real broker (docs/semantics.md §2-§3):
 failover to a standby, and what the status topic shows meanwhile."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import pytest
 from kafka import KafkaProducer
 
 from airflow_stateful_provider.streams.status.reader import fetch_application_status, read_status_documents
-from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
-from tools.instances import InstanceProcess, wait_for_commits, wait_until
+from tools.instances import InstanceProcess
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, read_all
+from tools.waits import wait_for_commits, wait_until
 
 pytestmark = pytest.mark.kafka
 

@@ -8,11 +8,14 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
+from pathlib import Path
 
 import pytest
 
 from tools.kafka.broker import BrokerError, LocalKafkaBroker, resolve_jars
+from tools.waits import wait_until
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.kafka
 
@@ -27,13 +30,6 @@ def _alive(pid: int) -> bool:
         return stat.read().split(")")[-1].split()[0] != "Z"
 
 
-def _wait_gone(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_second_resolve_reuses_jars_without_maven(monkeypatch):
@@ -71,19 +67,18 @@ def test_failed_start_shows_the_log_tail_and_leaves_no_process(tmp_path):
 def test_broker_dies_with_the_python_process_that_started_it(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
-        sys.path.insert(0, {str(os.getcwd())!r})
         from tools.kafka.broker import LocalKafkaBroker
         broker = LocalKafkaBroker({str(tmp_path / 'k')!r}).start()
         print(broker.process.pid, flush=True)
         time.sleep(600)
     """)
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:
         java_pid = int(parent.stdout.readline())
         assert _alive(java_pid)
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
-        assert _wait_gone(java_pid, 30), f"broker pid {java_pid} outlived its parent"
+        wait_until(lambda: not _alive(java_pid), 30, f"broker pid {java_pid} to end with its parent", interval=0.1)
     finally:
         parent.kill()
 

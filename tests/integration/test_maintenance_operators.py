@@ -25,9 +25,9 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from airflow_stateful_provider.operators.maintenance import ChangelogConfigOperator, StoreRetentionOperator
 from airflow_stateful_provider.streams.state.store_dir import find_stores, open_store
 from tests.conftest import REPO_ROOT
-from tests.integration.instances import committed_offsets, end_offsets
-from tests.integration.test_control_topic import PARTITIONS, STORE, TOPOLOGY, Cluster, clicks, produce
-from tools.instances import wait_until
+from tests.integration.test_control_topic import PARTITIONS, STORE, TOPOLOGY, Cluster, click_records, clicks
+from tools.kafka.topics import committed_offsets, end_offsets, produce
+from tools.waits import wait_for_commits
 
 pytestmark = [pytest.mark.kafka, pytest.mark.airflow]
 
@@ -44,7 +44,8 @@ def cluster(bootstrap_servers, tmp_path_factory):
     cluster = Cluster(bootstrap_servers, tmp_path_factory.mktemp("maintenance"), "maint", commit_interval_ms=500,
                       num_standby_replicas=1)
     hour_ago = int(time.time() * 1000) - 3_600_000
-    produce(bootstrap_servers, cluster.input, clicks(users=10, per_user=8, start_ms=hour_ago))
+    produce(bootstrap_servers, cluster.input, click_records(clicks(users=10, per_user=8, start_ms=hour_ago)),
+            linger_ms=5)
     cluster.start("a", "b")
     try:
         cluster.wait_running("a", "b")
@@ -60,8 +61,8 @@ def cluster(bootstrap_servers, tmp_path_factory):
 
 def wait_until_committed(cluster: Cluster) -> None:
     ends = end_offsets(cluster.bootstrap_servers, cluster.input)
-    wait_until(lambda: committed_offsets(cluster.bootstrap_servers, cluster.app, cluster.input) == ends, 60,
-               "every click committed", cluster.logs)
+    wait_for_commits(lambda: committed_offsets(cluster.bootstrap_servers, cluster.app, cluster.input), ends,
+                     "every click committed", context=cluster.logs)
 
 
 def streams_config(cluster: Cluster) -> dict:
@@ -152,7 +153,7 @@ def test_changelog_drift_dry_run_then_repair(cluster):
 def test_offline_retention_on_a_stopped_instance(cluster):
     # Fresh clicks so the stores hold live segments again after the online retention.
     produce(cluster.bootstrap_servers, cluster.input,
-            clicks(users=6, per_user=2, start_ms=int(time.time() * 1000) - 60_000))
+            click_records(clicks(users=6, per_user=2, start_ms=int(time.time() * 1000) - 60_000)), linger_ms=5)
     wait_until_committed(cluster)
     future = int(time.time() * 1000) + 365 * 24 * 3_600_000
 

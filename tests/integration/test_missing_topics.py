@@ -17,9 +17,9 @@ from tests.integration.failure_oracle import (
     CountingApp,
     assert_committed_state_consistent,
     produce_numbered,
-    wait_while_progressing,
 )
-from tests.integration.instances import create_topics
+from tools.kafka.topics import create_topics
+from tools.waits import wait_progressing, wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -71,15 +71,14 @@ def fails_naming(app: CountingApp, topic: str, make_missing, *, feed: bool = Tru
     feeder = Feeder(app)
     streams.start()
     try:
-        wait_while_progressing(lambda: sum(app.committed_input().values()) >= 2_000, app.committed_input,
-                               "the first records committed", lambda: f"state {streams.state}")
+        wait_progressing(lambda: app.committed_total() >= 2_000, app.committed_total, "the first records committed",
+                         measure="committed input offsets", context=lambda: f"state {streams.state}")
         if feed:
             feeder.start()
         make_missing()
         missing_at = time.monotonic()
-        wait_while_progressing(lambda: streams.state is KafkaStreamsState.ERROR, lambda: streams.state,
-                               f"the instance to fail on the missing {topic}", lambda: f"state {streams.state}",
-                               stall_seconds=BOUND_SECONDS + 60)
+        wait_until(lambda: streams.state is KafkaStreamsState.ERROR, BOUND_SECONDS + 60,
+                   f"the instance to fail on the missing {topic}", lambda: f"state {streams.state}")
         took = time.monotonic() - missing_at
     finally:
         feeder.stop.set()

@@ -1,16 +1,16 @@
 """A partition paused in the middle of a fetched batch and resumed gets all its records
-(kafka-python 3.0.12 otherwise parks the rest of the batch for good: parked_fetches.py)."""
+(kafka-python 3.0.12 otherwise parks the rest of the batch for good: kafka/parked_fetches.py)."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 
-from airflow_stateful_provider.streams.instance.parked_fetches import release_parked_fetches
-from tests.integration.instances import create_topics
-from tools.instances import wait_until
+from airflow_stateful_provider.streams.kafka.parked_fetches import release_parked_fetches
+from tools.kafka.topics import create_topics, produce
+from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -18,13 +18,9 @@ pytestmark = pytest.mark.kafka
 def test_a_partition_paused_mid_batch_and_resumed_is_read_to_its_end(bootstrap_servers):
     topic = f"parked-{uuid.uuid4().hex[:8]}"
     create_topics(bootstrap_servers, {topic: 2})
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=50, batch_size=1024 * 1024)
-    for i in range(3000):
-        producer.send(topic, value=b"a%d" % i, partition=0)
-    for i in range(150):
-        producer.send(topic, value=b"b%d" % i, partition=1)
-    producer.flush()
-    producer.close()
+    large_batches = {"linger_ms": 50, "batch_size": 1024 * 1024}
+    produce(bootstrap_servers, topic, [(None, b"a%d" % i) for i in range(3000)], partition=0, **large_batches)
+    produce(bootstrap_servers, topic, [(None, b"b%d" % i) for i in range(150)], partition=1, **large_batches)
 
     a, b = TopicPartition(topic, 0), TopicPartition(topic, 1)
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)

@@ -1,19 +1,18 @@
-"""tools/instances.py's waits on progress against a real instance: a hung instance (SIGSTOP:
+"""tools/waits.py, the waits on progress, against a real instance: a hung instance (SIGSTOP:
 alive, doing nothing) fails the wait once its committed offsets stood still for the stall
 limit, with the offsets seen and its log; the same wait passes once it runs again."""
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 import uuid
 
 import pytest
-from kafka import KafkaProducer
 
-from tests.integration.instances import committed_offsets, create_topics, end_offsets
-from tools.instances import InstanceProcess, wait_for_commits
+from tools.instances import InstanceProcess
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, numbered_records, produce
+from tools.waits import wait_for_commits
 
 pytestmark = pytest.mark.kafka
 
@@ -25,11 +24,7 @@ def test_a_hung_instance_fails_the_wait_after_the_stall_limit_and_a_running_one_
     app = f"progress-{uuid.uuid4().hex[:8]}"
     source, sink = f"{app}-in", f"{app}-out"
     create_topics(bootstrap_servers, {source: 2, sink: 2})
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=20)
-    for i in range(RECORDS):
-        producer.send(source, key=f"k{i % 50}".encode(), value=json.dumps({"n": i}).encode())
-    producer.flush()
-    producer.close()
+    produce(bootstrap_servers, source, numbered_records(0, RECORDS, 50), linger_ms=20)
     ends = end_offsets(bootstrap_servers, source)
     config = {"application_id": app, "bootstrap_servers": bootstrap_servers, "state_dir": str(tmp_path / "state"),
               "commit_interval_ms": 200, "app_configs": {"input": source, "output": sink}}

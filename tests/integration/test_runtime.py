@@ -1,4 +1,4 @@
-"""The Kafka-backed instance on a real broker, in this process: restoration (SEMANTICS §2),
+"""The Kafka-backed instance on a real broker, in this process: restoration (docs/semantics.md §2),
 poison records under each deserialization handler, repartition purging and the status topic (a
 lost changelog: test_state_identity.py)."""
 
@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 
 from airflow_stateful_provider.cli import main as cli_main
 from airflow_stateful_provider.streams.config import StreamsConfig
@@ -20,11 +20,11 @@ from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStream
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
-from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.task_id import TaskId
-from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
-from tools.instances import wait_until
 from tests.integration.topologies import json_counts, regrouped_counts
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, produce, read_all
+from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -64,14 +64,6 @@ def config(bootstrap_servers: str, names: dict, state_dir: Path, **overrides) ->
                          processing_guarantee=names["guarantee"], **overrides)
 
 
-def produce(bootstrap_servers: str, topic: str, records: list[tuple[bytes | None, bytes | None]], partition=None):
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
-    for key, value in records:
-        producer.send(topic, key=key, value=value, partition=partition)
-    producer.flush()
-    producer.close()
-
-
 def final_counts(bootstrap_servers: str, topic: str) -> dict[str, int]:
     latest = {}
     for record in read_all(bootstrap_servers, topic):
@@ -90,7 +82,7 @@ def run_until(streams: KafkaStreams, condition, what: str, timeout: float = 60) 
 
 
 def semantics_2_changelog(bootstrap_servers: str, names: dict, tmp_path: Path):
-    """The SEMANTICS §2 example: a changelog with records at 0-9 (offset 8 has a null key)
+    """The docs/semantics.md §2 example: a changelog with records at 0-9 (offset 8 has a null key)
     and a checkpoint at 5, plus an opened state manager and a restore consumer."""
     cfg = config(bootstrap_servers, names, tmp_path)
     changelog = f"{names['app']}-counts-changelog"
@@ -111,8 +103,8 @@ def semantics_2_changelog(bootstrap_servers: str, names: dict, tmp_path: Path):
 
 
 def test_restoration_applies_up_to_the_captured_end_offset_and_skips_null_keys(bootstrap_servers, names, tmp_path):
-    """SEMANTICS §2: checkpoint 5, end offset 10, records at 6, 7, 8 (null key), 9, 11 ->
-    the active restores 6, 7 and 9 and leaves 11 alone."""
+    """docs/semantics.md §2: checkpoint 5, end offset 10, records at 6, 7, 8 (null key), 9, then 10
+    and 11 appended -> the active restores 6, 7 and 9 and leaves 10 and 11 alone."""
     cfg, task_id, changelog, value, manager, restore_consumer = semantics_2_changelog(bootstrap_servers, names,
                                                                                       tmp_path)
     listener = RecordingListener()
@@ -148,7 +140,7 @@ class RecordingStandbyListener:
 
 def test_standby_applies_past_the_end_offset_and_a_promotion_restores_only_the_remainder(
         bootstrap_servers, names, tmp_path):
-    """SEMANTICS §2: a standby applies 6, 7, 9 and 11 and keeps going; promoted, it keeps
+    """docs/semantics.md §2: a standby applies 6, 7, 9, 10 and 11 and keeps going; promoted, it keeps
     its store and restores only what arrived since."""
     cfg, task_id, changelog, value, manager, restore_consumer = semantics_2_changelog(bootstrap_servers, names,
                                                                                       tmp_path)

@@ -30,9 +30,10 @@ import pytest
 
 from airflow_stateful_provider.streams.snapshots.manifest import MANIFEST_FILE_NAME
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
-from tests.integration.counts_input import STORE, produce, store_contents, wait_all_tasks_running
-from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
-from tools.instances import InstanceProcess, wait_until
+from tests.integration.counts_input import STORE, counts_input, store_contents, wait_all_tasks_running
+from tools.instances import InstanceProcess
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, produce, read_all
+from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -104,7 +105,7 @@ def test_task_moves_to_an_empty_instance_through_its_snapshot(bootstrap_servers,
                                 "first").start()
         instances.append(first)
         for chunk in range(CHUNKS):
-            produce(bootstrap_servers, source, chunk * CHUNK, CHUNK, KEYS)
+            produce(bootstrap_servers, source, counts_input(chunk * CHUNK, CHUNK, KEYS), linger_ms=20)
             ends = end_offsets(bootstrap_servers, source)
             wait_until(lambda: first.check_alive() or committed_offsets(bootstrap_servers, app, source) == ends,
                        120, f"chunk {chunk} to be committed", first.log_tail)
@@ -121,7 +122,7 @@ def test_task_moves_to_an_empty_instance_through_its_snapshot(bootstrap_servers,
         # 2. a changelog tail after the newest snapshots, counted from local state
         second = InstanceProcess(TOPOLOGY, config(state_a, "second", **rarely), tmp_path, "second").start()
         instances.append(second)
-        produce(bootstrap_servers, source, CHUNK * CHUNKS, WAVE_2, KEYS)
+        produce(bootstrap_servers, source, counts_input(CHUNK * CHUNKS, WAVE_2, KEYS), linger_ms=20)
         ends = end_offsets(bootstrap_servers, source)
         wait_until(lambda: second.check_alive() or committed_offsets(bootstrap_servers, app, source) == ends,
                    120, "wave 2 to be committed", second.log_tail)

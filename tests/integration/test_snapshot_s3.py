@@ -13,10 +13,11 @@ import uuid
 import pytest
 
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
-from tests.integration.counts_input import STORE, produce, store_contents, wait_all_tasks_running
-from tests.integration.instances import committed_offsets, create_topics, end_offsets
+from tests.integration.counts_input import STORE, counts_input, store_contents, wait_all_tasks_running
 from tests.integration.s3_server import moto_s3_server, s3_storage_options
-from tools.instances import InstanceProcess, wait_until
+from tools.instances import InstanceProcess
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, produce
+from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -54,7 +55,7 @@ def test_snapshots_on_s3_move_a_task_to_an_empty_instance(bootstrap_servers, tmp
                                 tmp_path, "first").start()
         instances.append(first)
         for chunk in range(3):
-            produce(bootstrap_servers, source, chunk * 1000, 1000, KEYS)
+            produce(bootstrap_servers, source, counts_input(chunk * 1000, 1000, KEYS), linger_ms=20)
             ends = end_offsets(bootstrap_servers, source)
             wait_until(lambda: first.check_alive() or committed_offsets(bootstrap_servers, app, source) == ends,
                        120, f"chunk {chunk} to be committed", first.log_tail)

@@ -10,15 +10,14 @@ import json
 import uuid
 
 import pytest
-from kafka import KafkaProducer
 
 from airflow_stateful_provider.streams.snapshots.catalog import SNAPSHOT_STORAGE_OPTIONS_ENV
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
-from tests.integration.instances import create_topics, end_offsets
 from tests.integration.s3_server import moto_s3_server, s3_storage_options
 from tools.changelog_state import COUNTS_STORE, fill_counts_changelog
-from tools.instances import wait_until
+from tools.kafka.topics import create_topics, end_offsets, produce
 from tools.spark_app import SparkApplication
+from tools.waits import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -44,11 +43,8 @@ def test_executors_snapshot_to_s3_with_credentials_from_the_driver_environment(b
                                env={SNAPSHOT_STORAGE_OPTIONS_ENV: json.dumps(options)}).start()
         try:
             app.wait_for_event("instance_started", 120)
-            producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
-            for i in range(400):  # input, so the tasks commit and snapshot
-                producer.send(f"{app_id}-in", key=b"key-%d" % i, value=b'{"n": 1}')
-            producer.flush()
-            producer.close()
+            # input, so the tasks commit and snapshot
+            produce(bootstrap_servers, f"{app_id}-in", [(b"key-%d" % i, b'{"n": 1}') for i in range(400)])
 
             def snapshotted_to_the_end() -> bool:
                 app.check_running()

@@ -24,9 +24,9 @@ from airflow_stateful_provider.examples.expected import expected_payments_usd, e
 from airflow_stateful_provider.examples.generator import RATE, ensure_topics, generate, produce
 from airflow_stateful_provider.streams.status.reader import fetch_application_status, read_status_documents
 from airflow_stateful_provider.streams.topology.store_builders import changelog_topic_name
-from tests.integration.instances import committed_offsets, end_offsets
-from tools.instances import wait_progressing, wait_until
+from tools.kafka.topics import committed_offsets, end_offsets
 from tools.spark_app import SparkApplication
+from tools.waits import wait_progressing, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -43,8 +43,8 @@ from tests.integration.crash_harness import (
     wait_no_open_transactions,
 )
 from tests.integration.output_verdict import compare_outputs, json_value, payment_key, read_topic, session_key
-from tools.instances import wait_until
 from tools.spark_app import SparkApplication
+from tools.waits import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -107,7 +107,9 @@ def active_tasks(document) -> set[str]:
 
 
 def standby_tasks(document) -> set[str]:
-    return {t.task_id for t in document.tasks if t.role == "standby"}
+    """The tasks ``document``'s instance keeps a replica of: standbys, and warmups (standbys
+    the assignor is moving tasks with); either is promoted when the active goes away."""
+    return {t.task_id for t in document.tasks if t.role in ("standby", "warmup")}
 
 
 def restored_from_changelog(document, epoch: int) -> dict[str, int]:
@@ -156,7 +158,17 @@ def test_instances_survive_a_killed_executor_and_a_killed_worker(spark_cluster, 
             d.state == "RUNNING" and d.epoch >= (min_epochs or {}).get(i, 1) for i, d in documents.items())
 
     def kill(victim_id: str, what: str) -> dict:
-        """SIGKILL the executor or the Worker under ``victim_id``; wait until it runs again."""
+        """Once the other instance keeps a replica of one of ``victim_id``'s active tasks (after
+        a restart the group needs a rebalance or two to give it one), SIGKILL the executor or
+        the Worker under ``victim_id``; wait until it runs again."""
+        def covered() -> bool:
+            documents = status.latest()
+            others = [d for i, d in documents.items() if i != victim_id]
+            return victim_id in documents and bool(others) and bool(
+                standby_tasks(others[0]) & active_tasks(documents[victim_id]))
+
+        wait_until(covered, 120, f"the other instance to keep a replica of one of {victim_id}'s active tasks",
+                   lambda: f"{status.latest()}\n{context()}", interval=0.5)
         before = status.latest()
         victim = before[victim_id]
         survivor = next(d for i, d in before.items() if i != victim_id)

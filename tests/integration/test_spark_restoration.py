@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from airflow_stateful_provider import cli
-from airflow_stateful_provider.streams.state.checkpoint import read_checkpoint
-from tests.integration.instances import create_topics
+from airflow_stateful_provider.streams.state.common.checkpoint import read_checkpoint
 from tools.changelog_state import fill_counts_changelog
-from tools.instances import wait_progressing
+from tools.kafka.topics import create_topics
 from tools.spark_app import SparkApplication
+from tools.waits import wait_progressing
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -112,7 +112,7 @@ def test_status_follows_restoration_on_spark_then_stop_drains(bootstrap_servers,
         app.kill()
 
     # Every task's store, active or standby, was checkpointed at the last changelog record
-    # (SEMANTICS §1: the offset of the last record applied).
+    # (docs/semantics.md §1: the offset of the last record applied).
     checkpointed: dict[int, list[int]] = {}
     for checkpoint in Path(state_dir).glob(f"*/{app_id}/*/.checkpoint"):
         for (topic, partition), offset in read_checkpoint(checkpoint).items():

@@ -1,4 +1,4 @@
-"""Standbys catch up with a large changelog while the actives restore (SEMANTICS §2), across
+"""Standbys catch up with a large changelog while the actives restore (docs/semantics.md §2), across
 instance processes on a real broker.
 
 Regression: the restore consumer pauses standby partitions while actives restore; pausing a
@@ -13,9 +13,10 @@ import uuid
 import pytest
 
 from airflow_stateful_provider.streams.status.reader import fetch_application_status
-from tests.integration.instances import create_topics
 from tools.changelog_state import fill_counts_changelog
-from tools.instances import InstanceProcess, wait_progressing
+from tools.instances import InstanceProcess
+from tools.kafka.topics import create_topics
+from tools.waits import wait_progressing
 
 pytestmark = pytest.mark.kafka
 

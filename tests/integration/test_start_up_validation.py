@@ -34,8 +34,8 @@ from airflow_stateful_provider.streams import (
     Topology,
     TopologyError,
 )
-from tests.integration.instances import create_topics
 from tests.integration.s3_server import free_port
+from tools.kafka.topics import create_topics
 
 pytestmark = pytest.mark.kafka
 

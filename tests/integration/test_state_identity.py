@@ -11,7 +11,6 @@ persistent store ``counts``, each new count sent to the output topic.
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 import shutil
@@ -33,13 +32,13 @@ from airflow_stateful_provider.streams import (
     open_store,
     read_status_documents,
 )
-from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.task_identity import IDENTITY_FILE_NAME, read_identity
 from airflow_stateful_provider.streams.status.document import LostChangelogReport
-from airflow_stateful_provider.streams.state.task_identity import IDENTITY_FILE_NAME, read_identity
 from airflow_stateful_provider.streams.task_id import TaskId
-from tests.integration.instances import committed_offsets, create_topics, end_offsets, read_all
 from tests.integration.topologies import json_counts
-from tools.instances import wait_until
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, numbered_records, produce, read_all
+from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -53,16 +52,6 @@ def config(bootstrap_servers: str, app: str, state_dir: Path, guarantee: str = "
                          commit_interval_ms=200, consumer_configs={"session_timeout_ms": 10_000},
                          processing_guarantee=guarantee, instance_id=f"{app}-instance", status_interval_ms=300,
                          **overrides)
-
-
-def produce(bootstrap_servers: str, topic: str, start: int, count: int) -> None:
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
-    for i in range(start, start + count):
-        producer.send(topic, key=f"k{i % KEYS}".encode(), value=json.dumps({"n": i}).encode())
-    producer.flush()
-    producer.close()
 
 
 def run_until_committed(bootstrap_servers: str, streams: KafkaStreams, app: str, topic: str) -> None:
@@ -99,7 +88,7 @@ def test_a_state_directory_of_another_application_is_refused_until_moved_aside(b
     app_a, app_b, source = f"counts-a-{suffix}", f"counts-b-{suffix}", f"in-{suffix}"
     out_a, out_b = f"out-a-{suffix}", f"out-b-{suffix}"
     create_topics(bootstrap_servers, {source: PARTITIONS, out_a: PARTITIONS, out_b: PARTITIONS})
-    produce(bootstrap_servers, source, 0, 60)
+    produce(bootstrap_servers, source, numbered_records(0, 60, KEYS))
     cfg_a = config(bootstrap_servers, app_a, tmp_path / "a")
     run_until_committed(bootstrap_servers, KafkaStreams(json_counts(source, out_a), cfg_a), app_a, source)
     assert outputs_per_key(bootstrap_servers, out_a) == {f"k{i}": list(range(1, 11)) for i in range(KEYS)}
@@ -146,7 +135,7 @@ def test_a_changelog_deleted_while_stopped_stops_the_restart_until_the_user_opts
     app, source, sink = f"lost-{suffix}", f"in-{suffix}", f"out-{suffix}"
     changelog = f"{app}-counts-changelog"
     create_topics(bootstrap_servers, {source: 1, sink: 1})
-    produce(bootstrap_servers, source, 0, 30)  # 5 records per key
+    produce(bootstrap_servers, source, numbered_records(0, 30, KEYS))  # 5 records per key
     cfg = config(bootstrap_servers, app, tmp_path, guarantee)
     run_until_committed(bootstrap_servers, KafkaStreams(json_counts(source, sink), cfg), app, source)
     task_dir = cfg.task_state_dir(TaskId(0, 0))
@@ -160,7 +149,7 @@ def test_a_changelog_deleted_while_stopped_stops_the_restart_until_the_user_opts
         wait_until(lambda: changelog not in admin.list_topics(), 30, "the changelog's deletion")
     finally:
         admin.close()
-    produce(bootstrap_servers, source, 30, 12)  # 2 more per key
+    produce(bootstrap_servers, source, numbered_records(30, 12, KEYS))  # 2 more per key
     output_before = read_all(bootstrap_servers, sink)
 
     # The restart recreates the changelog empty, finds the checkpoint beyond it and stops.

@@ -16,8 +16,8 @@ import pytest
 
 from airflow_stateful_provider import cli
 from airflow_stateful_provider.streams.status.reader import read_status_documents
-from tools.instances import wait_until
 from tools.spark_app import read_events
+from tools.waits import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow]
 

@@ -22,10 +22,10 @@ from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStream
 from airflow_stateful_provider.streams.status.application import build_application_status
 from airflow_stateful_provider.streams.status.collector import status_document_from_instance
 from airflow_stateful_provider.streams.status.document import InstanceStatus
-from tests.integration.instances import create_topics
 from tests.integration.topologies import configured_counts
 from tools.changelog_state import fill_counts_changelog
-from tools.instances import wait_until
+from tools.kafka.topics import create_topics
+from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 

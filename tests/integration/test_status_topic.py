@@ -11,7 +11,7 @@ import time
 import uuid
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from airflow_stateful_provider.streams.errors import BrokerUnreachableError, UnknownApplicationError
@@ -21,8 +21,8 @@ from airflow_stateful_provider.streams.status.publisher import (
     ensure_status_topic,
 )
 from airflow_stateful_provider.streams.status.reader import fetch_application_status, read_status_documents
-from tests.integration.instances import create_topics
-from tools.instances import wait_until
+from tools.kafka.topics import create_topics, produce
+from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -52,14 +52,6 @@ def task(task_id: str, role: str, state: str, *changelogs: tuple) -> dict:
          "end_offset": end, "restore_rate": rate} for topic, partition, start, current, end, rate in changelogs]}
 
 
-def produce_n(bootstrap_servers: str, topic: str, partition: int, count: int) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
-    for i in range(count):
-        producer.send(topic, key=f"k{i}".encode(), value=b"v", partition=partition)
-    producer.flush()
-    producer.close()
-
-
 def topic_config(admin, topic: str) -> dict:
     described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
     return {key: data.get("value") if isinstance(data, dict) else data
@@ -74,8 +66,8 @@ def test_two_instances_publish_and_the_reader_builds_the_snapshot(bootstrap_serv
     assert topic_config(admin, f"{app}-control")["cleanup.policy"] == "delete"
     changelog = f"{app}-counts-changelog"
     create_topics(bootstrap_servers, {changelog: 2})
-    produce_n(bootstrap_servers, changelog, 0, 100)
-    produce_n(bootstrap_servers, changelog, 1, 50)
+    produce(bootstrap_servers, changelog, [(f"k{i}", b"v") for i in range(100)], partition=0)
+    produce(bootstrap_servers, changelog, [(f"k{i}", b"v") for i in range(50)], partition=1)
 
     a = StatusPublisher(app, "i-a", lambda: document(app, "i-a", [
         task("0_0", "active", "restoring", (changelog, 0, 0, 40, 100, 20.0)),

@@ -27,6 +27,7 @@ from tests.integration.failure_oracle import (
     assert_exact,
     produce_numbered,
 )
+from tools.kafka.topics import read_all
 
 pytestmark = pytest.mark.kafka
 
@@ -151,3 +152,23 @@ def test_invalid_timestamps_take_the_partition_time_with_use_partition_time(app)
     metrics = app.run_to_end(default_timestamp_extractor="use_partition_time_on_invalid_timestamp")
     assert metrics.get("dropped-records-total", 0) == 0
     assert_exact(app.outputs_per_key(), app.store_counts(), dict(expected))
+
+
+def test_processing_dead_letter_skips_the_failed_record_and_keeps_it(app):
+    """``processing_exception_handler="dead_letter:<topic>"``: the failing record goes to the
+    dead-letter topic (created at start) with the error in its headers; every other record
+    is counted exactly."""
+    start = int(time.time() * 1000)
+    expected = Counter(produce_numbered(app.bootstrap_servers, app.input, RECORDS, KEYS, start_ms=start))
+    failing_key = f"k{(RECORDS // 2) % KEYS:03d}"
+    expected[failing_key] -= 1
+    dead_letters = f"{app.app_id}-dlq"
+    metrics = app.run_to_end(app_configs={"fail_at": RECORDS // 2},
+                             processing_exception_handler=f"dead_letter:{dead_letters}")
+    assert metrics["dropped-records-total:processing"] == 1
+    assert_exact(app.outputs_per_key(), app.store_counts(), dict(expected))
+    (dead,) = read_all(app.bootstrap_servers, dead_letters)
+    assert (dead.key.decode(), json.loads(dead.value)) == (failing_key, {"n": RECORDS // 2})
+    headers = dict(dead.headers)
+    assert b"user code failed on record" in headers["__streams.errors.message"]
+    assert headers["__streams.errors.topic"].decode() == app.input

@@ -12,18 +12,17 @@ paused in the consumer for good, so the revived task never got a record again.""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
 from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
 from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
-from tests.integration.instances import committed_offsets, create_topics
-from tools.instances import wait_until
+from tools.kafka.topics import committed_offsets, create_topics, produce
+from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -49,11 +48,7 @@ def test_a_transaction_aborted_by_its_timeout_is_rolled_back_and_processing_goes
     suffix = uuid.uuid4().hex[:8]
     source, sink = f"tx-in-{suffix}", f"tx-out-{suffix}"
     create_topics(bootstrap_servers, {source: 1, sink: 1})
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
-    for i in range(RECORDS):
-        producer.send(source, key=b"k", value=str(i).encode())
-    producer.flush()
-    producer.close()
+    produce(bootstrap_servers, source, [(b"k", str(i)) for i in range(RECORDS)])
 
     stalled = threading.Event()
 

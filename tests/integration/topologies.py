@@ -71,3 +71,26 @@ def failover_counts():
 def configured_counts(config):
     """JSON values counted per key; topics from the config's ``app_configs`` ("input", "output")."""
     return json_counts(config.app_configs["input"], config.app_configs["output"])
+
+
+def counter_kind_counts(config):
+    """Records counted per key in a store of the test-only counter kind (tests/counter_kind/,
+    store "counts"); each new total is sent to the output. Topics from ``app_configs``."""
+    from airflow_stateful_provider.streams.processor import Processor
+    from airflow_stateful_provider.streams.topology.topology import Topology
+    from tests.counter_kind import counter_store
+
+    class Count(Processor):
+        def init(self, context):
+            self.context = context
+            self.counts = context.get_state_store("counts")
+
+        def process(self, record):
+            self.context.forward(record.with_value(self.counts.add(record.key)))
+
+    topology = Topology()
+    topology.add_source("source", config.app_configs["input"], key_serde="string", value_serde="string")
+    topology.add_processor("count", Count, "source")
+    topology.add_state_store(counter_store("counts", "string"), "count")
+    topology.add_sink("sink", config.app_configs["output"], "count", key_serde="string", value_serde="int64")
+    return topology

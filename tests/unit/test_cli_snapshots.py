@@ -10,7 +10,7 @@ import os
 from airflow_stateful_provider.cli import main
 from airflow_stateful_provider.streams.snapshots.manifest import MANIFEST_FILE_NAME
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
-from tests.unit.snapshots.two_tasks import take_snapshots
+from tests.unit.streams.snapshots.two_tasks import take_snapshots
 
 
 def run(*argv: str) -> tuple[int, str]:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from importlib.metadata import entry_points, version
+from importlib.metadata import entry_points, metadata, requires, version
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 import airflow_stateful_provider
 from airflow_stateful_provider.get_provider_info import get_provider_info
+from airflow_stateful_provider.version_compat import MIN_AIRFLOW_VERSION
 
 
 def test_provider_entry_point_is_registered():
@@ -36,3 +40,20 @@ def test_pyspark_and_pyspark_client_share_a_minor_version():
     full, client = version("pyspark"), version("pyspark-client")
     assert full.split(".")[:2] == client.split(".")[:2], (full, client)
     assert int(full.split(".")[0]) == 4
+
+
+def test_the_distribution_declares_itself_an_airflow_provider_under_its_license():
+    meta = metadata("airflow-stateful-provider")
+    assert "Framework :: Apache Airflow :: Provider" in meta.get_all("Classifier")
+    assert meta["License-Expression"] == "Apache-2.0"
+    assert {url.split(",")[0] for url in meta.get_all("Project-URL")} >= {"Documentation", "Source", "Changelog"}
+    assert {"s3", "gcs", "openlineage"} <= set(meta.get_all("Provides-Extra"))
+    license_text = (Path(__file__).resolve().parents[2] / "LICENSE").read_text()
+    assert license_text.lstrip().startswith("Apache License") and "Version 2.0, January 2004" in license_text
+    assert (Path(airflow_stateful_provider.__file__).parent / "py.typed").is_file()
+
+
+def test_the_runtime_airflow_check_and_the_declared_requirement_agree():
+    airflow = next(Requirement(r) for r in requires("airflow-stateful-provider") if Requirement(r).name == "apache-airflow")
+    lower = min((s.version for s in airflow.specifier if s.operator == ">="), key=Version)
+    assert Version(MIN_AIRFLOW_VERSION) == Version(lower)

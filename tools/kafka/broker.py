@@ -9,6 +9,11 @@ From Python::
     with LocalKafkaBroker() as broker:
         print(broker.bootstrap_servers)
 
+With ``security=SecuredListeners(...)`` the broker also listens for secured clients (the
+broker security tests, tests/integration/test_secured_connections.py): mutual TLS, SASL
+OAUTHBEARER over TLS with unsecured JWTs, and TLS under a certificate that names another host.
+PLAINTEXT stays the inter-broker listener, for the tests' own set-up.
+
 From a shell (the Makefile uses this)::
 
     python -m tools.kafka.broker resolve
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -119,6 +125,23 @@ logger.state.level = WARN
 """
 
 
+@dataclasses.dataclass(frozen=True)
+class SecuredListeners:
+    """PEM files of the secured listeners (tools/kafka/certificates.py makes them):
+    ``keystore`` (the broker's key and chain) for the mTLS and OAUTHBEARER listeners,
+    ``wrong_name_keystore`` for the listener whose certificate names another host, and
+    ``truststore`` (the CA that signs client certificates). The keys are not encrypted: Java
+    17 cannot read PBES2-encrypted PEM keys."""
+
+    keystore: Path
+    wrong_name_keystore: Path
+    truststore: Path
+
+
+#: Listener name -> security protocol of the secured listeners.
+SECURED_LISTENERS = {"MTLS": "SSL", "OAUTH": "SASL_SSL", "WRONGNAME": "SSL"}
+
+
 class LocalKafkaBroker:
     """One KRaft broker+controller process on 127.0.0.1, with its storage in ``work_dir``.
 
@@ -127,7 +150,8 @@ class LocalKafkaBroker:
     """
 
     def __init__(self, work_dir: str | os.PathLike | None = None, port: int | None = None,
-                 start_timeout: float = 90.0, heap: str = "512m", detached: bool = False) -> None:
+                 start_timeout: float = 90.0, heap: str = "512m", detached: bool = False,
+                 security: SecuredListeners | None = None) -> None:
         self._owns_dir = work_dir is None
         self.work_dir = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="kafka-"))
         self.port = port
@@ -137,12 +161,21 @@ class LocalKafkaBroker:
         self.detached = detached
         self.process: subprocess.Popen | None = None
         self.start_seconds: float | None = None
+        self.security = security
+        #: Port of each secured listener (SECURED_LISTENERS), once started with ``security``.
+        self.secured_ports: dict[str, int] = {}
 
     @property
     def bootstrap_servers(self) -> str:
         if self.port is None:
             raise BrokerError("the broker has not been started")
         return f"127.0.0.1:{self.port}"
+
+    def secured_bootstrap_servers(self, listener: str) -> str:
+        """``127.0.0.1:<port>`` of a secured listener: "MTLS", "OAUTH" or "WRONGNAME"."""
+        if listener not in self.secured_ports:
+            raise BrokerError(f"the broker has no started secured listener {listener!r}")
+        return f"127.0.0.1:{self.secured_ports[listener]}"
 
     @property
     def log_path(self) -> Path:
@@ -165,9 +198,10 @@ class LocalKafkaBroker:
             self.port = free_loopback_port()
         elif port_in_use(self.port):
             raise BrokerError(f"port {self.port} on 127.0.0.1 is already in use; choose another or omit it")
-        controller_port = free_loopback_port()
-        while controller_port == self.port:
-            controller_port = free_loopback_port()
+        taken = {self.port}
+        controller_port = self._another_free_port(taken)
+        if self.security is not None:
+            self.secured_ports = {name: self._another_free_port(taken) for name in SECURED_LISTENERS}
 
         if self.work_dir.exists() and any(self.work_dir.iterdir()):
             # A fresh directory for every start: never reuse another broker's storage.
@@ -207,16 +241,28 @@ class LocalKafkaBroker:
         self.start_seconds = time.monotonic() - began
         return self
 
+    @staticmethod
+    def _another_free_port(taken: set[int | None]) -> int:
+        port = free_loopback_port()
+        while port in taken:
+            port = free_loopback_port()
+        taken.add(port)
+        return port
+
     def _server_properties(self, data_dir: Path, controller_port: int) -> str:
+        listeners = {"PLAINTEXT": self.port, **self.secured_ports}
+        protocols = {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT",
+                     **{name: SECURED_LISTENERS[name] for name in self.secured_ports}}
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": ",".join([*(f"{name}://127.0.0.1:{port}" for name, port in listeners.items()),
+                                   f"CONTROLLER://127.0.0.1:{controller_port}"]),
+            "advertised.listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in listeners.items()),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(f"{name}:{protocol}" for name, protocol in protocols.items()),
             "log.dirs": str(data_dir),
             "num.partitions": "1",
             # Internal topics on a single node, sized small so first use is quick.
@@ -235,8 +281,34 @@ class LocalKafkaBroker:
             "delete.topic.enable": "true",
             "log.segment.bytes": str(64 * 1024 * 1024),
             "log.cleaner.backoff.ms": "1000",
+            **(self._secured_listener_properties() if self.security is not None else {}),
         }
         return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+    def _secured_listener_properties(self) -> dict[str, str]:
+        """mTLS (client certificates signed by the truststore's CA required), OAUTHBEARER over
+        TLS (Kafka's unsecured JWT validator: an unsigned token with ``sub``, ``iat`` and a
+        future ``exp``), and TLS under a certificate for another host name."""
+        security = self.security
+        assert security is not None
+        settings: dict[str, str] = {}
+        for name in SECURED_LISTENERS:
+            prefix = f"listener.name.{name.lower()}."
+            keystore = security.wrong_name_keystore if name == "WRONGNAME" else security.keystore
+            settings.update({
+                prefix + "ssl.keystore.type": "PEM",
+                prefix + "ssl.keystore.location": str(keystore),
+                prefix + "ssl.truststore.type": "PEM",
+                prefix + "ssl.truststore.location": str(security.truststore),
+                prefix + "ssl.client.auth": "required" if name == "MTLS" else "none",
+            })
+        settings.update({
+            "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
+            "listener.name.oauth.oauthbearer.sasl.jaas.config":
+                'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+                'unsecuredLoginStringClaim_sub="broker";',
+        })
+        return settings
 
     def _wait_until_ready(self) -> None:
         """Wait until the broker answers a metadata request on its listener."""

@@ -1,4 +1,4 @@
-"""Task lag: how far a client's copy of a task's state is behind the changelogs (SEMANTICS §3).
+"""Task lag: how far a client's copy of a task's state is behind the changelogs (docs/semantics.md §3).
 
 Why sums: a task may have several changelog partitions; each client reports one number
 per task (the sum of the offsets its stores have applied) and the leader compares it with

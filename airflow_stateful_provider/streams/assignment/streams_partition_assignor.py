@@ -9,7 +9,7 @@ rebalance must not stop tasks that stay where they are. So:
   thread's :class:`AssignorContext`: process id, previous tasks, changelog offset sums, client
   tags, endpoint; and, under the cooperative protocol, the partitions the member still owns.
 - ``assign()`` (the leader) groups members by process into clients, turns partition counts
-  into tasks, computes lags from live changelog end offsets (SEMANTICS §3), runs the
+  into tasks, computes lags from live changelog end offsets (docs/semantics.md §3), runs the
   high-availability task assignor (``task_assignor.assign``; ``assign_without_lags`` plus a
   follow-up rebalance when end offsets cannot be fetched), spreads each client's tasks over
   its threads, and encodes one :class:`AssignmentInfo` per member.
@@ -35,14 +35,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor, RebalanceProtocol
-from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kafka.structs import TopicPartition
 
 from airflow_stateful_provider.streams.assignment.assignment_configs import AssignmentConfigs
@@ -71,12 +68,18 @@ from airflow_stateful_provider.streams.assignment.task_assignor import (
 )
 from airflow_stateful_provider.streams.assignment.task_partitions import TaskPartitions, task_partitions
 from airflow_stateful_provider.streams.assignment.thread_assignment import assign_tasks_to_threads
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.errors import (
     ConfigError,
     GroupProtocolError,
-    IllegalStateError,
     TopologyError,
     UnsupportedGroupProtocolVersionError,
+)
+from airflow_stateful_provider.streams.kafka.assignor_api import (
+    AbstractPartitionAssignor,
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
+    RebalanceProtocol,
 )
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topology.topology import Topology
@@ -85,7 +88,6 @@ __all__ = [
     "STREAMS_ASSIGNOR_NAME",
     "AssignorContext",
     "StreamsPartitionAssignor",
-    "request_rebalance",
 ]
 
 log = logging.getLogger(__name__)
@@ -95,10 +97,6 @@ STREAMS_ASSIGNOR_NAME = "stream"
 #: Version of the consumer protocol's own subscription schema we send: 1 is the first with
 #: ``owned_partitions`` (KIP-429).
 _CONSUMER_PROTOCOL_VERSION = 1
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _no_tasks() -> Collection[TaskId]:
@@ -128,7 +126,7 @@ class AssignorContext:
     - ``client_tags``, ``endpoint``: ``client_tag.*`` values and ``host:port`` (or ``""``).
     - ``previous_active_tasks()``, ``previous_standby_tasks()``: what this thread runs now.
     - ``task_offset_sums()``: per task with local state on this *process*, its changelog
-      offset sum; ``-2`` for a running active (SEMANTICS §3).
+      offset sum; ``-2`` for a running active (docs/semantics.md §3).
     - ``owned_partitions()``: the partitions the consumer owns now, e.g.
       ``lambda: consumer.assignment()``. Without it the assignor remembers its last assignment,
       which is wrong after the member lost its partitions (session timeout); pass it.
@@ -147,7 +145,7 @@ class AssignorContext:
     previous_standby_tasks: Callable[[], Collection[TaskId]] = _no_tasks
     task_offset_sums: Callable[[], Mapping[TaskId, int]] = _no_offset_sums
     owned_partitions: Callable[[], Collection[TopicPartition]] | None = None
-    clock_ms: Callable[[], int] = _wall_clock_ms
+    clock_ms: Callable[[], int] = wall_clock_ms
 
     def __post_init__(self) -> None:
         if not isinstance(self.process_id, uuid.UUID):
@@ -175,47 +173,13 @@ class AssignorContext:
             raise ConfigError(f"owned_partitions must be callable or None, got {self.owned_partitions!r}")
 
 
-#: Poll timeout while a consumer is rejoining its group (see :func:`group_rejoining`).
+#: Poll timeout while a consumer is rejoining its group (kafka/group_join.py: ``group_rejoining``).
+#: Busy members polling with timeout 0 while rejoining were seen to drop out of the group
+#: (heartbeats stop during a join, and with timeout 0 the join made no progress before the
+#: session timeout), so every poll gives the JoinGroup/SyncGroup round trip this long; the
+#: thread processes between polls, and a join that completes after a poll returned is kept
+#: (kafka/group_join.py). 2 s polls worked too but paused every task ~2 s.
 REBALANCE_POLL_MS = 200
-
-
-def group_rejoining(consumer: Any) -> bool:
-    """Whether ``consumer`` must (re)join its group: poll it with REBALANCE_POLL_MS then.
-
-    The stream thread defers commits and control actions meanwhile. Busy members polling
-    with timeout 0 while rejoining were seen to drop out of the group (heartbeats stop
-    during a join, and with timeout 0 the join made no progress before the session
-    timeout), so every poll gives the JoinGroup/SyncGroup round trip REBALANCE_POLL_MS; the
-    thread processes between polls, and a join that completes after a poll returned is
-    kept (instance/group_join.py). 2 s polls worked too but paused every task ~2 s.
-    """
-    coordinator = getattr(consumer, "_coordinator", None)
-    need_rejoin = getattr(coordinator, "need_rejoin", None)
-    return bool(need_rejoin()) if callable(need_rejoin) else False
-
-
-def request_rebalance(consumer: Any) -> None:
-    """Make ``consumer`` rejoin its group at its next ``poll()``: a probing rebalance at the
-    time an AssignmentInfo asked for, or the immediate follow-up of a cooperative move.
-
-    kafka-python 3 has no public ``enforce_rebalance()``; its coordinator's ``request_rejoin()``
-    only sets a flag that the next ``poll()`` acts on (JoinGroup then SyncGroup), so calling
-    this from the stream thread between polls is safe. A broker answers a *follower* that
-    rejoins with unchanged metadata with the current generation and no rebalance; the
-    StreamsPartitionAssignor changes ``unique_field`` in every subscription so the rejoin
-    always starts a real rebalance. Under the cooperative protocol no partition is revoked
-    by the rejoin itself.
-    """
-    coordinator = getattr(consumer, "_coordinator", None)
-    request_rejoin = getattr(coordinator, "request_rejoin", None)
-    if request_rejoin is None:
-        raise IllegalStateError(
-            f"cannot request a rebalance from {type(consumer).__name__}: it has no group coordinator "
-            "(expected a kafka-python 3 KafkaConsumer with a group_id)"
-        )
-    if getattr(consumer, "config", {}).get("group_id") is None:
-        raise IllegalStateError(f"cannot request a rebalance from {type(consumer).__name__}: it has no group_id")
-    request_rejoin()
 
 
 @dataclasses.dataclass
@@ -319,7 +283,7 @@ class StreamsPartitionAssignor(AbstractPartitionAssignor):
     def request_application_shutdown(self) -> None:
         """Ask the whole application to shut down (KIP-671): the next subscription carries
         SHUTDOWN_REQUESTED and the leader answers every member with it. Call
-        :func:`request_rebalance` afterwards."""
+        ``request_rebalance`` (kafka/group_join.py) afterwards."""
         self._error_code = AssignorError.SHUTDOWN_REQUESTED
 
     def subscription_info(self) -> SubscriptionInfo:

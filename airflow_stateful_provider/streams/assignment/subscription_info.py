@@ -5,7 +5,7 @@ Why these fields (Kafka Streams' ``SubscriptionInfo``): the leader assigns *task
 (threads of one process share one state directory and count as one client with one thread
 per member), which tasks it ran before (stickiness, cooperative revocation), how far its
 local state of each task got (per-task changelog offset sums, from which the leader computes
-lags against live end offsets, SEMANTICS §3), its ``client_tag.*`` values (rack-aware
+lags against live end offsets, docs/semantics.md §3), its ``client_tag.*`` values (rack-aware
 standbys) and its endpoint (so every instance learns which host serves which partitions).
 
 It travels as the ``user_data`` of the consumer protocol's subscription; the byte layout of

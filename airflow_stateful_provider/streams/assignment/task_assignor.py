@@ -237,7 +237,7 @@ def assign(
     configs: AssignmentConfigs | None = None,
     now_ms: int = 0,
 ) -> AssignmentResult:
-    """Assign every task to the clients (SEMANTICS §3, Kafka Streams' HighAvailabilityTaskAssignor).
+    """Assign every task to the clients (docs/semantics.md §3, Kafka Streams' HighAvailabilityTaskAssignor).
 
     Steps: (1) stateful actives round-robin over clients in process-id order; (2) balanced over
     threads; (3) standbys on the least-loaded clients not holding the task (rack-aware when

@@ -5,7 +5,7 @@ hand each member the *input* partitions of its active tasks and the *changelog* 
 of its standbys; it also needs the changelog partitions of every stateful task to sum their
 end offsets for lags. Task ``s_p`` owns partition ``p`` of every source topic of subtopology
 ``s`` and partition ``p`` of the changelog ``<application_id>-<store>-changelog`` of each
-logged store of ``s`` (DESIGN.md, SEMANTICS §7).
+logged store of ``s`` (docs/architecture.md, "The engine's model"; docs/semantics.md §7).
 
 A task counts as *stateful* for assignment when it has at least one changelog partition:
 only then can its state be restored elsewhere, and only then is there a lag to compare.

@@ -23,7 +23,7 @@ from airflow_stateful_provider.streams.errors import (
     StatusReadTimeoutError,
     UnknownApplicationError,
 )
-from airflow_stateful_provider.streams.kafka_clients import connection_errors, construct_client, servers_text
+from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
 from airflow_stateful_provider.streams.status.application import ApplicationStatus
 from airflow_stateful_provider.streams.status.document import InstanceStatus, control_topic_name
 from airflow_stateful_provider.streams.status.reader import (

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.errors import ControlFormatError
 from airflow_stateful_provider.streams.status.document import CommandAcknowledgement, InstanceStatus
 
@@ -47,10 +47,6 @@ ACK_ACCEPTED = "accepted"
 ACK_DONE = "done"
 ACK_FAILED = "failed"
 _TERMINAL = (ACK_DONE, ACK_FAILED)
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _is_int(value: Any) -> bool:
@@ -176,7 +172,7 @@ def new_command(
         raise ControlFormatError(f"unknown control command type {command_type!r}; known: {list(COMMAND_TYPES)}")
     return ControlCommand(
         command_id=command_id if command_id is not None else f"{command_type}-{uuid.uuid4().hex[:12]}",
-        command_type=command_type, application_id=application_id, issued_at_ms=_wall_clock_ms(),
+        command_type=command_type, application_id=application_id, issued_at_ms=wall_clock_ms(),
         instances=None if instances is None else tuple(instances),
         stores=None if stores is None else tuple(stores), now_ms=now_ms)
 

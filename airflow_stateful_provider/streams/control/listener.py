@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.control.commands import (
     ACK_ACCEPTED,
     ACK_DONE,
@@ -36,10 +36,6 @@ from airflow_stateful_provider.streams.control.commands import (
 from airflow_stateful_provider.streams.errors import ControlFormatError, StreamsError
 from airflow_stateful_provider.streams.processing.task import TaskState
 from airflow_stateful_provider.streams.status.document import control_topic_name
-from airflow_stateful_provider.streams.topology.store_builders import (
-    SessionStoreBuilder,
-    VersionedKeyValueStoreBuilder,
-)
 
 __all__ = ["ControlListener", "maintainable_stores"]
 
@@ -47,18 +43,11 @@ log = logging.getLogger(__name__)
 
 #: Longest wait of one poll of the control topic (also how long close() may wait for it).
 CONTROL_POLL_MS = 200
-#: Store kinds (TaskStateManager) that enforce_retention and compact act on.
-_MAINTAINED_KINDS = ("session", "versioned")
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
 
 def maintainable_stores(topology: Any) -> list[str]:
-    """Names of the topology's session and versioned stores, which maintenance acts on."""
-    return [name for name in topology.store_names
-            if isinstance(topology.store_builder(name), (SessionStoreBuilder, VersionedKeyValueStoreBuilder))]
+    """Names of the topology's stores that maintenance acts on: those of a maintainable kind
+    (session and versioned stores)."""
+    return [name for name in topology.store_names if topology.store_builder(name).kind.maintainable]
 
 
 class ControlListener:
@@ -69,7 +58,7 @@ class ControlListener:
     ``status_publisher``, ``close()`` and ``_new_consumer(**overrides)``.
     """
 
-    def __init__(self, streams: Any, *, clock: Callable[[], int] = _wall_clock_ms) -> None:
+    def __init__(self, streams: Any, *, clock: Callable[[], int] = wall_clock_ms) -> None:
         self._streams = streams
         self._clock = clock
         self.application_id = streams.config.application_id
@@ -186,8 +175,8 @@ class ControlListener:
             known = maintainable_stores(self._streams.topology)
             unknown = [s for s in command.stores or () if s not in known]
             if unknown:
-                raise StreamsError(f"unknown store(s) {unknown}: instance {self.instance_id} has the session and "
-                                   f"versioned stores {known}")
+                raise StreamsError(f"unknown store(s) {unknown}: the stores of instance {self.instance_id} that "
+                                   f"retention and compaction act on (session and versioned stores) are {known}")
             now_ms = command.now_ms if command.now_ms is not None else self._clock()
             action: Callable[[Any], Any] = lambda thread: _maintain(thread, command, now_ms)  # noqa: E731
         else:
@@ -256,7 +245,7 @@ def _maintain(thread: Any, command: ControlCommand, now_ms: int) -> list[dict[st
     rows: list[dict[str, Any]] = []
     for task, role in _holders(thread):
         entries_of = getattr(task.stores, "entries", None)  # a stateless task has no TaskStateManager
-        entries = [e for e in (entries_of() if entries_of else []) if e.kind in _MAINTAINED_KINDS
+        entries = [e for e in (entries_of() if entries_of else []) if e.kind.maintainable
                    and (command.stores is None or e.name in command.stores)]
         if not entries:
             continue

@@ -8,7 +8,7 @@ them, so ``describe()`` output reads the same). Operations:
 - ``KStream``: filter, filter_not, map_values, map, select_key, peek, foreach, to,
   process, group_by_key, group_by, join / left_join with a KTable
 - ``KGroupedStream``: count, reduce, aggregate, windowed_by(SessionWindows)
-- ``SessionWindowedKStream``: emit_strategy, count, reduce, aggregate (SEMANTICS §4)
+- ``SessionWindowedKStream``: emit_strategy, count, reduce, aggregate (docs/semantics.md §4)
 - ``KTable``: to_stream
 
 A key change (map, select_key, group_by) followed by a stateful operation goes

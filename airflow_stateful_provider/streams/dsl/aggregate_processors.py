@@ -1,5 +1,5 @@
 """The processors of aggregations: per key into a key-value store, and per session window
-into a session store (merging, grace, emit on update or on window close; SEMANTICS §4)."""
+into a session store (merging, grace, emit on update or on window close; docs/semantics.md §4)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from airflow_stateful_provider.streams.dsl.change import Change
 from airflow_stateful_provider.streams.dsl.dropped import log_dropped
 from airflow_stateful_provider.streams.processor import Processor, Record, trusted_record
-from airflow_stateful_provider.streams.state.segments import session_segment_interval
+from airflow_stateful_provider.streams.state.session.store import session_segment_interval
 from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindows, Windowed, trusted_windowed
 
 __all__ = ["SessionWindowAggregateProcessor", "StreamAggregateProcessor"]
@@ -39,7 +39,7 @@ class StreamAggregateProcessor(Processor):
 
 
 class SessionWindowAggregateProcessor(Processor):
-    """Session window aggregation exactly as SEMANTICS §4 / Kafka's KStreamSessionWindowAggregate."""
+    """Session window aggregation exactly as docs/semantics.md §4 / Kafka's KStreamSessionWindowAggregate."""
 
     def __init__(
         self,
@@ -179,7 +179,7 @@ class SessionWindowAggregateProcessor(Processor):
     def _forward_closed(self, record: Record, lower: int, upper: int) -> None:
         """Forward every session with end in [lower, upper] (closed), in (end, key, start) order.
 
-        The DSL gives this store the time index (state/session_index.py), so the lookup costs
+        The DSL gives this store the time index (state/session/index.py), so the lookup costs
         the sessions forwarded, not the live ones: at ``windowed_aggregation_emit_interval_ms``
         = 0 it runs for nearly every record."""
         for session, value in self._store.find_sessions_by_end(lower, upper):

@@ -5,15 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from airflow_stateful_provider.streams.dsl.internal_builder import InternalStreamsBuilder
-from airflow_stateful_provider.streams.dsl.materialized import Materialized, store_builder_for
+from airflow_stateful_provider.streams.dsl.materialized import Materialized, key_value_store_builder
 from airflow_stateful_provider.streams.dsl.parameters import Consumed
 from airflow_stateful_provider.streams.dsl.streams import KStream, KTable
 from airflow_stateful_provider.streams.dsl.table_processors import KTableSourceProcessor
 from airflow_stateful_provider.streams.errors import TopologyError
-from airflow_stateful_provider.streams.topology.store_builders import (
-    StoreBuilder,
-    VersionedKeyValueStoreBuilder,
-)
+from airflow_stateful_provider.streams.state.common.builder import StoreBuilder
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["StreamsBuilder"]
@@ -55,8 +52,8 @@ class StreamsBuilder:
         )
         table_name = self._internal.new_name("KTABLE-SOURCE-")
         store_name = materialized.store_name or self._internal.new_store_name(f"{topic}-")
-        builder = store_builder_for(materialized, store_name, key_serde, value_serde, kind="table")
-        versioned = isinstance(builder, VersionedKeyValueStoreBuilder)
+        builder = key_value_store_builder(materialized, store_name, key_serde, value_serde, table=True)
+        versioned = materialized.is_versioned
         self._internal.topology.add_processor(
             table_name, lambda: KTableSourceProcessor(store_name, versioned), source_name
         )

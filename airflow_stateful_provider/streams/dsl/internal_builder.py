@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 
 from airflow_stateful_provider.streams.errors import TopologyError
-from airflow_stateful_provider.streams.topology.store_builders import StoreBuilder
+from airflow_stateful_provider.streams.state.common.builder import StoreBuilder
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["InternalStreamsBuilder"]

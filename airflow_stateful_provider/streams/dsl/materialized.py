@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import TopologyError
 from airflow_stateful_provider.streams.serdes import check_serde
-from airflow_stateful_provider.streams.topology.store_builders import (
-    KeyValueStoreBuilder,
-    SessionStoreBuilder,
-    StoreBuilder,
-    VersionedKeyValueStoreBuilder,
-)
+from airflow_stateful_provider.streams.state.common.builder import StoreBuilder
+from airflow_stateful_provider.streams.state.keyvalue.builder import KeyValueStoreBuilder
+from airflow_stateful_provider.streams.state.session.builder import SessionStoreBuilder
+from airflow_stateful_provider.streams.state.versioned.builder import VersionedKeyValueStoreBuilder
 from airflow_stateful_provider.streams.windows import SessionWindows
 
-__all__ = ["Materialized", "store_builder_for"]
+__all__ = ["Materialized", "key_value_store_builder", "session_store_builder"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +24,7 @@ class Materialized:
 
     ``Materialized.as_("name")`` names the store (queryable from the test driver);
     ``Materialized.as_versioned("name", history_retention)`` makes a table versioned
-    (SEMANTICS §5). ``store_type`` "rocksdb" or "in_memory" overrides the config's
+    (docs/semantics.md §5). ``store_type`` "rocksdb" or "in_memory" overrides the config's
     ``default_dsl_store``. ``retention`` applies to session stores (default gap + grace).
     """
 
@@ -38,7 +36,7 @@ class Materialized:
     versioned_history_retention_ms: int | None = None
     versioned_segment_interval_ms: int | None = None
     logging_enabled: bool = True
-    #: DSL stores cache by default, as in Kafka Streams (state/caching.py).
+    #: DSL stores cache by default, as in Kafka Streams (state/session/caching.py).
     caching_enabled: bool = True
     log_config: tuple[tuple[str, str], ...] = ()
 
@@ -103,34 +101,43 @@ class Materialized:
         return self.versioned_history_retention_ms is not None
 
 
-def store_builder_for(
-    materialized: Materialized, store_name: str, key_serde: Any, value_serde: Any, *, kind: str,
-    session_retention_ms: int | None = None, windows: SessionWindows | None = None, time_index: bool = False,
-) -> StoreBuilder:
-    persistent = None if materialized.store_type is None else materialized.store_type == "rocksdb"
-    builder: StoreBuilder
-    if kind == "session":
-        assert windows is not None and session_retention_ms is not None
-        builder = SessionStoreBuilder(
-            store_name, key_serde, value_serde, True, retention_ms=session_retention_ms,
-            inactivity_gap_ms=windows.inactivity_gap_ms, grace_period_ms=windows.grace_period_ms,
-            time_index=time_index,
+def key_value_store_builder(
+    materialized: Materialized, store_name: str, key_serde: Any, value_serde: Any, *, table: bool,
+) -> KeyValueStoreBuilder | VersionedKeyValueStoreBuilder:
+    """The store of a table (``table=True``) or of a key-value aggregation: a versioned one
+    when ``Materialized.as_versioned`` asked for it (source tables only)."""
+    if not materialized.is_versioned:
+        return _configured(KeyValueStoreBuilder(store_name, key_serde, value_serde), materialized)
+    if not table:
+        raise TopologyError(
+            f"store {store_name!r}: a versioned store can only materialize a source table "
+            f"(builder.table), not an aggregation"
         )
-    elif materialized.is_versioned:
-        if kind != "table":
-            raise TopologyError(
-                f"store {store_name!r}: a versioned store can only materialize a source table "
-                f"(builder.table), not an aggregation"
-            )
-        builder = VersionedKeyValueStoreBuilder(
-            store_name, key_serde, value_serde, True,
-            history_retention_ms=materialized.versioned_history_retention_ms or 0,
-            segment_interval_ms=materialized.versioned_segment_interval_ms,
-        )
-    else:
-        builder = KeyValueStoreBuilder(store_name, key_serde, value_serde, True)
+    return _configured(VersionedKeyValueStoreBuilder(
+        store_name, key_serde, value_serde,
+        history_retention_ms=materialized.versioned_history_retention_ms or 0,
+        segment_interval_ms=materialized.versioned_segment_interval_ms,
+    ), materialized)
+
+
+def session_store_builder(
+    materialized: Materialized, store_name: str, key_serde: Any, value_serde: Any, *, retention_ms: int,
+    windows: SessionWindows, time_index: bool,
+) -> SessionStoreBuilder:
+    """The store of a session-windowed aggregation."""
+    return _configured(SessionStoreBuilder(
+        store_name, key_serde, value_serde, retention_ms=retention_ms, inactivity_gap_ms=windows.inactivity_gap_ms,
+        grace_period_ms=windows.grace_period_ms, time_index=time_index,
+    ), materialized)
+
+
+_Builder = TypeVar("_Builder", bound=StoreBuilder)
+
+
+def _configured(builder: _Builder, materialized: Materialized) -> _Builder:
+    """What ``materialized`` says of every store: implementation, logging, caching."""
     # None = follow StreamsConfig.default_dsl_store, decided when the task builds the store
-    builder.persistent = persistent  # type: ignore[assignment]
+    builder.persistent = None if materialized.store_type is None else materialized.store_type == "rocksdb"
     if materialized.logging_enabled:
         builder.with_logging_enabled(dict(materialized.log_config))
     else:

@@ -12,7 +12,11 @@ from airflow_stateful_provider.streams.dsl.aggregate_processors import (
     StreamAggregateProcessor,
 )
 from airflow_stateful_provider.streams.dsl.internal_builder import InternalStreamsBuilder
-from airflow_stateful_provider.streams.dsl.materialized import Materialized, store_builder_for
+from airflow_stateful_provider.streams.dsl.materialized import (
+    Materialized,
+    key_value_store_builder,
+    session_store_builder,
+)
 from airflow_stateful_provider.streams.dsl.parameters import Grouped, Joined, Produced
 from airflow_stateful_provider.streams.dsl.stateless_processors import (
     FilterProcessor,
@@ -258,7 +262,8 @@ class KGroupedStream:
         source = self._source_for(store_name)
         key_serde = materialized.key_serde if materialized.key_serde is not None else self._key_serde
         name = builder.new_name(prefix)
-        store_builder = store_builder_for(materialized, store_name, key_serde, materialized.value_serde, kind="aggregate")
+        store_builder = key_value_store_builder(materialized, store_name, key_serde, materialized.value_serde,
+                                                table=False)
         builder.topology.add_processor(name, lambda: StreamAggregateProcessor(store_name, initializer, aggregator),
                                        source._node)
         builder.topology.add_state_store(store_builder, name)
@@ -267,7 +272,7 @@ class KGroupedStream:
 
 
 class SessionWindowedKStream:
-    """A grouped stream windowed into sessions (SEMANTICS §4)."""
+    """A grouped stream windowed into sessions (docs/semantics.md §4)."""
 
     def __init__(self, grouped: KGroupedStream, windows: SessionWindows, emit: EmitStrategy) -> None:
         self._grouped = grouped
@@ -336,10 +341,9 @@ class SessionWindowedKStream:
         key_serde = materialized.key_serde if materialized.key_serde is not None else grouped._key_serde
         name = builder.new_name(prefix)
         emit = self._emit
-        store_builder = store_builder_for(
-            materialized, store_name, key_serde, materialized.value_serde, kind="session",
-            session_retention_ms=retention, windows=windows,
-            # what closed is found by end time: cheap with the time index (state/session_index.py)
+        store_builder = session_store_builder(
+            materialized, store_name, key_serde, materialized.value_serde, retention_ms=retention, windows=windows,
+            # what closed is found by end time: cheap with the time index (state/session/index.py)
             time_index=emit.type is EmitStrategy.StrategyType.ON_WINDOW_CLOSE,
         )
         builder.topology.add_processor(

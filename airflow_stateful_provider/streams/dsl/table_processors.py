@@ -1,5 +1,5 @@
 """The processors behind tables: materializing a table topic, and the stream-table join
-(as of the record's time when the table is versioned, SEMANTICS §5)."""
+(as of the record's time when the table is versioned, docs/semantics.md §5)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from airflow_stateful_provider.streams.dsl.change import Change
 from airflow_stateful_provider.streams.dsl.dropped import log_dropped
 from airflow_stateful_provider.streams.processor import Processor, Record
-from airflow_stateful_provider.streams.state.versioned import NOT_PUT, VALID_TO_UNDEFINED
+from airflow_stateful_provider.streams.state.versioned.store import NOT_PUT, VALID_TO_UNDEFINED
 
 __all__ = ["KTableSourceProcessor", "PUT_RETURN_CODE_NOT_PUT", "PUT_RETURN_CODE_VALID_TO_UNDEFINED",
            "StreamTableJoinProcessor"]
@@ -23,7 +23,7 @@ PUT_RETURN_CODE_VALID_TO_UNDEFINED = VALID_TO_UNDEFINED
 
 class KTableSourceProcessor(Processor):
     """Materializes a table topic. A versioned table forwards an update only when the put
-    was accepted, marking whether it is the newest version (SEMANTICS §5)."""
+    was accepted, marking whether it is the newest version (docs/semantics.md §5)."""
 
     def __init__(self, store_name: str, versioned: bool) -> None:
         self._store_name = store_name

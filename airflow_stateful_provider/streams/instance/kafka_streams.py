@@ -2,7 +2,7 @@
 
 ``start()`` refuses a state directory holding another application's state
 (processing/task_directories.py), checks the topology against the brokers (source topics
-exist and are co-partitioned), creates the internal topics (SEMANTICS §7) and starts
+exist and are co-partitioned), creates the internal topics (docs/semantics.md §7) and starts
 ``num_stream_threads`` stream threads, each a member of the consumer group
 ``<application_id>``. ``close()`` stops them cleanly: commit, checkpoint, leave the group.
 Before starting it refuses to run when the status topic shows a newer epoch for its
@@ -30,7 +30,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_stateful_provider.streams.client_settings import ADMIN, CONSUMER, PRODUCER, settings_for
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.control.listener import ControlListener
 from airflow_stateful_provider.streams.errors import (
@@ -44,11 +43,12 @@ from airflow_stateful_provider.streams.instance.preflight import (
     check_replication_factor,
     check_snapshot_storage,
     check_topic_names,
-    dead_letter_topic,
+    dead_letter_topics,
     open_admin,
     prepare_state_dir,
 )
 from airflow_stateful_provider.streams.instance.stream_thread import StreamThread, StreamThreadState
+from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSUMER, PRODUCER, settings_for
 from airflow_stateful_provider.streams.processing.streams_producer import EOS_TRANSACTION_TIMEOUT_MS
 from airflow_stateful_provider.streams.processing.task_directories import check_state_directory
 from airflow_stateful_provider.streams.restoration.changelog_reader import (
@@ -302,13 +302,15 @@ class KafkaStreams:
         manager.ensure(self.internal_topics)
         ensure_status_topic(admin, self.config.application_id)
         ensure_control_topic(admin, self.config.application_id)
-        dead_letter = dead_letter_topic(self.config)
-        if dead_letter is not None and not fetch_partition_counts(admin, [dead_letter]):
-            manager.ensure([InternalTopic(dead_letter, 1, {}, "dead-letter", -1)])
+        dead_letters = list(dead_letter_topics(self.config))
+        present = fetch_partition_counts(admin, dead_letters)
+        manager.ensure([InternalTopic(topic, 1, {}, "dead-letter", -1)
+                        for topic in dead_letters if topic not in present])
+        self.topic_roles.update({topic: "dead-letter" for topic in dead_letters})
 
     def _check_epoch(self) -> None:
         """Refuse to start when the status topic shows a newer epoch for this instance id:
-        a newer incarnation of it runs (DESIGN: the supervisor restarts with a higher epoch)."""
+        a newer incarnation of it runs (docs/spark.md: the supervisor restarts it with a higher epoch)."""
         try:
             documents = read_status_documents(list(self.config.bootstrap_servers), self.config.application_id,
                                               client_configs={**self.config.client_configs,

@@ -18,10 +18,20 @@ from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import BrokerUnreachableError, ConfigError
-from airflow_stateful_provider.streams.kafka_clients import connection_errors, servers_text
+from airflow_stateful_provider.streams.kafka.clients import (
+    check_client_environment,
+    connection_errors,
+    connection_failures,
+    describe_failures,
+    servers_text,
+)
 from airflow_stateful_provider.streams.processing.deserialization import (
     DeadLetterQueueExceptionHandler,
     deserialization_handler_from_config,
+)
+from airflow_stateful_provider.streams.processing.error_handling import (
+    ProcessingDeadLetterHandler,
+    processing_handler_from_config,
 )
 from airflow_stateful_provider.streams.topic_names import MAX_TOPIC_NAME_LENGTH, topic_name_problem
 from airflow_stateful_provider.streams.topics.internal_topics import internal_topics
@@ -31,16 +41,23 @@ __all__ = [
     "check_replication_factor",
     "check_snapshot_storage",
     "check_topic_names",
-    "dead_letter_topic",
+    "dead_letter_topics",
     "open_admin",
     "prepare_state_dir",
 ]
 
 
-def dead_letter_topic(config: StreamsConfig) -> str | None:
-    """The topic of a dead-letter deserialization handler, if the config has one."""
+def dead_letter_topics(config: StreamsConfig) -> dict[str, str]:
+    """The dead-letter topics of the config's exception handlers ("dead_letter:<topic>"), each
+    with the setting that names it (the instance creates them when missing)."""
+    topics: dict[str, str] = {}
     handler = deserialization_handler_from_config(config.deserialization_exception_handler)
-    return handler.topic if isinstance(handler, DeadLetterQueueExceptionHandler) else None
+    if isinstance(handler, DeadLetterQueueExceptionHandler):
+        topics[handler.topic] = "deserialization_exception_handler"
+    processing = processing_handler_from_config(config.processing_exception_handler)
+    if isinstance(processing, ProcessingDeadLetterHandler):
+        topics.setdefault(processing.topic, "processing_exception_handler")
+    return topics
 
 
 def check_topic_names(topology: Topology, config: StreamsConfig) -> None:
@@ -57,10 +74,10 @@ def check_topic_names(topology: Topology, config: StreamsConfig) -> None:
         fix = (f"shorten application_id ({len(app)} characters) or the store or operation name"
                if len(topic.name) > MAX_TOPIC_NAME_LENGTH else "rename the store or operation")
         raise ConfigError(f"{what} would be illegal: {problem}; {fix}")
-    dead_letter = dead_letter_topic(config)
-    problem = None if dead_letter is None else topic_name_problem(dead_letter)
-    if problem is not None:
-        raise ConfigError(f"deserialization_exception_handler: the dead-letter {problem}")
+    for dead_letter, setting in dead_letter_topics(config).items():
+        problem = topic_name_problem(dead_letter)
+        if problem is not None:
+            raise ConfigError(f"{setting}: the dead-letter {problem}")
 
 
 def prepare_state_dir(config: StreamsConfig) -> str:
@@ -99,19 +116,24 @@ def check_snapshot_storage(config: StreamsConfig) -> None:
 
 
 def open_admin(config: StreamsConfig, factory: Callable[[], Any]) -> Any:
-    """``factory()``, the instance's first admin client; BrokerUnreachableError naming the bootstrap
-    servers when the brokers cannot be reached within its ``bootstrap_timeout_ms``."""
+    """``factory()``, the instance's first admin client; ConfigError when the security settings
+    cannot work on this machine (kafka.clients.check_client_environment), BrokerUnreachableError
+    naming the bootstrap servers, and why the connections failed, when the brokers cannot be
+    reached within its ``bootstrap_timeout_ms``."""
+    settings = {**config.client_configs, **config.admin_configs}
+    check_client_environment(settings, "client_configs/admin_configs")
     try:
-        return factory()
+        with connection_failures() as failures:
+            return factory()
     except connection_errors() as exc:
         from kafka import KafkaAdminClient
 
-        settings = {**config.client_configs, **config.admin_configs}
         bound = settings.get("bootstrap_timeout_ms", KafkaAdminClient.DEFAULT_CONFIG["bootstrap_timeout_ms"])
         raise BrokerUnreachableError(
             f"cannot reach Kafka at {servers_text(config.bootstrap_servers)} within {bound} ms (starting application "
             f"{config.application_id!r}; nothing was created): check bootstrap_servers and that the brokers are "
-            f"up (the bound is bootstrap_timeout_ms in client_configs or admin_configs): {exc}") from exc
+            f"up (the bound is bootstrap_timeout_ms in client_configs or admin_configs): {exc}"
+            f"{describe_failures(failures)}") from exc
 
 
 def check_replication_factor(admin: Any, config: StreamsConfig) -> None:

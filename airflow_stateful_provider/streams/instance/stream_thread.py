@@ -39,9 +39,9 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
+from kafka import AsyncConsumerRebalanceListener
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaError
-from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 
 from airflow_stateful_provider.streams.assignment.assignment_info import AssignmentInfo, AssignorError
@@ -49,20 +49,23 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
     REBALANCE_POLL_MS,
     AssignorContext,
     StreamsPartitionAssignor,
-    group_rejoining,
-    request_rebalance,
 )
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import MissingTopicError, StreamsError, TransactionFailedError
-from airflow_stateful_provider.streams.instance.batch_decoding import decode_batches_at_once
-from airflow_stateful_provider.streams.instance.group_join import keep_completed_join_results
-from airflow_stateful_provider.streams.instance.parked_fetches import release_parked_fetches
 from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
 from airflow_stateful_provider.streams.instance.snapshotting import snapshot_clients
 from airflow_stateful_provider.streams.instance.task_manager import TaskManager
 from airflow_stateful_provider.streams.instance.topic_watch import TopicWatch
+from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
+from airflow_stateful_provider.streams.kafka.group_join import (
+    group_rejoining,
+    keep_completed_join_results,
+    request_rebalance,
+)
+from airflow_stateful_provider.streams.kafka.parked_fetches import release_parked_fetches
 from airflow_stateful_provider.streams.processing.record_collector import ProductionError
-from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata, TopicPartition
+from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata
 from airflow_stateful_provider.streams.processing.streams_producer import StreamsProducer, transactional_id
 from airflow_stateful_provider.streams.processing.task import StreamTask, TaskState
 from airflow_stateful_provider.streams.restoration.changelog_reader import (
@@ -73,6 +76,7 @@ from airflow_stateful_provider.streams.restoration.changelog_reader import (
 from airflow_stateful_provider.streams.restoration.standby_task import StandbyTask
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["StreamThread", "StreamThreadState"]
@@ -102,10 +106,6 @@ class StreamThreadState(enum.Enum):
     RUNNING = "RUNNING"
     PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
     DEAD = "DEAD"
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class _RebalanceListener(AsyncConsumerRebalanceListener):
@@ -148,7 +148,7 @@ class StreamThread(threading.Thread):
         standby_listener: StandbyUpdateListener | None = None,
         on_state_change: Callable[[StreamThread, StreamThreadState, StreamThreadState], None] | None = None,
         on_error: Callable[[StreamThread, BaseException], None] | None = None,
-        wall_clock: Callable[[], int] = _wall_clock_ms,
+        wall_clock: Callable[[], int] = wall_clock_ms,
         topic_roles: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(name=f"{client_id}-StreamThread-{index}", daemon=True)

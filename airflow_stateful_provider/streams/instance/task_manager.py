@@ -25,16 +25,18 @@ from kafka import TopicPartition as KafkaTopicPartition
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ChangelogLostError, CorruptCheckpointError
+from airflow_stateful_provider.streams.kafka.positions import local_position
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
-from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata, TopicPartition
+from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.processing.task import StreamTask, TaskState
 from airflow_stateful_provider.streams.restoration.changelog_loss import changelog_lost_error
 from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
 from airflow_stateful_provider.streams.restoration.standby_task import StandbyTask
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
-from airflow_stateful_provider.streams.state.checkpoint import OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["RECORDS_PER_TASK_ITERATION", "TaskManager", "TaskOwner"]
@@ -261,7 +263,7 @@ class TaskManager:
     def task_offset_sums(self) -> dict[TaskId, int]:
         """Per task with state on this process: the sum of its changelog positions (next
         offset to read), from checkpoint files; -2 for the actives this thread runs. The
-        group leader turns them into lags (SEMANTICS §3)."""
+        group leader turns them into lags (docs/semantics.md §3)."""
         sums: dict[TaskId, int] = {}
         app_dir = os.path.join(self.config.state_dir, self.config.application_id)
         try:
@@ -461,10 +463,7 @@ class TaskManager:
     def _consumer_position(self, tp: TopicPartition) -> int | None:
         """The main consumer's next offset of ``tp``, read from its local state (no network:
         safe inside rebalance callbacks), or None when it has no valid position."""
-        state = self.consumer._subscription.assignment.get(KafkaTopicPartition(tp.topic, tp.partition))
-        if state is None or not state.has_valid_position:
-            return None
-        return state.position.offset
+        return local_position(self.consumer, tp.topic, tp.partition)
 
     def snapshot_committed(self, tasks: Iterable[StreamTask]) -> None:
         """Right after ``tasks`` committed: let the snapshot taker checkpoint the running ones

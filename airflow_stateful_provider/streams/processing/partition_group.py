@@ -2,7 +2,7 @@
 
 A task reads several partitions (one per source topic of its subtopology). Each has
 a :class:`RecordQueue`; :class:`PartitionGroup` hands out the buffered record with the
-smallest timestamp across them (DESIGN.md, "record order inside a task") and keeps
+smallest timestamp across them (docs/architecture.md, "The engine's model") and keeps
 the task's stream time: the largest timestamp processed so far, -1 until the first.
 """
 
@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from airflow_stateful_provider.streams.processing.records import TopicPartition
 from airflow_stateful_provider.streams.processor import Record
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 __all__ = ["PartitionGroup", "RecordQueue", "UNKNOWN"]
 

@@ -1,4 +1,4 @@
-"""Punctuation schedules and the per-task queue that fires them (SEMANTICS §6).
+"""Punctuation schedules and the per-task queue that fires them (docs/semantics.md §6).
 
 A task owns two queues, one per :class:`PunctuationType`. ``maybe_punctuate(now)``
 fires every due schedule once, with ``now`` (not the due time), and re-adds its

@@ -39,8 +39,8 @@ from airflow_stateful_provider.streams.processing.error_handling import (
     ProductionExceptionHandler,
     normalize_response,
 )
-from airflow_stateful_provider.streams.processing.records import TopicPartition
 from airflow_stateful_provider.streams.processing.streams_producer import is_fencing_error, is_record_error
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 __all__ = ["Producer", "RecordCollector", "SerializationError", "ProductionError"]
 

@@ -1,8 +1,6 @@
 """Records as they enter a task (raw, from a consumer) and leave it (to a producer).
 
-``TopicPartition`` is a plain named tuple, so it compares and hashes equal to
-kafka-python's ``TopicPartition`` and the runtime can mix them freely. Any object
-with the attributes of :class:`ConsumedRecord` (such as kafka-python's
+Any object with the attributes of :class:`ConsumedRecord` (such as kafka-python's
 ``ConsumerRecord``) can be handed to a task.
 """
 
@@ -18,20 +16,11 @@ from typing import NamedTuple
 __all__ = [
     "ConsumedRecord",
     "OffsetAndMetadata",
-    "TopicPartition",
     "decode_commit_metadata",
     "decode_partition_time",
     "encode_commit_metadata",
     "encode_partition_time",
 ]
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 class OffsetAndMetadata(NamedTuple):

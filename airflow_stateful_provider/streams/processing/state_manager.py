@@ -8,7 +8,11 @@ For every store of its subtopology a task gets three layers:
    changelog topic ``<application_id>-<store>-changelog``, partition = task partition,
    through the task's RecordCollector, stamped with the current record's timestamp
    (the version timestamp for versioned stores);
-3. a typed facade (serdes) that processors get from ``context.get_state_store``.
+3. a typed facade (serdes) that processors get from ``context.get_state_store``;
+
+and a record cache between 2 and 3 where the kind has one (session stores). The store's
+builder (``state/<kind>/builder.py``) builds them from a ``StoreContext``: this module
+knows no kind.
 
 The runtime restores through :meth:`TaskStateManager.restore` (layer 1 directly, so
 restoring never writes to the changelog) starting after
@@ -28,7 +32,6 @@ from typing import Any
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import StreamsError
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
-from airflow_stateful_provider.streams.processing.records import TopicPartition
 from airflow_stateful_provider.streams.processing.task_directories import (
     claim_task_dir,
     expected_identity,
@@ -36,31 +39,12 @@ from airflow_stateful_provider.streams.processing.task_directories import (
 )
 from airflow_stateful_provider.streams.serdes import resolve_serde
 from airflow_stateful_provider.streams.snapshots.taking import StoreToSnapshot
-from airflow_stateful_provider.streams.state.caching import CachingSessionStore
-from airflow_stateful_provider.streams.state.changelogging import (
-    ChangeloggingKeyValueStore,
-    ChangeloggingSessionStore,
-    ChangeloggingVersionedKeyValueStore,
-)
-from airflow_stateful_provider.streams.state.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
-from airflow_stateful_provider.streams.state.keyvalue import InMemoryKeyValueStore, RocksDBKeyValueStore
-from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
-from airflow_stateful_provider.streams.state.session_in_memory import InMemorySessionStore
-from airflow_stateful_provider.streams.state.typed_stores import (
-    TypedKeyValueStore,
-    TypedSessionStore,
-    TypedVersionedKeyValueStore,
-)
-from airflow_stateful_provider.streams.state.versioned_in_memory import InMemoryVersionedKeyValueStore
-from airflow_stateful_provider.streams.state.versioned_rocksdb import RocksDBVersionedKeyValueStore
+from airflow_stateful_provider.streams.state.common.builder import StoreBuilder, StoreContext
+from airflow_stateful_provider.streams.state.common.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.kind import StoreKind
 from airflow_stateful_provider.streams.task_id import TaskId
-from airflow_stateful_provider.streams.topology.store_builders import (
-    KeyValueStoreBuilder,
-    SessionStoreBuilder,
-    StoreBuilder,
-    VersionedKeyValueStoreBuilder,
-    changelog_topic_name,
-)
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
+from airflow_stateful_provider.streams.topology.store_builders import changelog_topic_name
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["StoreEntry", "TaskStateManager"]
@@ -69,14 +53,8 @@ log = logging.getLogger(__name__)
 _record_key = attrgetter("key")
 
 #: Checkpoint on commit only after this many changelog offsets were applied since the
-#: last write (SEMANTICS §1); suspend/close/restore-complete always write.
+#: last write (docs/semantics.md §1); suspend/close/restore-complete always write.
 CHECKPOINT_OFFSET_DELTA = 10_000
-
-_KINDS = {
-    KeyValueStoreBuilder: "key_value",
-    SessionStoreBuilder: "session",
-    VersionedKeyValueStoreBuilder: "versioned",
-}
 
 
 @dataclasses.dataclass
@@ -84,13 +62,16 @@ class StoreEntry:
     """Everything the task knows about one of its stores."""
 
     name: str
-    kind: str  # "key_value" | "session" | "versioned"
     builder: StoreBuilder
     raw: Any  # the byte store (restore into this)
     typed: Any  # what processors see
     persistent: bool
     changelog: TopicPartition | None  # None when logging is disabled
-    cache: CachingSessionStore | None = None  # the record cache in front of it, if any
+    cache: Any = None  # the record cache in the stack, if any (flush_cache() before flushing)
+
+    @property
+    def kind(self) -> StoreKind:
+        return self.builder.kind
 
 
 class TaskStateManager:
@@ -263,8 +244,8 @@ class TaskStateManager:
         return self._entry(name).typed
 
     def kind(self, name: str) -> str:
-        """"key_value", "session" or "versioned"."""
-        return self._entry(name).kind
+        """The name of the store's kind: "key_value", "session", "versioned", ..."""
+        return self._entry(name).kind.name
 
     def raw_store(self, name: str) -> Any:
         """The byte store underneath (restoration, maintenance)."""
@@ -295,14 +276,14 @@ class TaskStateManager:
     def checkpointed_offsets(self) -> dict[TopicPartition, int]:
         """Offsets of the last changelog record applied per changelog partition, from the
         checkpoint file (persistent stores only; -4 = unknown). Restore from offset + 1;
-        a partition absent here restores from the beginning (SEMANTICS §1)."""
+        a partition absent here restores from the beginning (docs/semantics.md §1)."""
         persistent = {e.changelog for e in self._entries.values() if e.persistent and e.changelog is not None}
         return {tp: off for tp, off in self._checkpointed.items() if tp in persistent and off != OFFSET_UNKNOWN}
 
     def restore(self, partition: TopicPartition, records: Iterable[Any]) -> int:
         """Apply changelog records (objects with ``key``, ``value``, ``offset``, ...) to
         the store logged to ``partition``, bypassing the changelog. Returns how many were
-        restored: the records with a key (SEMANTICS §2). The store may still drop some of
+        restored: the records with a key (docs/semantics.md §2). The store may still drop some of
         them, as it drops writes into expired segments during processing."""
         entry = self.store_for_changelog(TopicPartition(partition[0], partition[1]))
         records = records if isinstance(records, list) else list(records)
@@ -314,7 +295,7 @@ class TaskStateManager:
 
     def wipe_store(self, name: str) -> None:
         """Drop a (corrupted) store's content and checkpoint entry; it is rebuilt empty
-        (SEMANTICS §2: an out-of-range changelog offset restores from the beginning)."""
+        (docs/semantics.md §2: it then replays its changelog from the log start)."""
         entry = self._entry(name)
         entry.raw.close()
         if entry.persistent:
@@ -391,73 +372,39 @@ class TaskStateManager:
             ) from None
 
     def _build(self, builder: StoreBuilder) -> StoreEntry:
-        kind = next((k for cls, k in _KINDS.items() if isinstance(builder, cls)), None)
-        if kind is None:
+        """The store's builder builds its stack (byte store, changelogging, cache, typed view)
+        from what the task gives it."""
+        if not isinstance(builder, StoreBuilder):
             raise StreamsError(
                 f"store {builder.name!r}: unsupported store builder {type(builder).__name__}; build it with "
-                f"Stores.key_value_store_builder / session_store_builder / versioned_key_value_store_builder"
+                f"Stores.key_value_store_builder / session_store_builder / versioned_key_value_store_builder "
+                f"(or the StoreBuilder of another store kind)"
             )
         config = self._config
         what = f"store {builder.name!r}"
         key_serde = resolve_serde(builder.key_serde, config.default_key_serde, f"key serde of {what}")
         value_serde = resolve_serde(builder.value_serde, config.default_value_serde, f"value serde of {what}")
         persistent = self._is_persistent(builder)
-        path = os.path.join(self.task_dir, builder.name)
         if persistent:
             os.makedirs(self.task_dir, exist_ok=True)
-        serdes = {"key_serde": key_serde, "value_serde": value_serde}
-        # exactly-once: writes wait in a buffer until the transaction commits (transaction_buffer.py)
-        transactional = self._transactional_stores
-        raw: Any
-        if isinstance(builder, SessionStoreBuilder):
-            if persistent:
-                raw = RocksDBSessionStore(
-                    path, builder.retention_ms, name=builder.name, transactional=transactional, **serdes,
-                    inactivity_gap=builder.inactivity_gap_ms, grace_period=builder.grace_period_ms,
-                    time_index=builder.time_index,
-                )
-            else:
-                raw = InMemorySessionStore(builder.retention_ms, builder.name, **serdes)
-        elif isinstance(builder, VersionedKeyValueStoreBuilder):
-            if persistent:
-                raw = RocksDBVersionedKeyValueStore(
-                    path, builder.history_retention_ms, segment_interval=builder.segment_interval_ms,
-                    name=builder.name, transactional=transactional, **serdes,
-                )
-            else:
-                raw = InMemoryVersionedKeyValueStore(
-                    builder.history_retention_ms, builder.name, segment_interval=builder.segment_interval_ms,
-                    **serdes,
-                )
-        else:
-            raw = RocksDBKeyValueStore(path, name=builder.name, transactional=transactional, **serdes) \
-                if persistent else \
-                InMemoryKeyValueStore(builder.name, **serdes)
-
         changelog = None
-        logged: Any = raw
         if builder.logging_enabled:
-            changelog = TopicPartition(
-                changelog_topic_name(config.application_id, builder.name), self.task_id.partition
-            )
-            writer = _CollectorChangelogWriter(self._collector, changelog)
-            timestamp_fn = self._current_timestamp
-            if kind == "key_value":
-                logged = ChangeloggingKeyValueStore(raw, writer, timestamp_fn)
-            elif kind == "session":
-                logged = ChangeloggingSessionStore(raw, writer, timestamp_fn)
-            else:  # versioned records carry the version timestamp
-                logged = ChangeloggingVersionedKeyValueStore(raw, writer)
-        cache = None
-        if kind == "session" and builder.caching_enabled and config.statestore_cache_max_bytes > 0:
-            cache = CachingSessionStore(logged, config.statestore_cache_max_bytes // config.num_stream_threads,
-                                        record_timestamp=self._current_timestamp,
-                                        set_record_timestamp=self._set_timestamp_override)
-            logged = cache
-        typed_cls = {"key_value": TypedKeyValueStore, "session": TypedSessionStore,
-                     "versioned": TypedVersionedKeyValueStore}[kind]
-        return StoreEntry(builder.name, kind, builder, raw, typed_cls(logged, key_serde, value_serde),
-                          persistent, changelog, cache)
+            changelog = TopicPartition(changelog_topic_name(config.application_id, builder.name),
+                                       self.task_id.partition)
+        cache_bytes = config.statestore_cache_max_bytes
+        built = builder.build(StoreContext(
+            path=os.path.join(self.task_dir, builder.name),
+            persistent=persistent,
+            # exactly-once: writes wait in a buffer until the transaction commits (common/transaction_buffer.py)
+            transactional=self._transactional_stores,
+            key_serde=key_serde,
+            value_serde=value_serde,
+            changelog=None if changelog is None else _CollectorChangelogWriter(self._collector, changelog),
+            record_timestamp=self._current_timestamp,
+            set_record_timestamp=self._set_timestamp_override,
+            cache_max_bytes=cache_bytes // config.num_stream_threads if cache_bytes > 0 else None,
+        ))
+        return StoreEntry(builder.name, builder, built.raw, built.typed, persistent, changelog, built.cache)
 
     def _is_persistent(self, builder: StoreBuilder) -> bool:
         return is_persistent_store(builder, self._config, self._store_type)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_stateful_provider.streams.errors import StreamsError, TransactionFailedError
+from airflow_stateful_provider.streams.kafka.producer_abort import abort_transaction_within, discard_unsent_records
 
 __all__ = ["EOS_TRANSACTION_TIMEOUT_MS", "StreamsProducer", "TransactionFailedError", "is_fencing_error",
            "is_record_error"]
@@ -189,7 +190,8 @@ class StreamsProducer:
         if cause is not None:
             log.warning("%s: aborting the transaction after %r", self.transactional_id, cause)
         try:
-            if self._abort_within(self._producer.config.get("transaction_timeout_ms", EOS_TRANSACTION_TIMEOUT_MS)):
+            timeout_ms = self._producer.config.get("transaction_timeout_ms", EOS_TRANSACTION_TIMEOUT_MS)
+            if abort_transaction_within(self._producer, timeout_ms):
                 return
             log.info("%s: the abort did not complete within the transaction timeout (records still waiting for "
                      "their partitions); replacing the producer", self.transactional_id)
@@ -197,16 +199,6 @@ class StreamsProducer:
             log.info("%s: abort refused (%r); replacing the producer", self.transactional_id, exc)
         _close_quietly(self._producer)
         self._producer = self._new_producer()
-
-    def _abort_within(self, timeout_ms: int) -> bool:
-        """kafka-python's abort_transaction() waits, without a bound, until every record of
-        the transaction was acknowledged or expired (2 minutes for records of a deleted
-        topic); this waits at most ``timeout_ms``. False when it did not complete: past the
-        transaction timeout the coordinator aborts the transaction itself, and the new
-        producer that replaces this one fences it."""
-        result = self._producer._transaction_manager.begin_abort()
-        self._producer._sender.wakeup()
-        return bool(result.wait(timeout_ms=timeout_ms))
 
     def close(self, timeout: float = 10) -> None:
         """Close the producer; an open transaction is aborted first (a clean close commits
@@ -246,13 +238,8 @@ def is_record_error(exc: BaseException) -> bool:
 
 def _close_quietly(producer: Any) -> None:
     """Close a producer being discarded: its transaction failed or it never initialized, so
-    nothing it still holds is worth sending. kafka-python's close() flushes first, and when
-    records cannot be sent (those of a transaction lost to an epoch bump) it raises before
-    stopping the producer's thread, which then keeps them until their delivery timeout:
-    drop them first (the sender's force_close)."""
-    sender = getattr(producer, "_sender", None)
-    if sender is not None:
-        sender.force_close()
+    nothing it still holds is worth sending (dropped first: close() would wait for it)."""
+    discard_unsent_records(producer)
     try:
         producer.close(timeout=5)
     except Exception:  # noqa: BLE001 - replacing a broken producer

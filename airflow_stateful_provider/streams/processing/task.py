@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import IllegalStateError, ProcessingError, StreamsError
 from airflow_stateful_provider.streams.processing.deserialization import deserialization_handler_from_config
@@ -53,16 +54,16 @@ from airflow_stateful_provider.streams.processing.processor_node import (
 from airflow_stateful_provider.streams.processing.punctuation import PunctuationQueue, PunctuationSchedule
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.record_intake import record_deserializer
-from airflow_stateful_provider.streams.processing.timestamp_extractors import extractor_from_config
 from airflow_stateful_provider.streams.processing.records import (
     OffsetAndMetadata,
-    TopicPartition,
     decode_commit_metadata,
     encode_commit_metadata,
 )
+from airflow_stateful_provider.streams.processing.timestamp_extractors import extractor_from_config
 from airflow_stateful_provider.streams.processor import Cancellable, PunctuationType, Punctuator, Record
 from airflow_stateful_provider.streams.serdes import resolve_serde
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.nodes import ProcessorNodeSpec, SinkNodeSpec, SourceNodeSpec
 from airflow_stateful_provider.streams.topology.topology import Topology
 
@@ -102,10 +103,6 @@ class _NoStores:
         pass
 
 
-def _system_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class StreamTask:
     """An active task: buffers its partitions' records, runs them through its
     subtopology one at a time in timestamp order, fires punctuations, and exposes
@@ -120,7 +117,7 @@ class StreamTask:
         record_collector: RecordCollector,
         stores: TaskStores | None = None,
         partitions: Iterable[TopicPartition] | None = None,
-        wall_clock: Callable[[], int] = _system_clock_ms,
+        wall_clock: Callable[[], int] = wall_clock_ms,
         fetched_lag: Callable[[TopicPartition], int | None] | None = None,
         consumer_position: Callable[[TopicPartition], int | None] | None = None,
     ) -> None:
@@ -547,7 +544,7 @@ class StreamTask:
     # ------------------------------------------------------------------ internals
 
     def _write_checkpoint(self) -> None:
-        """Flush stores and producer, then checkpoint unconditionally (SEMANTICS §1: on
+        """Flush stores and producer, then checkpoint unconditionally (docs/semantics.md §1: on
         suspend and close)."""
         self.stores.flush()
         self.record_collector.flush()

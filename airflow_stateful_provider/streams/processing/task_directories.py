@@ -4,7 +4,7 @@ A task directory is ``<state_dir>/<application_id>/<task_id>/`` (StreamsConfig.t
 A directory copied from another application (or another task) would otherwise be trusted:
 its stores would count on from the other application's state, and its checkpoint, naming
 the other application's changelogs, would simply be ignored. So every task directory
-records its identity (state/task_identity.py), and:
+records its identity (state/common/task_identity.py), and:
 
 - a directory whose identity names another application or task, or logs a store to
   another changelog than this topology does, is refused with a :class:`ForeignStateError`;
@@ -28,11 +28,12 @@ from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import CorruptCheckpointError, ForeignStateError, TopologyError
-from airflow_stateful_provider.streams.state.checkpoint import CHECKPOINT_FILE_NAME, read_checkpoint
-from airflow_stateful_provider.streams.state.metadata import METADATA_FILE_NAME
-from airflow_stateful_provider.streams.state.task_identity import TaskIdentity, read_identity, write_identity
+from airflow_stateful_provider.streams.state.common.builder import StoreBuilder
+from airflow_stateful_provider.streams.state.common.checkpoint import CHECKPOINT_FILE_NAME, read_checkpoint
+from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME
+from airflow_stateful_provider.streams.state.common.task_identity import TaskIdentity, read_identity, write_identity
 from airflow_stateful_provider.streams.task_id import TaskId
-from airflow_stateful_provider.streams.topology.store_builders import StoreBuilder, changelog_topic_name
+from airflow_stateful_provider.streams.topology.store_builders import changelog_topic_name
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["check_state_directory", "claim_task_dir", "expected_identity", "is_persistent_store"]

@@ -1,4 +1,4 @@
-"""Restoration and standby updating: replaying changelog partitions into stores (SEMANTICS §2).
+"""Restoration and standby updating: replaying changelog partitions into stores (docs/semantics.md §2).
 
 One :class:`ChangelogReader` per stream thread owns the thread's *restore consumer* (a
 consumer without a group, ``auto_offset_reset="none"`` so that an out-of-range offset is
@@ -39,7 +39,6 @@ from typing import Any, Protocol
 
 from kafka import TopicPartition as KafkaTopicPartition
 
-from airflow_stateful_provider.streams.processing.records import TopicPartition
 from airflow_stateful_provider.streams.restoration.changelog_loss import (
     LostChangelog,
     Verdict,
@@ -54,6 +53,7 @@ from airflow_stateful_provider.streams.restoration.restore_source import (
 )
 from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
 from airflow_stateful_provider.streams.task_id import TaskId
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 __all__ = ["ChangelogReader", "StateRestoreListener", "StandbyUpdateListener", "SuspendReason", "TaskRole"]
 

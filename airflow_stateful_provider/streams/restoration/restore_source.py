@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_stateful_provider.streams.errors import CorruptCheckpointError
-from airflow_stateful_provider.streams.processing.records import TopicPartition
 from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
-from airflow_stateful_provider.streams.state.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
-from airflow_stateful_provider.streams.state.metadata import METADATA_FILE_NAME
+from airflow_stateful_provider.streams.state.common.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 __all__ = ["LOCAL", "SNAPSHOT", "CHANGELOG", "RestoreSource", "choose_restore_source"]
 

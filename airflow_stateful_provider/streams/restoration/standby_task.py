@@ -4,7 +4,7 @@ A standby never processes records: the thread's ChangelogReader applies the task
 changelogs to its stores continuously, so that if the task's active instance fails, or the
 task moves here, it resumes from (nearly) where the active was instead of replaying the
 whole changelog. A *warmup* is a standby the assignor placed to move the task here once it
-has caught up (SEMANTICS §3). Promoted to active, the standby hands its open stores to the
+has caught up (docs/semantics.md §3). Promoted to active, the standby hands its open stores to the
 new StreamTask.
 """
 
@@ -32,7 +32,7 @@ class StandbyTask:
         self.state = TaskState.RUNNING
 
     def checkpoint(self, *, force: bool = False) -> None:
-        """Record how far the stores are (SEMANTICS §1: every 10,000 offsets, or forced)."""
+        """Record how far the stores are (docs/semantics.md §1: every 10,000 offsets, or forced)."""
         self.stores.checkpoint({}, force=force)
 
     def release_stores(self) -> Any:

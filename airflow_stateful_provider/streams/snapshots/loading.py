@@ -24,8 +24,9 @@ from collections.abc import Mapping
 from airflow_stateful_provider.streams.errors import InvalidSnapshotError, InvalidStoreError, SnapshotError
 from airflow_stateful_provider.streams.snapshots.manifest import SnapshotManifest
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotInfo, SnapshotStorage
-from airflow_stateful_provider.streams.state.checkpoint import CHECKPOINT_FILE_NAME, TopicPartition, write_checkpoint
-from airflow_stateful_provider.streams.state.metadata import DB_DIR_NAME, read_metadata
+from airflow_stateful_provider.streams.state.common.checkpoint import CHECKPOINT_FILE_NAME, write_checkpoint
+from airflow_stateful_provider.streams.state.common.metadata import DB_DIR_NAME, read_metadata
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 __all__ = ["LoadedSnapshot", "SnapshotLoader"]
 

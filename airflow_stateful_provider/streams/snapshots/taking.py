@@ -24,10 +24,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.snapshots.manifest import SnapshotManifest, StoreSnapshot, new_snapshot_id
 from airflow_stateful_provider.streams.snapshots.retention import apply_retention
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
-from airflow_stateful_provider.streams.state.metadata import DB_DIR_NAME, METADATA_FILE_NAME
+from airflow_stateful_provider.streams.state.common.metadata import DB_DIR_NAME, METADATA_FILE_NAME
 
 __all__ = ["LOCAL_SNAPSHOT_PREFIX", "SnapshotTaker", "StoreToSnapshot"]
 
@@ -72,7 +73,7 @@ class SnapshotTaker:
 
     def __init__(self, storage: SnapshotStorage, application_id: str, processing_guarantee: str, *,
                  interval_ms: int, interval_commits: int, keep: int,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
         self.storage = storage
         self.application_id = application_id
         self.processing_guarantee = processing_guarantee
@@ -139,7 +140,7 @@ class SnapshotTaker:
                 s.store.create_checkpoint(os.path.join(store_dir, DB_DIR_NAME))
                 entries.append(StoreSnapshot(
                     name=s.name, changelog_topic=s.changelog_topic, changelog_partition=s.changelog_partition,
-                    offset=s.offset, store_type=s.store.metadata.store_type.value,
+                    offset=s.offset, store_type=s.store.metadata.store_type,
                     approximate_entries=int(s.store.stats().approximate_num_entries)))
         except Exception:  # noqa: BLE001 - a failed snapshot must never stop processing
             log.exception("task %s: could not take the local checkpoint for snapshot %s; processing goes on",

@@ -11,66 +11,40 @@ from __future__ import annotations
 import os
 
 from airflow_stateful_provider.streams.errors import InvalidStoreError
-from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
-from airflow_stateful_provider.streams.state.metadata import (
-    METADATA_FILE_NAME,
-    StoreMetadata,
-    StoreType,
-    read_metadata,
-)
-from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
-from airflow_stateful_provider.streams.state.versioned_rocksdb import RocksDBVersionedKeyValueStore
+from airflow_stateful_provider.streams.state.common.kind import store_kind, store_kinds
+from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME, read_metadata
+from airflow_stateful_provider.streams.state.common.rocks import RocksDBStore
 
-__all__ = ["PersistentStore", "find_stores", "open_store"]
-
-PersistentStore = RocksDBKeyValueStore | RocksDBSessionStore | RocksDBVersionedKeyValueStore
+__all__ = ["find_stores", "open_store"]
 
 
 def open_store(
     path: str | os.PathLike[str],
     read_only: bool = False,
     *,
-    expected_type: StoreType | str | None = None,
-) -> PersistentStore:
-    """Open the store at ``path`` as its metadata describes it.
+    expected_type: str | None = None,
+) -> RocksDBStore:
+    """Open the store at ``path`` as its metadata describes it (with the RocksDB store of the
+    kind its ``store_type`` names).
 
-    ``expected_type`` (optional) makes opening a directory of another store type an error
-    instead of a surprise. Missing or invalid metadata and unknown format versions raise
-    :class:`InvalidStoreError` before anything is created or modified.
+    ``expected_type`` (optional, a ``store_type`` such as "session") makes opening a directory
+    of another store type an error instead of a surprise. Missing or invalid metadata and
+    unknown format versions raise :class:`InvalidStoreError` before anything is created or
+    modified.
     """
     path = os.fspath(path)
     metadata = read_metadata(path)
     if expected_type is not None:
-        try:
-            wanted = StoreType(expected_type)
-        except ValueError:
-            raise InvalidStoreError(
-                f"unknown expected_type {expected_type!r}; expected one of {[t.value for t in StoreType]}"
-            ) from None
-        if metadata.store_type is not wanted:
-            raise InvalidStoreError(
-                f"{path} holds a {metadata.store_type.value!r} store, not a {wanted.value!r} store"
-            )
-    return _open(path, metadata, read_only)
-
-
-def _open(path: str, metadata: StoreMetadata, read_only: bool) -> PersistentStore:
-    common = {
-        "name": metadata.name,
-        "key_serde": metadata.key_serde,
-        "value_serde": metadata.value_serde,
-        "read_only": read_only,
-    }
-    if metadata.store_type is StoreType.KEY_VALUE:
-        return RocksDBKeyValueStore(path, **common)  # type: ignore[arg-type]
-    if metadata.store_type is StoreType.SESSION:
-        return RocksDBSessionStore(path, metadata.retention_ms, **common)  # type: ignore[arg-type]
-    return RocksDBVersionedKeyValueStore(
-        path,
-        metadata.history_retention_ms,
-        segment_interval=metadata.segment_interval_ms,
-        **common,  # type: ignore[arg-type]
-    )
+        known = [kind.store_type for kind in store_kinds()]
+        if expected_type not in known:
+            raise InvalidStoreError(f"unknown expected_type {expected_type!r}; expected one of {known}")
+        if metadata.store_type != expected_type:
+            raise InvalidStoreError(f"{path} holds a {metadata.store_type!r} store, not a {expected_type!r} store")
+    store_class = store_kind(metadata.store_type).persistent_store
+    if store_class is None:
+        raise InvalidStoreError(f"{path}: {metadata.store_type!r} stores are never persistent, yet it holds one")
+    return store_class(path, name=metadata.name, key_serde=metadata.key_serde,  # type: ignore[call-arg]
+                       value_serde=metadata.value_serde, read_only=read_only)
 
 
 def find_stores(state_dir: str | os.PathLike[str]) -> list[str]:

@@ -1,34 +1,40 @@
 """What an instance reports about itself: its status document, read from a running
-``KafkaStreams`` and its threads, with a restore rate per changelog partition."""
+``KafkaStreams`` and its threads, with a restore rate per changelog partition.
+
+The instance is read through the views of status/instance_view.py: this package sits below
+the runtime and does not import it."""
 
 from __future__ import annotations
 
 import collections
-import contextlib
+import enum
 import logging
 import os
 import socket
-import time
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.durations import duration_arg_ms
 from airflow_stateful_provider.streams.status.document import (
-    AT_LEAST_ONCE,
     STATE_LOST,
     TASK_STATES,
     document_format_version,
+)
+from airflow_stateful_provider.streams.status.instance_view import (
+    ActiveTaskView,
+    ChangelogProgressView,
+    InstanceConfigView,
+    InstanceView,
+    RestoreSourceView,
+    StreamThreadView,
 )
 from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["RestoreRateTracker", "status_document_from_instance"]
 
 log = logging.getLogger(__name__)
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class RestoreRateTracker:
@@ -62,51 +68,42 @@ class RestoreRateTracker:
                 del self._samples[key]
 
 
-def _task_state(obj: Any) -> str | None:
-    state = getattr(obj, "state", None)
-    if state is None:
-        return "running"
-    name = str(getattr(state, "value", state)).lower()
+def _task_state(task_id: TaskId, state: enum.Enum) -> str | None:
+    """The document's state of a task in ``state``, or None to leave the task out (closed)."""
+    name = str(state.value).lower()
     if name == "closed":
         return None
     if name not in TASK_STATES:
-        log.warning("task %s reports state %r, which the status document cannot express; left out",
-                    getattr(obj, "id", "?"), name)
+        log.warning("task %s reports state %r, which the status document cannot express; left out", task_id, name)
         return None
     return name
 
 
-def _changelog_entry(entry: Any, task_id: str, now_ms: int, tracker: RestoreRateTracker | None,
-                     observed: set) -> dict[str, Any]:
-    partition = entry.partition
-    topic, number = partition[0], partition[1]
-    current = getattr(entry, "position", None)
-    if current is None:
-        current = entry.current_offset
+def _changelog_entry(entry: ChangelogProgressView, task_id: str, now_ms: int, tracker: RestoreRateTracker | None,
+                     observed: set[tuple[str, str, int]]) -> dict[str, Any]:
+    topic, number = entry.partition[0], entry.partition[1]
     key = (task_id, topic, number)
     observed.add(key)
-    rate = tracker.observe(key, current, now_ms) if tracker is not None else 0.0
-    return {"topic": topic, "partition": number,
-            "store": getattr(entry, "store_name", None) or getattr(entry, "store"),
-            "start_offset": entry.start_offset, "current_offset": current,
-            "end_offset": getattr(entry, "end_offset", None), "restore_rate": max(0.0, rate)}
+    rate = tracker.observe(key, entry.position, now_ms) if tracker is not None else 0.0
+    return {"topic": topic, "partition": number, "store": entry.store_name, "start_offset": entry.start_offset,
+            "current_offset": entry.position, "end_offset": entry.end_offset, "restore_rate": max(0.0, rate)}
 
 
-def _restore_entry(source: Any) -> dict[str, Any]:
+def _restore_entry(source: RestoreSourceView | None) -> dict[str, Any]:
     """``{"restore": ...}`` for a task whose restore source is known (optional field)."""
     if source is None:
         return {}
     return {"restore": source.as_dict()}
 
 
-def _dropped_entry(task: Any) -> dict[str, Any]:
+def _dropped_entry(task: ActiveTaskView) -> dict[str, Any]:
     """``{"dropped_records": {reason: count}}`` for a task that skipped records (optional field)."""
-    dropped = getattr(getattr(task, "metrics", None), "dropped_records", None)
+    dropped = task.metrics.dropped_records
     return {"dropped_records": dict(dropped)} if dropped else {}
 
 
-def _generation(thread: Any) -> int | None:
-    consumer = getattr(thread, "consumer", None)
+def _generation(thread: StreamThreadView) -> int | None:
+    consumer = thread.consumer
     if consumer is None:
         return None
     try:
@@ -116,23 +113,24 @@ def _generation(thread: Any) -> int | None:
     return generation if isinstance(generation, int) and generation >= 0 else None
 
 
-def _thread_tasks(thread: Any, now_ms: int, tracker: RestoreRateTracker | None, observed: set) -> list[dict[str, Any]]:
+def _thread_tasks(thread: StreamThreadView, now_ms: int, tracker: RestoreRateTracker | None,
+                  observed: set[tuple[str, str, int]]) -> list[dict[str, Any]]:
     """The task entries of one stream thread (call with its ``tasks_lock`` held)."""
-    reader = getattr(thread, "changelog_reader", None)
-    by_task: dict[str, list[Any]] = {}
+    reader = thread.changelog_reader
+    by_task: dict[str, list[ChangelogProgressView]] = {}
     for entry in (reader.progress() if reader is not None else []):
         by_task.setdefault(str(entry.task_id), []).append(entry)
     # dict() copies in one step: the stream thread records sources outside tasks_lock
-    sources = {str(t): s for t, s in dict(getattr(reader, "restore_sources", None) or {}).items()}
+    sources = {str(t): s for t, s in dict(reader.restore_sources).items()} if reader is not None else {}
     # Tasks refused because their changelog lost their stores' state: reported even after the
     # thread died of it (the instance's last document says why it stopped).
-    lost = dict(getattr(reader, "lost_tasks", None) or {})
+    lost = dict(reader.lost_tasks) if reader is not None else {}
     tasks: list[dict[str, Any]] = [
         {"task_id": str(task_id), "role": entries[0].role, "state": STATE_LOST, "changelogs": [],
          "lost_changelogs": [entry.to_dict() for entry in entries]}
-        for task_id, entries in sorted(lost.items(), key=lambda item: _sort_key(item[0]))]
-    for task_id, task in sorted(thread.tasks.items(), key=lambda item: _sort_key(item[0])):
-        state = _task_state(task)
+        for task_id, entries in sorted(lost.items())]
+    for task_id, task in sorted(thread.tasks.items()):
+        state = _task_state(task_id, task.state)
         if state is None or task_id in lost:
             continue
         key = str(task_id)
@@ -140,25 +138,20 @@ def _thread_tasks(thread: Any, now_ms: int, tracker: RestoreRateTracker | None, 
                       "changelogs": [_changelog_entry(e, key, now_ms, tracker, observed)
                                      for e in by_task.get(key, [])], **_restore_entry(sources.get(key)),
                       **_dropped_entry(task)})
-    warmup_ids = {str(t) for t in (getattr(thread, "warmup_tasks", None) or ())}
-    standby_map = getattr(thread, "standby_tasks", None) or {}
-    for task_id, standby in sorted(standby_map.items(), key=lambda item: _sort_key(item[0])):
-        state = _task_state(standby)
+    for task_id, standby in sorted(thread.standby_tasks.items()):
+        state = _task_state(task_id, standby.state)
         if state is None or task_id in lost:
             continue
-        key = str(getattr(standby, "id", task_id))
-        warmup = bool(getattr(standby, "warmup", False) or getattr(standby, "is_warmup", False)
-                      or key in warmup_ids)
-        own_progress = getattr(standby, "changelog_progress", None)
-        entries = list(own_progress()) if callable(own_progress) else by_task.get(key, [])
-        tasks.append({"task_id": key, "role": "warmup" if warmup else "standby", "state": state,
-                      "changelogs": [_changelog_entry(e, key, now_ms, tracker, observed) for e in entries],
+        key = str(standby.id)
+        tasks.append({"task_id": key, "role": "warmup" if standby.warmup else "standby", "state": state,
+                      "changelogs": [_changelog_entry(e, key, now_ms, tracker, observed)
+                                     for e in by_task.get(key, [])],
                       **_restore_entry(sources.get(key))})
     return tasks
 
 
 def status_document_from_instance(
-    streams: Any,
+    streams: InstanceView,
     instance_id: str,
     epoch: int,
     *,
@@ -167,45 +160,33 @@ def status_document_from_instance(
     host: str | None = None,
     pid: int | None = None,
 ) -> dict[str, Any]:
-    """The status document of a running ``KafkaStreams`` instance, read from its public
-    attributes only (safe from another thread: each thread's tasks are copied under its
-    ``tasks_lock``).
-
-    Reads ``streams.state``, ``.config.application_id``, ``.process_id``, ``.threads``;
-    per thread ``.tasks`` (StreamTask: ``.id``, ``.state``), ``.changelog_reader.progress()``,
-    ``.consumer.group_metadata()`` (generation), ``.changelog_reader.lost_tasks`` (tasks whose
-    changelog lost their state: ``state_lost``), and when present ``.standby_tasks``
-    (TaskId -> standby with ``.id``, ``.state``, optional ``.warmup``/``.is_warmup`` and
-    ``.changelog_progress()``), ``.warmup_tasks`` and ``.next_probing_rebalance_ms``.
-    ``published_at`` is set to ``now_ms``; the publisher overwrites it when sending.
+    """The status document of a running ``KafkaStreams`` instance, read through the views
+    of status/instance_view.py (safe from another thread: each thread's tasks are copied
+    under its ``tasks_lock``). ``published_at`` is set to ``now_ms``; the publisher
+    overwrites it when sending.
     """
-    now = _wall_clock_ms() if now_ms is None else now_ms
-    observed: set = set()
+    now = wall_clock_ms() if now_ms is None else now_ms
+    observed: set[tuple[str, str, int]] = set()
     tasks: list[dict[str, Any]] = []
     generations: list[int] = []
     probes: list[int] = []
-    own_probe = getattr(streams, "next_probing_rebalance_ms", None)
-    if isinstance(own_probe, int):
-        probes.append(own_probe)
     for thread in list(streams.threads):
         generation = _generation(thread)
         if generation is not None:
             generations.append(generation)
-        probe = getattr(thread, "next_probing_rebalance_ms", None)
-        if isinstance(probe, int):
-            probes.append(probe)
+        if thread.next_probing_rebalance_ms is not None:
+            probes.append(thread.next_probing_rebalance_ms)
         # The thread changes its tasks and the reader's registrations under tasks_lock: copied
         # under it, a restoring task always comes with its changelog progress.
-        with getattr(thread, "tasks_lock", None) or contextlib.nullcontext():
+        with thread.tasks_lock:
             tasks += _thread_tasks(thread, now, rate_tracker, observed)
     if rate_tracker is not None:
         rate_tracker.retain(observed)
-    state = getattr(streams.state, "value", streams.state)
     return {
         "format_version": document_format_version(task["state"] for task in tasks),
         "instance_id": instance_id,
         "application_id": streams.config.application_id,
-        "state": str(state),
+        "state": str(streams.state.value),
         "epoch": epoch,
         "host": host if host is not None else socket.gethostname(),
         "pid": pid if pid is not None else os.getpid(),
@@ -219,12 +200,6 @@ def status_document_from_instance(
     }
 
 
-def _guarantee(config: Any) -> str:
-    guarantee = getattr(config, "processing_guarantee", AT_LEAST_ONCE)
-    return str(getattr(guarantee, "value", guarantee))
-
-
-def _sort_key(task_id: Any) -> tuple:
-    if isinstance(task_id, TaskId):
-        return (task_id.subtopology, task_id.partition)
-    return (10**9, str(task_id))
+def _guarantee(config: InstanceConfigView) -> str:
+    guarantee = config.processing_guarantee
+    return str(guarantee.value if isinstance(guarantee, enum.Enum) else guarantee)

@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.durations import duration_arg_ms
 from airflow_stateful_provider.streams.errors import BrokerUnreachableError, StatusFormatError
-from airflow_stateful_provider.streams.kafka_clients import connection_errors, construct_client, servers_text
+from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
 from airflow_stateful_provider.streams.status.collector import (
     RestoreRateTracker,
     status_document_from_instance,
@@ -30,6 +31,7 @@ from airflow_stateful_provider.streams.status.document import (
     control_topic_name,
     status_topic_name,
 )
+from airflow_stateful_provider.streams.status.instance_view import PublishedInstanceView
 from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
 from airflow_stateful_provider.streams.topics.topic_manager import InternalTopicManager
 
@@ -51,10 +53,6 @@ STATUS_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.ms": "3600000", "de
 CONTROL_TOPIC_CONFIG = {"cleanup.policy": "delete"}
 #: Acknowledgements a publisher keeps repeating in its documents.
 MAX_ACKNOWLEDGEMENTS = 50
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def ensure_status_topic(admin: Any, application_id: str, *, replication_factor: int = -1) -> bool:
@@ -89,7 +87,7 @@ class StatusPublisher:
         bootstrap_servers: str | Sequence[str] | None = None,
         client_configs: Mapping[str, Any] | None = None,
         status_interval_ms: int | timedelta = DEFAULT_STATUS_INTERVAL_MS,
-        clock: Callable[[], int] = _wall_clock_ms,
+        clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         if not isinstance(instance_id, str) or not instance_id:
             raise ValueError(f"instance_id must be a non-empty string, got {instance_id!r}")
@@ -116,14 +114,13 @@ class StatusPublisher:
         self.last_document: InstanceStatus | None = None
 
     @classmethod
-    def for_instance(cls, streams: Any, instance_id: str, epoch: int, *, producer: Any = None,
+    def for_instance(cls, streams: PublishedInstanceView, instance_id: str, epoch: int, *, producer: Any = None,
                      status_interval_ms: int | timedelta | None = None) -> StatusPublisher:
         """A publisher of ``status_document_from_instance(streams, ...)`` with its own rate
         tracker, using the instance's bootstrap servers and client/producer configs."""
         config = streams.config
         tracker = RestoreRateTracker()
-        interval = status_interval_ms if status_interval_ms is not None else \
-            getattr(config, "status_interval_ms", DEFAULT_STATUS_INTERVAL_MS)
+        interval = status_interval_ms if status_interval_ms is not None else config.status_interval_ms
         return cls(config.application_id, instance_id,
                    lambda: status_document_from_instance(streams, instance_id, epoch, rate_tracker=tracker),
                    producer=producer, bootstrap_servers=list(config.bootstrap_servers),

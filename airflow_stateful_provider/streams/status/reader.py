@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.durations import duration_arg_ms
 from airflow_stateful_provider.streams.errors import (
     BrokerUnreachableError,
@@ -22,7 +23,7 @@ from airflow_stateful_provider.streams.errors import (
     StatusReadTimeoutError,
     UnknownApplicationError,
 )
-from airflow_stateful_provider.streams.kafka_clients import connection_errors, construct_client, servers_text
+from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
 from airflow_stateful_provider.streams.status.application import ApplicationStatus, build_application_status
 from airflow_stateful_provider.streams.status.document import (
     DEFAULT_STALE_AFTER_MS,
@@ -47,10 +48,6 @@ DEFAULT_READ_TIMEOUT_MS = 10_000
 #: ``factory(**consumer_config_overrides) -> KafkaConsumer`` (e.g. ``KafkaStreams._new_consumer``
 #: or ``functools.partial(KafkaConsumer, bootstrap_servers=..., security_protocol=...)``).
 ConsumerFactory = Callable[..., Any]
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def open_reader_consumer(source: str | Sequence[str] | ConsumerFactory, application_id: str, timeout_ms: int,
@@ -209,5 +206,5 @@ def fetch_application_status(
                                          f"{exc}") from exc
     finally:
         consumer.close()
-    return build_application_status(documents, ends, _wall_clock_ms() if now_ms is None else now_ms, stale_after_ms,
+    return build_application_status(documents, ends, wall_clock_ms() if now_ms is None else now_ms, stale_after_ms,
                                      application_id=application_id, expected_tasks=expected_tasks)

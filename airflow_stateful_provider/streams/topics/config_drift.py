@@ -1,4 +1,4 @@
-"""Drift between the configs an application's internal topics should have (SEMANTICS §7)
+"""Drift between the configs an application's internal topics should have (docs/semantics.md §7)
 and what the brokers report.
 
 Kafka Streams sets changelog and repartition topic configs once, at creation, and never
@@ -25,8 +25,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from airflow_stateful_provider.streams.state.common.builder import CHANGELOG_ADDITIONAL_RETENTION_MS
 from airflow_stateful_provider.streams.topics.internal_topics import REPARTITION_TOPIC_CONFIG, InternalTopic
-from airflow_stateful_provider.streams.topology.store_builders import CHANGELOG_ADDITIONAL_RETENTION_MS
 
 __all__ = [
     "Drift",
@@ -115,7 +115,7 @@ def config_drift(
             want, got = topic.config[key], configs.get(key)
             if _normalized(key, want) != _normalized(key, got):
                 drifts.append(Drift(topic.name, key, want, got, True,
-                                    f"SEMANTICS §7 {topic.kind} config" + (f" of store {topic.store!r}"
+                                    f"Kafka Streams' {topic.kind} config" + (f" of store {topic.store!r}"
                                                                            if topic.store else "")))
     return drifts
 

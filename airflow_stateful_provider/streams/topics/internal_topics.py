@@ -1,4 +1,4 @@
-"""The internal topics an application needs, computed from its topology (SEMANTICS §7).
+"""The internal topics an application needs, computed from its topology (docs/semantics.md §7).
 
 The runtime creates them at start (Kafka Streams does it once, at creation; the
 maintenance operators use the same functions to detect and repair drift):
@@ -47,7 +47,7 @@ def changelog_topic_configs(
     application_id: str,
     partition_counts: Mapping[str, int] | None = None,
 ) -> dict[str, InternalTopic]:
-    """Per logged store: its changelog topic (name, partitions, SEMANTICS §7 configs).
+    """Per logged store: its changelog topic (name, partitions, docs/semantics.md §7 configs).
 
     ``partition_counts`` maps source topic names (decorated) to partition counts; without
     it the partitions are None. Example: application "app", session store "s" with gap

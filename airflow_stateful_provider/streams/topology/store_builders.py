@@ -1,9 +1,9 @@
-"""Store builders: what a topology says about a store, built once per task.
+"""``Stores``: the factory of store suppliers and builders, in the shape of Kafka Streams'.
 
-Mirrors Kafka Streams' ``Stores`` factory: a *supplier* names the store and picks
-its implementation (persistent RocksDB or in-memory) and time parameters; a
-*builder* adds serdes and changelog settings and is what
-``Topology.add_state_store`` takes::
+A *supplier* names the store and picks its implementation (persistent RocksDB or
+in-memory) and time parameters; a *builder* adds serdes and changelog settings and is
+what ``Topology.add_state_store`` takes. Both belong to the store's kind
+(``state/<kind>/builder.py``), whose builder also builds the store for each task::
 
     builder = Stores.key_value_store_builder(
         Stores.persistent_key_value_store("counts"), Serdes.string(), Serdes.int64())
@@ -11,189 +11,29 @@ its implementation (persistent RocksDB or in-memory) and time parameters; a
 
 Serdes left as None are the application's defaults. Logging (a changelog topic
 ``<application_id>-<store>-changelog``) is on unless disabled; the topic configs
-follow SEMANTICS §7 (:meth:`StoreBuilder.changelog_config`).
+follow docs/semantics.md §7 (:meth:`StoreBuilder.changelog_config`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from airflow_stateful_provider.streams.durations import duration_ms
-from airflow_stateful_provider.streams.errors import ConfigError, TopologyError
-from airflow_stateful_provider.streams.state.metadata import StoreType
+from airflow_stateful_provider.streams.errors import TopologyError
+from airflow_stateful_provider.streams.state.keyvalue.builder import KeyValueBytesStoreSupplier, KeyValueStoreBuilder
+from airflow_stateful_provider.streams.state.session.builder import SessionBytesStoreSupplier, SessionStoreBuilder
+from airflow_stateful_provider.streams.state.versioned.builder import (
+    VersionedBytesStoreSupplier,
+    VersionedKeyValueStoreBuilder,
+)
 
-__all__ = [
-    "KeyValueBytesStoreSupplier",
-    "KeyValueStoreBuilder",
-    "SessionBytesStoreSupplier",
-    "SessionStoreBuilder",
-    "StoreBuilder",
-    "Stores",
-    "VersionedBytesStoreSupplier",
-    "VersionedKeyValueStoreBuilder",
-    "changelog_topic_name",
-]
-
-#: Added to a windowed/versioned store's retention for its changelog (Kafka's default
-#: ``windowstore.changelog.additional.retention.ms``).
-CHANGELOG_ADDITIONAL_RETENTION_MS = 86_400_000
+__all__ = ["Stores", "changelog_topic_name"]
 
 
 def changelog_topic_name(application_id: str, store_name: str) -> str:
-    """``<application_id>-<store>-changelog`` (SEMANTICS §7)."""
+    """``<application_id>-<store>-changelog`` (docs/semantics.md §7)."""
     return f"{application_id}-{store_name}-changelog"
-
-
-def _check_store_name(name: Any) -> str:
-    if not isinstance(name, str) or not name or any(c.isspace() for c in name) or "/" in name:
-        raise TopologyError(f"store name must be a non-empty string without spaces or '/', got {name!r}")
-    return name
-
-
-# ---------------------------------------------------------------------- suppliers
-
-
-@dataclasses.dataclass(frozen=True)
-class KeyValueBytesStoreSupplier:
-    name: str
-    persistent: bool = True
-
-    def __post_init__(self) -> None:
-        _check_store_name(self.name)
-
-
-@dataclasses.dataclass(frozen=True)
-class SessionBytesStoreSupplier:
-    name: str
-    retention_ms: int
-    persistent: bool = True
-
-    def __post_init__(self) -> None:
-        _check_store_name(self.name)
-        if self.retention_ms <= 0:
-            raise ConfigError(f"session store {self.name!r} retention must be > 0 ms, got {self.retention_ms}")
-
-
-@dataclasses.dataclass(frozen=True)
-class VersionedBytesStoreSupplier:
-    name: str
-    history_retention_ms: int
-    segment_interval_ms: int | None = None
-    persistent: bool = True
-
-    def __post_init__(self) -> None:
-        _check_store_name(self.name)
-        if self.history_retention_ms < 0:
-            raise ConfigError(
-                f"versioned store {self.name!r} history retention must be >= 0 ms, got {self.history_retention_ms}"
-            )
-        if self.segment_interval_ms is not None and self.segment_interval_ms < 1:
-            raise ConfigError(
-                f"versioned store {self.name!r} segment interval must be >= 1 ms, got {self.segment_interval_ms}"
-            )
-
-
-# ---------------------------------------------------------------------- builders
-
-
-@dataclasses.dataclass
-class StoreBuilder:
-    """Common part of the three builders. ``store_type`` says which store it builds."""
-
-    name: str
-    key_serde: Any = None
-    value_serde: Any = None
-    persistent: bool = True
-    logging_enabled: bool = True
-    log_config: dict[str, str] = dataclasses.field(default_factory=dict)
-    #: Write-back record cache (state/caching.py); honoured by session stores.
-    caching_enabled: bool = False
-
-    store_type = StoreType.KEY_VALUE  # overridden per subclass (class attribute, not a field)
-
-    def with_logging_enabled(self, config: Mapping[str, str] | None = None) -> StoreBuilder:
-        """Keep a changelog; ``config`` adds or overrides changelog topic configs."""
-        self.logging_enabled = True
-        self.log_config = {str(k): str(v) for k, v in (config or {}).items()}
-        return self
-
-    def with_caching_enabled(self) -> StoreBuilder:
-        """Collapse updates of the same key between commits (see state/caching.py)."""
-        self.caching_enabled = True
-        return self
-
-    def with_caching_disabled(self) -> StoreBuilder:
-        self.caching_enabled = False
-        return self
-
-    def with_logging_disabled(self) -> StoreBuilder:
-        """No changelog: the store is lost with its task directory (no restoration)."""
-        self.logging_enabled = False
-        self.log_config = {}
-        return self
-
-    def _base_changelog_config(self) -> dict[str, str]:
-        raise NotImplementedError
-
-    def changelog_config(self) -> dict[str, str]:
-        """Topic configs of this store's changelog (SEMANTICS §7), user overrides last."""
-        config = {"message.timestamp.type": "CreateTime", **self._base_changelog_config()}
-        config.update(self.log_config)
-        return config
-
-    def metadata_kwargs(self) -> dict[str, Any]:
-        """Time parameters for reports and tools (retention and such)."""
-        return {}
-
-
-@dataclasses.dataclass
-class KeyValueStoreBuilder(StoreBuilder):
-    store_type = StoreType.KEY_VALUE
-
-    def _base_changelog_config(self) -> dict[str, str]:
-        return {"cleanup.policy": "compact"}
-
-
-@dataclasses.dataclass
-class SessionStoreBuilder(StoreBuilder):
-    retention_ms: int = 0
-    inactivity_gap_ms: int | None = None
-    grace_period_ms: int | None = None
-    #: keep sessions indexed by end too (state/session_index.py): set for the stores of
-    #: emit-on-window-close aggregations, as Kafka gives them its time-ordered session store
-    time_index: bool = False
-
-    store_type = StoreType.SESSION
-
-    def _base_changelog_config(self) -> dict[str, str]:
-        return {
-            "cleanup.policy": "compact,delete",
-            "retention.ms": str(self.retention_ms + CHANGELOG_ADDITIONAL_RETENTION_MS),
-        }
-
-    def metadata_kwargs(self) -> dict[str, Any]:
-        return {"retention_ms": self.retention_ms}
-
-
-@dataclasses.dataclass
-class VersionedKeyValueStoreBuilder(StoreBuilder):
-    history_retention_ms: int = 0
-    segment_interval_ms: int | None = None
-
-    store_type = StoreType.VERSIONED
-
-    def _base_changelog_config(self) -> dict[str, str]:
-        return {
-            "cleanup.policy": "compact",
-            "min.compaction.lag.ms": str(self.history_retention_ms + CHANGELOG_ADDITIONAL_RETENTION_MS),
-        }
-
-    def metadata_kwargs(self) -> dict[str, Any]:
-        return {"history_retention_ms": self.history_retention_ms}
 
 
 class Stores:
@@ -265,11 +105,6 @@ class Stores:
             history_retention_ms=supplier.history_retention_ms,
             segment_interval_ms=supplier.segment_interval_ms,
         )
-
-
-def store_directory(task_dir: str, store_name: str) -> str:
-    """Where a persistent store of a task lives: ``<task dir>/<store name>``."""
-    return os.path.join(task_dir, store_name)
 
 
 def _versioned_supplier(name: str, history_retention: int | timedelta, segment_interval: int | timedelta | None,

@@ -66,8 +66,40 @@ def test_sasl_ssl_with_ca_file_and_ui_prefixed_extras():
     ({"host": "a:1", "extra": {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN"}, "login": "u"},
      "missing ['password']"),
     ({"host": "a:1", "password": SECRET}, "sets ['password'] but security_protocol is PLAINTEXT"),
-    ({"host": "a:1", "extra": {"ssl_cafile": "/ca.pem"}}, "ssl_cafile '/ca.pem' but security_protocol is PLAINTEXT"),
+    ({"host": "a:1", "extra": {"ssl_cafile": "/ca.pem"}}, "sets ['ssl_cafile'] but security_protocol is PLAINTEXT"),
     ({"host": "a:1", "extra": {"security_protcol": "SSL"}}, "unknown extra field(s) ['security_protcol']"),
+    # mutual TLS
+    ({"host": "a:1", "extra": {"security_protocol": "SSL", "ssl_keyfile": "/k.pem"}},
+     "ssl_keyfile needs ssl_certfile"),
+    ({"host": "a:1", "extra": {"security_protocol": "SSL", "ssl_password": SECRET}},
+     "ssl_password is the password of the client key: it needs ssl_certfile"),
+    ({"host": "a:1", "extra": {"security_protocol": "SSL", "ssl_check_hostname": "sometimes"}},
+     "ssl_check_hostname must be true or false, got 'sometimes'"),
+    ({"host": "a:1", "extra": {"security_protocol": "SSL", "ssl_certfile": 5}}, "ssl_certfile must be a file path"),
+    # OAUTHBEARER
+    ({"host": "a:1", "extra": {"security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER"}},
+     "needs exactly one of a token in password or a token provider in extra sasl_oauth_token_provider"),
+    ({"host": "a:1", "password": SECRET, "extra": {"security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER",
+                                                   "sasl_oauth_token_provider": "tokens:get"}}, "got both"),
+    ({"host": "a:1", "login": "u", "password": SECRET,
+      "extra": {"security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER"}},
+     "['login'] cannot be used with sasl_mechanism OAUTHBEARER"),
+    ({"host": "a:1", "extra": {"security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER",
+                               "sasl_oauth_token_provider": "no-colon"}}, "must be 'package.module:attribute'"),
+    ({"host": "a:1", "login": "u", "password": SECRET,
+      "extra": {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "sasl_oauth_token_provider": "t:p"}},
+     "['sasl_oauth_token_provider'] cannot be used with sasl_mechanism PLAIN"),
+    # GSSAPI and AWS MSK IAM take no credentials from the connection
+    ({"host": "a:1", "login": "u", "password": SECRET,
+      "extra": {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI"}},
+     "['login', 'password'] cannot be used with sasl_mechanism GSSAPI: Kerberos credentials come from"),
+    ({"host": "a:1", "extra": {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256",
+                               "sasl_kerberos_service_name": "kafka"}, "login": "u", "password": SECRET},
+     "['sasl_kerberos_service_name'] cannot be used with sasl_mechanism SCRAM-SHA-256"),
+    ({"host": "a:1", "extra": {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "AWS_MSK_IAM"}},
+     "AWS_MSK_IAM needs security_protocol SASL_SSL, got SASL_PLAINTEXT"),
+    ({"host": "a:1", "password": SECRET, "extra": {"security_protocol": "SASL_SSL", "sasl_mechanism": "AWS_MSK_IAM"}},
+     "the AWS credentials come from the default chain"),
 ])
 def test_bad_connections_are_named_precisely_without_the_password(kwargs, expected):
     with pytest.raises(ValueError) as info:
@@ -75,6 +107,45 @@ def test_bad_connections_are_named_precisely_without_the_password(kwargs, expect
     assert expected in str(info.value)
     assert "'streams'" in str(info.value)
     assert SECRET not in str(info.value)
+
+
+def test_mutual_tls_settings_reach_kafka_python_with_the_key_password_hidden():
+    configs = client_configs_from_connection(conn(host="b:9093", extra={
+        "security_protocol": "SSL", "ssl_cafile": "/ca.pem", "ssl_certfile": "/client.pem",
+        "ssl_keyfile": "/client-key.pem", "ssl_password": SECRET, "ssl_check_hostname": "false"}))
+    assert configs == {"bootstrap_servers": ["b:9093"], "security_protocol": "SSL", "ssl_cafile": "/ca.pem",
+                       "ssl_certfile": "/client.pem", "ssl_keyfile": "/client-key.pem", "ssl_password": SECRET,
+                       "ssl_check_hostname": False}
+    assert SECRET not in repr(configs) and redact_client_configs(configs)["ssl_password"] == "***"
+
+
+def test_oauthbearer_takes_a_fixed_token_from_the_password_or_a_provider_path():
+    from kafka.net.sasl.oauth import AbstractTokenProvider, SaslMechanismOAuth
+
+    fixed = client_configs_from_connection(conn(host="b:9093", password=SECRET, extra={
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER"}))
+    provider = fixed["sasl_oauth_token_provider"]
+    assert isinstance(provider, AbstractTokenProvider) and provider.token() == SECRET
+    assert SECRET not in repr(fixed)
+    assert SECRET.encode() in SaslMechanismOAuth(**fixed).auth_bytes()  # what kafka-python sends
+    by_path = client_configs_from_connection(conn(host="b:9093", extra={
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER",
+        "sasl_oauth_token_provider": "tests.unit.airflow.test_hook:token_for_tests"}))
+    assert by_path["sasl_oauth_token_provider"].token() == "token-from-a-function"
+
+
+def token_for_tests() -> str:
+    return "token-from-a-function"
+
+
+def test_gssapi_and_msk_iam_name_no_credentials():
+    assert client_configs_from_connection(conn(host="b:9093", extra={
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI", "sasl_kerberos_domain_name": "example.com"})) == {
+        "bootstrap_servers": ["b:9093"], "security_protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI",
+        "sasl_kerberos_service_name": "kafka", "sasl_kerberos_domain_name": "example.com"}
+    assert client_configs_from_connection(conn(host="b:9098", extra={
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "AWS_MSK_IAM"})) == {
+        "bootstrap_servers": ["b:9098"], "security_protocol": "SASL_SSL", "sasl_mechanism": "AWS_MSK_IAM"}
 
 
 def test_redaction_hides_only_secrets():

@@ -26,12 +26,12 @@ from airflow_stateful_provider.streams.dsl.materialized import Materialized
 from airflow_stateful_provider.streams.dsl.parameters import Consumed
 from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
 from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
-from airflow_stateful_provider.streams.state.session_key import SessionKey
+from airflow_stateful_provider.streams.state.session.key import SessionKey
 from airflow_stateful_provider.streams.state.store_dir import open_store
-from airflow_stateful_provider.streams.state.versioned_rocksdb import RocksDBVersionedKeyValueStore
+from airflow_stateful_provider.streams.state.versioned.rocksdb import RocksDBVersionedKeyValueStore
 from airflow_stateful_provider.streams.status.document import CommandAcknowledgement
 from airflow_stateful_provider.streams.windows import SessionWindows
-from tests.unit.airflow.status_documents import APP, NOW_MS, document, snapshot, task
+from tests.unit.streams.status.status_documents import APP, NOW_MS, document, snapshot, task
 
 HOUR = 3_600_000
 

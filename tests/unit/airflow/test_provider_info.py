@@ -15,13 +15,13 @@ from airflow.triggers.base import BaseTrigger
 
 import airflow_stateful_provider
 from airflow_stateful_provider.get_provider_info import get_provider_info
-from airflow_stateful_provider.hooks.stateful_streams import (
+from airflow_stateful_provider.hooks.kafka_connection import (
     EXTRA_KEYS,
     SASL_MECHANISMS,
     SECURITY_PROTOCOLS,
-    StatefulStreamsHook,
     client_configs_from_connection,
 )
+from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
 from airflow_stateful_provider.version_compat import MIN_AIRFLOW_VERSION, require_airflow
 
 SECTIONS = {"hooks": BaseHook, "sensors": BaseSensorOperator, "triggers": BaseTrigger, "operators": BaseOperator}
@@ -70,12 +70,13 @@ def test_connection_type_names_the_hook():
 def test_form_fields_are_exactly_what_the_hook_reads():
     (conn_type,) = get_provider_info()["connection-types"]
     fields = conn_type["conn-fields"]
-    assert set(fields) == {"security_protocol", "sasl_mechanism", "ssl_cafile"} <= set(EXTRA_KEYS)
+    assert set(fields) == set(EXTRA_KEYS) - {"bootstrap_servers"}  # the host field holds the servers
     assert fields["security_protocol"]["schema"]["enum"] == list(SECURITY_PROTOCOLS)
     assert [m for m in fields["sasl_mechanism"]["schema"]["enum"] if m] == list(SASL_MECHANISMS)
     behaviour = conn_type["ui-field-behaviour"]
     assert behaviour["relabeling"] == {"host": "Bootstrap servers", "login": "SASL username",
-                                       "password": "SASL password"}
+                                       "password": "SASL password or OAuth token"}
+    assert fields["ssl_password"]["schema"]["format"] == "password"  # masked in the form
     assert "password" not in behaviour["hidden-fields"] and "host" not in behaviour["hidden-fields"]
     # What the form saves (UI-prefixed extras, host, login, password) is a valid connection.
     form = Connection(conn_id="ui", conn_type="stateful_streams", host="b1:9093,b2:9093", login="u", password="p",
@@ -90,9 +91,10 @@ def test_providers_manager_reads_the_declarative_form_and_the_password_is_a_mask
 
     manager = ProvidersManager()
     widgets = {k: v for k, v in manager.connection_form_widgets.items() if k.startswith("extra__stateful_streams__")}
-    assert {w.field_name for w in widgets.values()} == {"security_protocol", "sasl_mechanism", "ssl_cafile"}
+    assert {w.field_name for w in widgets.values()} == set(EXTRA_KEYS) - {"bootstrap_servers"}
+    assert {w.field_name for w in widgets.values() if w.is_sensitive} == {"ssl_password"}
     behaviour = manager.field_behaviours["stateful_streams"]
-    assert behaviour["relabeling"]["password"] == "SASL password"
+    assert behaviour["relabeling"]["password"] == "SASL password or OAuth token"
     assert "password" not in behaviour["hidden_fields"]  # Airflow's own password field: always masked
 
 
@@ -100,12 +102,12 @@ def test_provider_info_versions_match_the_package():
     assert get_provider_info()["versions"] == [airflow_stateful_provider.__version__]
 
 
-@pytest.mark.parametrize("version", ["3.0.0", "3.0.0rc1", "3.3.2", "4.0.0.dev0"])
+@pytest.mark.parametrize("version", ["3.3.0", "3.3.0rc1", "3.3.2", "4.0.0.dev0"])
 def test_supported_airflow_versions_pass(version):
     require_airflow(version)
 
 
-@pytest.mark.parametrize("version", ["2.11.0", "2.10.5", "2.99.0rc1"])
+@pytest.mark.parametrize("version", ["3.2.9", "3.0.0", "2.11.0", "2.99.0rc1"])
 def test_older_airflow_is_refused_naming_both_versions(version):
     with pytest.raises(RuntimeError) as info:
         require_airflow(version)

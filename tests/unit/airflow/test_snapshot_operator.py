@@ -10,7 +10,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_stateful_provider.operators.snapshots import SnapshotRetentionOperator
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
-from tests.unit.snapshots.two_tasks import take_snapshots
+from tests.unit.streams.snapshots.two_tasks import take_snapshots
 
 
 def make_snapshots(tmp_path, per_task: int) -> str:
@@ -42,3 +42,29 @@ def test_one_streams_task_and_bad_input(tmp_path, monkeypatch):
     with pytest.raises(AirflowException, match="extra 'storage_options' must be a JSON object, got int"):
         SnapshotRetentionOperator(task_id="t", application_id="app", snapshot_url=url, keep=1,
                                   snapshot_conn_id="weird").execute({})
+
+
+def aws_connection(**extra):
+    from airflow.sdk import Connection
+
+    return Connection(conn_id="snapshots_s3", conn_type="aws", login="AKIAEXAMPLE", password="s3cret",
+                      extra=json.dumps(extra))
+
+
+def test_an_aws_connection_becomes_s3fs_options():
+    from airflow_stateful_provider.hooks.snapshot_storage import storage_options_from_connection
+
+    assert storage_options_from_connection(aws_connection(region_name="eu-west-1", profile_name="snapshots")) == {
+        "key": "AKIAEXAMPLE", "secret": "s3cret", "profile": "snapshots",
+        "client_kwargs": {"region_name": "eu-west-1"}}
+
+
+@pytest.mark.parametrize("extra", [{"role_arn": "arn:aws:iam::1:role/snapshots"},
+                                   {"assume_role_method": "assume_role_with_web_identity"}])
+def test_an_assumed_role_is_refused_rather_than_dropped(extra):
+    from airflow_stateful_provider.hooks.snapshot_storage import storage_options_from_connection
+
+    with pytest.raises(ValueError, match=r"connection 'snapshots_s3': \[.*\] cannot be used for snapshot storage: "
+                                         r"credentials of an assumed role expire") as info:
+        storage_options_from_connection(aws_connection(**extra))
+    assert "instance profile, IRSA" in str(info.value) and "s3cret" not in str(info.value)

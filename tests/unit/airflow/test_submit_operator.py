@@ -16,7 +16,7 @@ from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
 from airflow_stateful_provider.operators.submit import SubmitTopologyOperator
 from airflow_stateful_provider.spark.app import PASSWORD_ENV
 from airflow_stateful_provider.streams.errors import UnknownApplicationError
-from tests.unit.airflow.status_documents import NOW_MS, document, snapshot
+from tests.unit.streams.status.status_documents import NOW_MS, document, snapshot
 
 TOPOLOGY = "airflow_stateful_provider.examples.clicks_and_payments:build_topology"
 
@@ -46,6 +46,44 @@ def test_arguments_carry_the_connection_but_never_the_password(sasl_connection):
                                       "sasl_plain_username": "streams", "request_timeout_ms": 5000}
     assert "s3cret" not in " ".join(args)
     assert op.env_vars == {PASSWORD_ENV: "s3cret"}
+
+
+@pytest.mark.parametrize("oauth", ["fixed token", "provider path"])
+def test_mutual_tls_and_oauthbearer_secrets_reach_the_driver_only_through_its_environment(monkeypatch, oauth):
+    from airflow_stateful_provider.spark.app import OAUTH_TOKEN_ENV, SSL_PASSWORD_ENV, parse_config_values
+
+    provider = "tests.unit.airflow.test_submit_operator:token_for_tests"
+    monkeypatch.setenv("AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT", json.dumps({
+        "conn_type": "stateful_streams", "host": "b1:9093",
+        **({"password": "the-t0ken"} if oauth == "fixed token" else {}),
+        "extra": {"security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER", "ssl_cafile": "/etc/ca.pem",
+                  "ssl_certfile": "/etc/client.pem", "ssl_keyfile": "/etc/client-key.pem",
+                  "ssl_password": "key-pa55", **({"sasl_oauth_token_provider": provider}
+                                                 if oauth == "provider path" else {})}}))
+    op = operator()
+    op._prepare(StatefulStreamsHook())
+    arguments = " ".join(op.application_args)
+    assert "key-pa55" not in arguments and "the-t0ken" not in arguments
+    sent = json.loads(op.application_args[op.application_args.index("--config-json") + 1])
+    assert sent["client_configs"] == {
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER", "ssl_cafile": "/etc/ca.pem",
+        "ssl_certfile": "/etc/client.pem", "ssl_keyfile": "/etc/client-key.pem",
+        **({"sasl_oauth_token_provider": provider} if oauth == "provider path" else {})}
+    expected_env = {SSL_PASSWORD_ENV: "key-pa55", **({OAUTH_TOKEN_ENV: "the-t0ken"} if oauth == "fixed token" else {})}
+    assert op.env_vars == expected_env
+
+    # the driver: the environment's secrets join the config the instance jobs carry to the executors
+    for name, value in op.env_vars.items():
+        monkeypatch.setenv(name, value)
+    driver = parse_config_values(None, op.application_args[op.application_args.index("--config-json") + 1], [])
+    assert driver["client_configs"]["ssl_password"] == "key-pa55"
+    token = driver["client_configs"]["sasl_oauth_token_provider"]
+    assert (token.token() if oauth == "fixed token" else token) == (
+        "the-t0ken" if oauth == "fixed token" else provider)
+
+
+def token_for_tests() -> str:
+    return "token-from-a-function"
 
 
 def test_the_streams_config_may_name_its_own_brokers(sasl_connection):
@@ -105,7 +143,7 @@ def test_waits_until_every_instance_published_since_the_submission(monkeypatch):
     hook = FakeStatusHook(UnknownApplicationError("no status topic"), fresh("clicks-0"),
                           fresh("clicks-0", "clicks-1", published_at=NOW_MS - 100_000),  # an older run's documents
                           fresh("clicks-0", "clicks-1"))
-    status = op._wait_for_instances(hook, "clicks", NOW_MS - 5_000, None, None, None)
+    status = op._wait_for_instances(hook, "clicks", NOW_MS - 5_000, None, None)
     assert {i.instance_id for i in status.instances} == {"clicks-0", "clicks-1"}
     assert hook.answers == [fresh("clicks-0", "clicks-1")]
 
@@ -116,7 +154,7 @@ def test_a_driver_that_exits_fails_the_task_with_its_log_tail(tmp_path):
     process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(2)"])
     process.wait()
     with pytest.raises(AirflowException, match=r"(?s)exited with 2 before all instances reported in.*offers 1 task"):
-        operator()._wait_for_instances(FakeStatusHook(fresh("clicks-0")), "clicks", NOW_MS - 5_000, process, log, None)
+        operator()._wait_for_instances(FakeStatusHook(fresh("clicks-0")), "clicks", NOW_MS - 5_000, process, log)
 
 
 def test_instances_that_never_report_time_out_with_what_was_seen(tmp_path, monkeypatch):
@@ -126,7 +164,7 @@ def test_instances_that_never_report_time_out_with_what_was_seen(tmp_path, monke
     log.write_text("still starting\n")
     with pytest.raises(AirflowException, match=r"(?s)reported so far: \['clicks-0'\] of \['clicks-0', 'clicks-1'\].*"
                                                r"still starting"):
-        op._wait_for_instances(FakeStatusHook(fresh("clicks-0")), "clicks", NOW_MS - 5_000, None, log, None)
+        op._wait_for_instances(FakeStatusHook(fresh("clicks-0")), "clicks", NOW_MS - 5_000, None, log)
 
 
 def test_on_kill_sends_a_stop_command_not_a_kill(sasl_connection):

@@ -16,7 +16,7 @@ from airflow_stateful_provider.streams.errors import (
     UnknownApplicationError,
 )
 from airflow_stateful_provider.triggers.status import RestorationTrigger, StandbyLagTrigger
-from tests.unit.airflow.status_documents import changelog, document, snapshot, task
+from tests.unit.streams.status.status_documents import changelog, document, snapshot, task
 
 RESTORING = snapshot(document("i-1", task("0_0"), task("0_1", "active", "restoring", changelog(1, 0, 40, 100, 10.0))))
 RUNNING = snapshot(document("i-1", task("0_0"), task("0_1")))

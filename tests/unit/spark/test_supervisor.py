@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from airflow_stateful_provider.spark.instance_job import InstanceSpec, instance_state_dir
 from airflow_stateful_provider.spark.restart_policy import CrashLoopError, RestartPolicy, RestartTracker
 from airflow_stateful_provider.spark.supervisor import Supervisor, error_summary
+from tools.waits import wait_until
 
 FAST = RestartPolicy(initial_backoff_s=0.01, max_backoff_s=0.05, max_failures=3, failure_window_s=60)
 
@@ -18,15 +18,23 @@ class ScriptedRunner:
     """Each instance's jobs follow a script: "fail:<msg>", "stop" (returns), or "block"
     (runs until released by a stop sent to it, or cancelled)."""
 
-    def __init__(self, scripts: dict[str, list[str]], *, ignore_stop: bool = False) -> None:
+    def __init__(self, scripts: dict[str, list[str]], *, ignore_stop: bool = False,
+                 after: dict[str, str] | None = None) -> None:
         self.scripts = {k: list(v) for k, v in scripts.items()}
         self.ignore_stop = ignore_stop
         self.calls: list[tuple[str, int, str]] = []
         self.cancelled: list[str] = []
         self._release: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
+        #: instance -> the instance whose first job must have started before its jobs run
+        self._after = after or {}
+        self._started: dict[str, threading.Event] = {i: threading.Event() for i in scripts}
 
     def run(self, spec: InstanceSpec, group: str, description: str):
+        self._started[spec.instance_id].set()
+        waits_for = self._after.get(spec.instance_id)
+        if waits_for is not None:
+            assert self._started[waits_for].wait(120), f"{waits_for} never started"
         with self._lock:
             self.calls.append((spec.instance_id, spec.epoch, description))
             step = self.scripts[spec.instance_id].pop(0) if self.scripts[spec.instance_id] else "block"
@@ -67,12 +75,8 @@ def run_in_background(sup: Supervisor) -> tuple[threading.Thread, list[int]]:
     return thread, codes
 
 
-def wait_for(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.01)
+def wait_for(predicate, what: str = "the supervisor's threads to get there") -> None:
+    wait_until(predicate, 5, what, interval=0.01)
 
 
 def kinds(events: list[dict], kind: str) -> list[dict]:
@@ -112,7 +116,10 @@ def test_epochs_step_over_spark_task_attempts_and_the_status_topic():
 
 
 def test_crash_loop_stops_the_others_and_reports_the_last_error():
-    runner = ScriptedRunner({"app-0": ["fail:one", "fail:two", "fail:three"], "app-1": ["block"]})
+    # app-0 fails only once app-1 runs: a crash loop before app-1 started would stop it before
+    # it ever ran (no instance_stopped to see; the supervisor's threads start in any order)
+    runner = ScriptedRunner({"app-0": ["fail:one", "fail:two", "fail:three"], "app-1": ["block"]},
+                            after={"app-0": "app-1"})
     sup, events = supervisor(runner)
     assert sup.run() == 1
     finished = kinds(events, "supervisor_finished")[0]

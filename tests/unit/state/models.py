@@ -1,4 +1,4 @@
-"""Tiny pure-Python reference models of the stores, written from SEMANTICS §4/§5 alone.
+"""Tiny pure-Python reference models of the stores, written from docs/semantics.md §4/§5 alone.
 
 They keep everything in plain dicts and recompute answers by brute force, so they are
 easy to check by eye; the property tests drive a real store and a model with the same

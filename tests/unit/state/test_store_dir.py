@@ -19,15 +19,12 @@ from airflow_stateful_provider.streams.state import (
     RocksDBSessionStore,
     RocksDBVersionedKeyValueStore,
     SessionKey,
-    StoreType,
     find_stores,
-    metadata as metadata_module,
     open_store,
     read_metadata,
-    rocks,
 )
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from airflow_stateful_provider.streams.state.common import metadata as metadata_module
+from airflow_stateful_provider.streams.state.common import rocks
 
 
 def _tree(path):
@@ -57,11 +54,10 @@ def test_metadata_file_describes_each_store_type(tmp_path):
         "grace_period_ms": 60_000,
     }
     meta = read_metadata(tmp_path / "v")
-    assert (meta.store_type, meta.name, meta.history_retention_ms, meta.segment_interval_ms) == (
-        StoreType.VERSIONED,
+    assert (meta.store_type, meta.name, meta.settings) == (
+        "versioned",
         "rates",
-        3_600_000,
-        300_000,
+        {"history_retention_ms": 3_600_000, "segment_interval_ms": 300_000},
     )
     assert sorted(os.listdir(tmp_path / "v")) == sorted([METADATA_FILE_NAME, "rocksdb"])
 
@@ -109,7 +105,7 @@ def test_store_directory_of_another_type(tmp_path):
     with pytest.raises(InvalidStoreError, match=r"holds a 'keyvalue' store, not a 'session' store"):
         RocksDBSessionStore(tmp_path / "kv", 1000)
     with pytest.raises(InvalidStoreError, match=r"holds a 'keyvalue' store, not a 'versioned' store"):
-        open_store(tmp_path / "kv", expected_type=StoreType.VERSIONED)
+        open_store(tmp_path / "kv", expected_type="versioned")
     with pytest.raises(InvalidStoreError, match="unknown expected_type 'nope'"):
         open_store(tmp_path / "kv", expected_type="nope")
 
@@ -177,7 +173,7 @@ def test_metadata_without_rocksdb_directory(tmp_path):
 def test_empty_directory_becomes_a_store(tmp_path):
     (tmp_path / "kv").mkdir()
     RocksDBKeyValueStore(tmp_path / "kv").close()
-    assert read_metadata(tmp_path / "kv").store_type is StoreType.KEY_VALUE
+    assert read_metadata(tmp_path / "kv").store_type == "keyvalue"
 
 
 def test_failed_creation_leaves_nothing_behind(tmp_path, monkeypatch):
@@ -245,7 +241,6 @@ def test_read_only_store_refuses_writes_and_maintenance(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    sys.path.insert(0, {root!r})
     from airflow_stateful_provider.streams.state import RocksDBSessionStore, SessionKey
     store = RocksDBSessionStore({path!r}, 300000)
     for line in sys.stdin:
@@ -265,7 +260,7 @@ WRITER = textwrap.dedent(
 def test_read_only_open_while_another_process_writes(tmp_path):
     path = str(tmp_path / "s")
     writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER.format(root=REPO_ROOT, path=path)],
+        [sys.executable, "-c", WRITER.format(path=path)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -1,0 +1,23 @@
+"""The door to kafka-python: the one package of the engine that knows how kafka-python works inside.
+
+The engine talks to Kafka through kafka-python's public API (``KafkaConsumer``,
+``KafkaProducer``, ``KafkaAdminClient``, ``kafka.errors``, ``kafka.structs``,
+``kafka.admin``). Where that is not enough (a missing call, a bug the engine works around,
+a hot path kafka-python makes slow) the engine reaches into kafka-python's internals, and
+only here, each time behind a small named function whose docstring says which kafka-python
+version it was checked against (3.0.12) and why the engine needs it. Upgrading kafka-python
+means re-checking this package, not the engine: tests/unit/test_kafka_door.py fails when a
+private kafka-python name is used anywhere else in the provider.
+
+- ``clients``: constructing clients that do not leak their IO thread when they fail.
+- ``client_settings``: which settings exist for which client, and of which type.
+- ``assignor_api``: the classes a partition assignor implements and returns.
+- ``group_join``: the group coordinator: pending rejoins, requested rebalances, joins kept.
+- ``batch_decoding``: fetched record batches decoded in one pass.
+- ``parked_fetches``: fetched records of a paused partition handed back.
+- ``positions``: a consumer's position, read without a network call.
+- ``producer_abort``: a bounded transaction abort, and a producer closed without flushing.
+
+The stores, the topology, the DSL and the snapshots never import it; nor do the modules the
+Airflow side loads to read a status or send a command (tests/unit/test_layers.py).
+"""

@@ -1,0 +1,116 @@
+"""The distribution as a platform team installs it: ``python -m build`` makes an sdist and a
+wheel; a fresh virtual environment gets the wheel alone (its dependencies from the package
+index); there ``stateful-streams`` runs, Airflow lists the provider, and the DAG of README.md
+parses (``airflow dags list``) without import errors.
+
+Dependencies are pinned to this environment's versions (``pip freeze`` as constraints) so
+pip reuses the wheels in its cache and the test does not depend on what the index released
+today; ``--no-compile`` skips byte-compiling 1 GB of packages nobody runs here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import airflow_stateful_provider
+
+pytestmark = pytest.mark.wheel
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: Building, installing about 140 wheels and migrating an Airflow database on a busy 2-core machine.
+STEP_TIMEOUT_S = 600
+
+
+def readme_dag() -> tuple[str, str]:
+    """(dag_id, source) of the DAG README.md shows a new DAG author."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    source = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    dag_id = re.search(r'DAG\(\s*(?:dag_id=)?"([^"]+)"', source).group(1)
+    return dag_id, source
+
+
+def run(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=STEP_TIMEOUT_S)
+    assert result.returncode == 0, f"{' '.join(command)} exited {result.returncode}:\n{result.stdout[-3000:]}" \
+                                   f"\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def json_output(stdout: str):
+    """The JSON an ``airflow ... -o json`` command printed after its log lines (Airflow logs
+    warnings, such as a missing graphviz, to stdout)."""
+    lines = stdout.splitlines()
+    for start, line in enumerate(lines):
+        if line.startswith(("[", "{")):
+            try:
+                return json.loads("\n".join(lines[start:]))
+            except json.JSONDecodeError:
+                continue
+    raise AssertionError(f"no JSON in the output:\n{stdout[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict[str, Path]:
+    dist = tmp_path_factory.mktemp("dist")
+    run([sys.executable, "-m", "build", "--outdir", str(dist), str(REPO_ROOT)])
+    (wheel,) = dist.glob("*.whl")
+    (sdist,) = dist.glob("*.tar.gz")
+    return {"wheel": wheel, "sdist": sdist}
+
+
+def test_build_makes_a_wheel_and_an_sdist_with_the_license(built):
+    version = airflow_stateful_provider.__version__
+    assert built["wheel"].name == f"airflow_stateful_provider-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(built["wheel"]) as wheel:
+        names = set(wheel.namelist())
+    assert {"airflow_stateful_provider/py.typed", "airflow_stateful_provider/spark/app.py",
+            f"airflow_stateful_provider-{version}.dist-info/licenses/LICENSE"} <= names
+    assert not [n for n in names if n.startswith(("tests/", "tools/", "dags/", "bench/"))]
+    with tarfile.open(built["sdist"]) as sdist:
+        members = {Path(m).relative_to(f"airflow_stateful_provider-{version}").as_posix() for m in sdist.getnames()
+                   if "/" in m}
+    assert {"LICENSE", "README.md", "pyproject.toml", "airflow_stateful_provider/py.typed"} <= members
+
+
+@pytest.mark.timeout(900)
+def test_a_fresh_environment_with_only_the_wheel_runs_the_cli_lists_the_provider_and_parses_the_readme_dag(
+        built, tmp_path):
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", str(venv)])
+    constraints = tmp_path / "constraints.txt"
+    frozen = run([sys.executable, "-m", "pip", "freeze", "--exclude", "airflow-stateful-provider"])
+    constraints.write_text("\n".join(line for line in frozen.splitlines() if not line.startswith("-e ")))
+    bin_dir = venv / "bin"
+    run([str(bin_dir / "pip"), "install", "--quiet", "--disable-pip-version-check", "--no-compile",
+         "--prefer-binary", "-c", str(constraints), str(built["wheel"])])
+
+    version = airflow_stateful_provider.__version__
+    assert run([str(bin_dir / "stateful-streams"), "--version"]).strip() == f"stateful-streams {version}"
+    assert "usage: stateful-streams" in run([str(bin_dir / "stateful-streams"), "--help"])
+
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    dag_id, source = readme_dag()
+    (dags / "readme_dag.py").write_text(source)
+    # Only the fresh environment: no PYTHONPATH to this checkout, an Airflow home of its own.
+    env = {"PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin", "HOME": str(tmp_path), "AIRFLOW_HOME": str(tmp_path / "home"),
+           "AIRFLOW__CORE__DAGS_FOLDER": str(dags), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    providers = json_output(run([str(bin_dir / "airflow"), "providers", "list", "-o", "json"], env=env, cwd=tmp_path))
+    assert {"package_name": "airflow-stateful-provider", "version": version} in [
+        {k: p[k] for k in ("package_name", "version")} for p in providers]
+    run([str(bin_dir / "airflow"), "db", "migrate"], env=env, cwd=tmp_path)
+    listed = json_output(run([str(bin_dir / "airflow"), "dags", "list", "--local", "-o", "json"], env=env,
+                             cwd=tmp_path))
+    assert [d["dag_id"] for d in listed] == [dag_id]
+    errors = run([str(bin_dir / "airflow"), "dags", "list-import-errors", "--local", "-o", "json"], env=env,
+                 cwd=tmp_path)
+    assert json_output(errors) == [], errors

@@ -1,0 +1,91 @@
+"""RecordCollector: changelog offsets from the last record sent per partition, send errors
+surfacing on the next send or flush, whatever record failed."""
+
+import pytest
+from kafka.errors import InvalidProducerEpochError, ProducerFencedError
+from kafka.future import Future
+
+from airflow_stateful_provider.streams.errors import TransactionFailedError
+from airflow_stateful_provider.streams.processing.record_collector import ProductionError, RecordCollector
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
+
+
+class _Metadata:
+    def __init__(self, topic, partition, offset):
+        self.topic, self.partition, self.offset = topic, partition, offset
+
+
+class PendingProducer:
+    """Hands out kafka-python futures that complete only when the test says so."""
+
+    def __init__(self):
+        self.futures = []
+
+    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
+        future = Future()
+        self.futures.append((topic, partition, headers, future))
+        return future
+
+    def flush(self, timeout=None):
+        pass
+
+    def partitions_for(self, topic):
+        return {0, 1}
+
+
+def test_offsets_come_from_the_last_acknowledged_record_of_each_explicit_partition():
+    producer = PendingProducer()
+    collector = RecordCollector(producer)
+    collector.send_bytes("app-s-changelog", b"k", b"1", 10, partition=0)
+    collector.send_bytes("app-s-changelog", b"k", b"2", 11, partition=0)
+    collector.send_bytes("app-s-changelog", b"j", b"3", 12, partition=1)
+    collector.send_bytes("out", b"k", b"2", 11)  # a sink record: the producer picks the partition
+    (_, _, _, first), (_, _, _, second), (_, _, _, third), (_, _, _, sink) = producer.futures
+    first.success(_Metadata("app-s-changelog", 0, 40))
+    second.success(_Metadata("app-s-changelog", 0, 41))
+    sink.success(_Metadata("out", 3, 7))
+    # partition 1 not acknowledged yet: its offset appears once it is
+    assert collector.offsets() == {TopicPartition("app-s-changelog", 0): 41}
+    third.success(_Metadata("app-s-changelog", 1, 9))
+    assert collector.offsets() == {TopicPartition("app-s-changelog", 0): 41, TopicPartition("app-s-changelog", 1): 9}
+    # a later, lower acknowledgement never moves an offset back
+    collector.send_bytes("app-s-changelog", b"k", b"4", 13, partition=0)
+    producer.futures[-1][3].success(_Metadata("app-s-changelog", 0, 39))
+    assert collector.offsets()[TopicPartition("app-s-changelog", 0)] == 41
+
+
+def test_a_failed_earlier_record_fails_the_next_send_and_flush():
+    producer = PendingProducer()
+    collector = RecordCollector(producer, task_id="0_1")
+    collector.send_bytes("app-s-changelog", b"k", b"1", 10, partition=0)
+    collector.send_bytes("app-s-changelog", b"k", b"2", 11, partition=0)
+    producer.futures[0][3].failure(RuntimeError("broker said no"))  # not the last record sent
+    producer.futures[1][3].success(_Metadata("app-s-changelog", 0, 5))
+    with pytest.raises(ProductionError, match="app-s-changelog.*0_1.*broker said no"):
+        collector.send_bytes("out", b"k", b"2", 11)
+    collector.send_bytes("out", b"k", b"3", 12)  # the error was reported once
+    producer.futures[-1][3].failure(RuntimeError("sink down"))
+    with pytest.raises(ProductionError, match="'out'.*sink down"):
+        collector.flush()
+
+
+def test_headers_go_to_the_producer_as_a_list_and_none_when_empty():
+    producer = PendingProducer()
+    collector = RecordCollector(producer)
+    collector.send_bytes("out", b"k", b"v", 1, headers=(("h", b"1"),))
+    collector.send_bytes("out", b"k", b"v", 1)
+    assert [headers for _, _, headers, _ in producer.futures] == [[("h", b"1")], None]
+
+
+@pytest.mark.parametrize("fencing", [InvalidProducerEpochError, ProducerFencedError])
+def test_a_fenced_send_fails_the_transaction_instead_of_the_task(fencing):
+    """The coordinator aborted the transaction (timed out) or another producer took over:
+    the stream thread rolls its tasks back to the last commit (Kafka Streams: task
+    migrated), where a ProductionError would stop the thread."""
+    producer = PendingProducer()
+    collector = RecordCollector(producer, task_id="0_2")
+    collector.send_bytes("app-s-changelog", b"k", b"1", 10, partition=0)
+    producer.futures[0][3].failure(fencing())
+    with pytest.raises(TransactionFailedError, match="app-s-changelog.*0_2.*fenced") as raised:
+        collector.send_bytes("out", b"k", b"2", 11)
+    assert raised.value.migrated and not isinstance(raised.value, ProductionError)

@@ -1,0 +1,130 @@
+"""Topics on a broker, as tests, benchmarks and the demo handle them: creating them, producing
+records, reading them back, their end and committed offsets. The one place for each; waiting
+is in tools/waits.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError
+
+from tools.waits import wait_progressing
+
+
+def create_topics(bootstrap_servers: str, partitions: dict[str, int], configs: dict[str, dict] | None = None) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic(name, count, 1, topic_configs=(configs or {}).get(name, {}))
+                             for name, count in partitions.items()])
+    finally:
+        admin.close()
+
+
+def _bytes(value: bytes | str | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
+def produce(bootstrap_servers: str, topic: str, records: Iterable[tuple[Any, ...]], *, partition: int | None = None,
+            **producer_configs: Any) -> int:
+    """Send ``records`` to ``topic`` and return how many once the broker has every one of them.
+
+    A record is ``(key, value)`` or ``(key, value, timestamp_ms)``; a str key or value is sent
+    UTF-8 encoded, None as null. ``partition`` puts every record there (default: Kafka's
+    partitioner, by key); ``producer_configs`` go to kafka-python's KafkaProducer (``linger_ms``,
+    ``batch_size``, ...). A record the broker refused raises AssertionError naming it.
+    """
+    failed: list[tuple[Any, Exception]] = []
+
+    def note_failure(key: Any, error: Exception) -> None:
+        failed.append((key, error))
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, **producer_configs)
+    try:
+        sent = 0
+        for record in records:
+            key, value, timestamp_ms = (*record, None) if len(record) == 2 else record
+            producer.send(topic, key=_bytes(key), value=_bytes(value), partition=partition,
+                          timestamp_ms=timestamp_ms).add_errback(note_failure, key)
+            sent += 1
+        producer.flush()
+    finally:
+        producer.close()
+    if failed:
+        key, error = failed[0]
+        raise AssertionError(f"{len(failed)} of {sent} records were not written to {topic}, e.g. the one with key "
+                             f"{key!r}: {error!r}")
+    return sent
+
+
+def numbered_records(start: int, count: int, keys: int, *, key_digits: int = 0) -> Iterator[tuple[str, str]]:
+    """Records n = ``start`` .. ``start + count - 1``, keyed ``k<n % keys>`` (zero-padded to
+    ``key_digits``), valued ``{"n": n}``: the input of the tests' counting topologies."""
+    for n in range(start, start + count):
+        yield f"k{n % keys:0{key_digits}d}", json.dumps({"n": n})
+
+
+def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers)
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        ends = consumer.end_offsets([TopicPartition(topic, p) for p in partitions])
+        return {tp.partition: offset for tp, offset in ends.items()}
+    finally:
+        consumer.close()
+
+
+def read_committed_offsets(admin: Any, group: str, topic: str) -> dict[int, int]:
+    """The offsets ``group`` committed for ``topic``, by partition, read with a kafka-python
+    admin client; empty while the group coordinator is still being set up."""
+    try:
+        offsets = admin.list_group_offsets({group: None}).get(group, {})
+    except KafkaError as exc:
+        if not exc.retriable:
+            raise
+        return {}
+    return {tp.partition: om.offset for tp, om in offsets.items() if tp.topic == topic and om.offset >= 0}
+
+
+def committed_offsets(bootstrap_servers: str, group: str, topic: str) -> dict[int, int]:
+    """:func:`read_committed_offsets` with an admin client of its own."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        return read_committed_offsets(admin, group, topic)
+    finally:
+        admin.close()
+
+
+def read_all(bootstrap_servers: str, topic: str) -> list[Any]:
+    """Every committed record of ``topic`` (records of aborted transactions left out), in
+    partition then offset order. Fails when the read stops moving for a minute short of the
+    end offsets."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
+                             isolation_level="read_committed")
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        records: list[Any] = []
+
+        def positions() -> dict[int, int]:
+            return {tp.partition: consumer.position(tp) for tp in tps}
+
+        def at_end() -> bool:
+            if all(consumer.position(tp) >= ends[tp] for tp in tps):
+                return True
+            for batch in consumer.poll(timeout_ms=500).values():
+                records.extend(batch)
+            return False
+
+        wait_progressing(at_end, lambda: sum(positions().values()), f"{topic} read to its end offsets",
+                         measure="positions", context=lambda: f"positions {positions()}, end offsets "
+                                                              f"{ {tp.partition: o for tp, o in ends.items()} }",
+                         interval=0)
+        return sorted(records, key=lambda r: (r.partition, r.offset))
+    finally:
+        consumer.close()
