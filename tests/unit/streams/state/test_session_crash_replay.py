@@ -46,7 +46,7 @@ CHANGELOG = TopicPartition("app-sessions-changelog", 0)
 COMMITTED = [("a", 0), ("a", 100_000), ("d", 50_000)]
 UNCOMMITTED = [("a", 150_000), ("b", 1_000_000)]
 #: the repository root: the killed run imports this module from there
-ROOT = str(Path(__file__).resolve().parents[3])
+ROOT = str(Path(__file__).resolve().parents[4])
 
 
 def session_counts() -> StreamsBuilder:
@@ -221,7 +221,7 @@ def test_a_changelog_cut_anywhere_in_the_last_flush_loses_no_click_and_makes_no_
 
 KILLED_RUN = """
 import json, os
-from tests.unit.state.test_session_crash_replay import first_run
+from tests.unit.streams.state.test_session_crash_replay import first_run
 task, producer, committed, at_commit = first_run({state_dir!r}, "rocksdb")
 with open({out!r}, "w") as out:
     json.dump({{"sent": [[topic, partition, key.hex(), None if value is None else value.hex(), ts]
