@@ -12,6 +12,7 @@ Needs Java and the broker jars (``make jars``), Airflow (the test extra) and Deb
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ TEST = "tests/integration/test_airflow_services.py::test_stateful_streams_page_i
 def main() -> int:
     before = OUT.stat().st_mtime_ns if OUT.exists() else None
     code = subprocess.run([sys.executable, "-m", "pytest", TEST, "-q", "-p", "no:cacheprovider"],
-                          cwd=REPO_ROOT).returncode
+                          cwd=REPO_ROOT, env={**os.environ, "STATEFUL_STREAMS_PAGE_SCREENSHOT": str(OUT)}).returncode
     if code == 0 and OUT.exists() and OUT.stat().st_mtime_ns != before:
         print(f"wrote {OUT}")
         return 0
