@@ -42,7 +42,7 @@ from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSU
 from airflow_stateful_provider.streams.snapshots.catalog import storage_options_from_env
 
 __all__ = ["EVENT_PREFIX", "OAUTH_TOKEN_ENV", "PASSWORD_ENV", "SSL_PASSWORD_ENV", "main", "parse_config_values",
-           "task_attempts"]
+           "spark_application", "task_attempts"]
 
 log = logging.getLogger("airflow_stateful_provider.spark.app")
 
@@ -94,12 +94,18 @@ def parse_config_values(path: str | None, inline: str | None, overrides: list[st
     storage_options = storage_options_from_env()  # snapshot credentials, off the command line too
     if storage_options:
         values["snapshot_storage_options"] = {**storage_options, **dict(values.get("snapshot_storage_options") or {})}
-    for managed in ("instance_id", "instance_epoch"):
+    for managed in ("instance_id", "instance_epoch", "host_application"):
         if managed in values:
             raise ConfigError(f"{managed!r} is set by the supervisor for each instance; remove it from the config "
                               f"(got {values[managed]!r})")
     StreamsConfig.from_mapping(values)
     return values
+
+
+def spark_application(sc: Any) -> dict[str, Any]:
+    """StreamsConfig.host_application of the instances: this Spark application's id and its
+    driver's web UI (None when ``spark.ui.enabled`` is false)."""
+    return {"kind": "spark", "application_id": sc.applicationId, "ui_url": sc.uiWebUrl}
 
 
 def task_attempts(master: str, conf: Mapping[str, str]) -> int:
@@ -297,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: preparing the status and control topics on {','.join(config.bootstrap_servers)} failed: "
                   f"{exc!r}", file=sys.stderr)
             return 2
+        # every instance's status document names this Spark application and its web UI
+        values = {**values, "host_application": spark_application(sc)}
         supervisor = Supervisor(
             application_id=config.application_id, topology=args.topology, config_values=values,
             instances=args.instances, runner=SparkJobRunner(sc), send_stop=lambda ids: _send_stop(config, ids),
@@ -309,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         watcher = ControlWatcher(config, supervisor)
         watcher.start()
         _emit({"event": "driver_started", "application_id": config.application_id, "pid": os.getpid(),
-               "master": sc.master, "spark_application_id": sc.applicationId})
+               "master": sc.master, "spark_application_id": sc.applicationId, "spark_ui_url": sc.uiWebUrl})
         try:
             return supervisor.run()
         finally:

@@ -192,6 +192,14 @@ class StreamsConfig:
     instance_epoch: int = 0
     #: How often the instance publishes its status document (also on every state change).
     status_interval_ms: int | timedelta = 10_000
+    #: What hosts the instance, published in its status document: ``{"kind": ...,
+    #: "application_id": ..., "ui_url": ... or None}``. The Spark supervisor sets it to its
+    #: Spark application (id and web UI); None: nothing to say.
+    host_application: Mapping[str, Any] | None = None
+    #: Serve this instance's metrics in OpenMetrics text at ``http://<host>:<port>/metrics``
+    #: (0: any free port, published in the status document); None: no endpoint. The Airflow
+    #: API server serves every application's metrics without it (docs/runbook.md).
+    metrics_port: int | None = None
     #: How often consumed records of repartition topics are deleted (they are kept
     #: forever otherwise; this application is their only reader).
     repartition_purge_interval_ms: int | timedelta = 30_000
@@ -274,6 +282,13 @@ class StreamsConfig:
             raise ConfigError(f"instance_id must be a non-empty string or None, got {self.instance_id!r}")
         _check_int(self.instance_epoch, "instance_epoch", minimum=0)
         set_(self, "status_interval_ms", duration_ms(self.status_interval_ms, "status_interval_ms", minimum=100))
+        if self.host_application is not None:
+            set_(self, "host_application", _checked_host_application(self.host_application))
+        if self.metrics_port is not None:
+            _check_int(self.metrics_port, "metrics_port", minimum=0)
+            if self.metrics_port > 65535:
+                raise ConfigError(f"metrics_port must be a TCP port 0..65535 (0: any free port) or None, "
+                                  f"got {self.metrics_port}")
         set_(self, "repartition_purge_interval_ms",
              duration_ms(self.repartition_purge_interval_ms, "repartition_purge_interval_ms", minimum=0))
         emit = duration_ms(
@@ -453,6 +468,23 @@ def _check_int(value: Any, name: str, *, minimum: int) -> None:
         raise ConfigError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if value < minimum:
         raise ConfigError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _checked_host_application(value: Any) -> dict[str, Any]:
+    """``host_application`` as the status document holds it: kind and application_id
+    non-empty strings, ui_url a string or None, nothing else."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"host_application must be a mapping with kind, application_id and ui_url, got {value!r}")
+    unknown = sorted(set(value) - {"kind", "application_id", "ui_url"})
+    if unknown:
+        raise ConfigError(f"host_application has unknown keys {unknown}; it takes kind, application_id and ui_url")
+    for key in ("kind", "application_id"):
+        if not isinstance(value.get(key), str) or not value[key]:
+            raise ConfigError(f"host_application[{key!r}] must be a non-empty string, got {value.get(key)!r}")
+    ui_url = value.get("ui_url")
+    if ui_url is not None and (not isinstance(ui_url, str) or not ui_url.startswith(("http://", "https://"))):
+        raise ConfigError(f"host_application['ui_url'] must be an http(s) URL or None, got {ui_url!r}")
+    return {"kind": value["kind"], "application_id": value["application_id"], "ui_url": ui_url}
 
 
 def _check_deserialization_handler(value: Any) -> None:

@@ -245,7 +245,8 @@ class StreamTask:
     def initialize_task_time(self, committed: Mapping[TopicPartition, Any]) -> None:
         """Restore partition (and so stream) time and processor metadata from the committed
         offsets' metadata (values: OffsetAndMetadata, a metadata string, or kafka-python's
-        OffsetAndMetadata). Call before :meth:`complete_restoration`."""
+        OffsetAndMetadata), and tell the stores the stream time processing resumes from
+        (``resume_from_commit``). Call before restoration and :meth:`complete_restoration`."""
         for tp, value in committed.items():
             tp = TopicPartition(tp[0], tp[1])
             if tp not in self._partition_group.partitions or value is None:
@@ -257,6 +258,9 @@ class StreamTask:
             for key, number in processor_metadata.items():
                 if number > self.processor_metadata.get(key, UNKNOWN):
                     self.processor_metadata[key] = number
+        resume = getattr(self.stores, "resume_from_commit", None)
+        if resume is not None and self.stream_time != UNKNOWN:
+            resume(self.stream_time)
 
     def suspend(self) -> None:
         """Stop processing (revocation): close the processors, drop buffered input and

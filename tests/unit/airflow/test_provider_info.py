@@ -123,3 +123,15 @@ def test_unreadable_airflow_version_is_refused():
 
 def test_the_installed_airflow_passes_the_guard():
     require_airflow()
+
+
+def test_every_extra_link_is_listed_and_imports():
+    from airflow.sdk import BaseOperatorLink
+
+    from airflow_stateful_provider.links import stateful_streams
+
+    listed_links = get_provider_info()["extra-links"]
+    defined = {f"{stateful_streams.__name__}.{name}"
+               for name, cls in inspect.getmembers(stateful_streams, inspect.isclass)
+               if issubclass(cls, BaseOperatorLink) and cls.__module__ == stateful_streams.__name__}
+    assert set(listed_links) == defined and len(defined) == 2

@@ -285,9 +285,9 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
     def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
         """Apply changelog records (key = key + end + start) in one RocksDB write batch.
 
-        Like Kafka, observed stream time first advances to the batch's largest end, then
-        records for dead segments are skipped. Null keys are skipped. Returns how many
-        records were applied.
+        Like Kafka, observed stream time first advances to the batch's largest end (at most
+        to the stream time processing resumes from, module docstring), then records for dead
+        segments are skipped. Null keys are skipped. Returns how many records were applied.
 
         The session windows are read for the whole batch at once (numpy): replaying a long
         changelog, most records land in segments that are dead by the batch's end, and only
@@ -302,9 +302,9 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
         if not keys:
             return 0
         ends = _session_ends(keys, records)
-        max_end = int(ends.max())
-        if max_end > self._observed:
-            self._advance(max_end)
+        restored_time = self._restored_time(int(ends.max()))
+        if restored_time > self._observed:
+            self._advance(restored_time)
         segment_ids = ends // self.segment_interval_ms
         live_at = np.flatnonzero(segment_ids >= self._min_live)
         live, live_segment_ids = live_at.tolist(), segment_ids[live_at].tolist()
