@@ -8,7 +8,8 @@ STAMP  := $(VENV)/.installed
 KAFKA_DIR ?= .local/kafka
 SPARK_DIR ?= .local/spark
 
-.PHONY: demo test unit-test bench bench-vs-kafka-streams broker-start broker-stop spark-cluster-start spark-cluster-stop jars clean
+.PHONY: demo test lint unit-test bench bench-vs-kafka-streams broker-start broker-stop spark-cluster-start spark-cluster-stop jars \
+        clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python >= 3.11 is required, found " + sys.version.split()[0])'
@@ -20,8 +21,13 @@ $(STAMP): pyproject.toml
 jars: $(STAMP)
 	$(BIN)/python -m tools.kafka.broker resolve
 
-test: $(STAMP) jars
+test: lint $(STAMP) jars
 	$(BIN)/python -m pytest
+
+# ruff and mypy (configured in pyproject.toml; docs/architecture.md, "Lint and types").
+lint: $(STAMP)
+	@$(BIN)/ruff check . || { echo "error: ruff found the problems above (fix them; 'ruff check --fix' does the mechanical ones)" >&2; exit 1; }
+	@$(BIN)/mypy || { echo "error: mypy found the type errors above (docs/architecture.md, 'Lint and types')" >&2; exit 1; }
 
 unit-test: $(STAMP)
 	$(BIN)/python -m pytest tests/unit

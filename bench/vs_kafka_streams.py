@@ -136,7 +136,7 @@ def measure(engine: str, commands: list[list[str]], admin: KafkaAdminClient, app
     rusage once they exited."""
     logs = [work / f"{app}-{i}.log" for i in range(len(commands))]
     processes = []
-    for command, log_path in zip(commands, logs):
+    for command, log_path in zip(commands, logs, strict=True):
         with open(log_path, "wb") as log:
             processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, cwd=REPO_ROOT))
     started, last_report = time.monotonic(), 0.0
@@ -152,7 +152,7 @@ def measure(engine: str, commands: list[list[str]], admin: KafkaAdminClient, app
             now = time.monotonic()
             if committed > last_committed:
                 progressed_at, last_committed = now, committed
-            for process, log_path in zip(processes, logs):
+            for process, log_path in zip(processes, logs, strict=True):
                 if process.poll() is not None:
                     raise SystemExit(f"{engine} exited with {process.returncode} before committing its input:\n"
                                      + _tail(log_path))
@@ -182,7 +182,7 @@ def measure(engine: str, commands: list[list[str]], admin: KafkaAdminClient, app
                 process.kill()
                 process.wait()
     firsts = []
-    for process, out, log_path in zip(processes, outs, logs):
+    for process, out, log_path in zip(processes, outs, logs, strict=True):
         # a JVM ended by SIGTERM exits with 143 after its shutdown hook ran
         if process.returncode not in (0, 128 + signal.SIGTERM) or not out.strip():
             raise SystemExit(f"{engine} exited with {process.returncode}:\n" + _tail(log_path))

@@ -65,7 +65,8 @@ def test_stateful_pipeline_dag_runs_the_example_on_spark(airflow_db, bootstrap_s
             run_conf={"application_id": app_id})
         assert oncall.state == "success"
         printed = capfd.readouterr().out
-        assert f"application {app_id}: 2 instance(s), 12 task(s) (0 restoring, 0 unassigned)" in printed, printed[-3000:]
+        summary = f"application {app_id}: 2 instance(s), 12 task(s) (0 restoring, 0 unassigned)"
+        assert summary in printed, printed[-3000:]
         assert f"{app_id}-0" in printed and f"{app_id}-1" in printed
         unknown = example_dag("oncall_restoration_status.py", "oncall_restoration_status").test(
             run_conf={"application_id": f"{app_id}-typo"})

@@ -56,6 +56,7 @@ NAME_STORE_KINDS = {"dsl", "topology"}
 
 #: Loaded by Airflow sensors, triggers and the CLI to read and render: no Kafka client.
 PURE_MODULES = ("status.document", "status.application", "status.rendering", "status.readable", "status.conditions",
+                "status.health",
                 "control.commands")
 
 

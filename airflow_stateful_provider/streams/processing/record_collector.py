@@ -49,11 +49,15 @@ from airflow_stateful_provider.streams.processing.error_handling import (
     normalize_response,
 )
 from airflow_stateful_provider.streams.processing.streams_producer import is_fencing_error, is_record_error
+from airflow_stateful_provider.streams.serdes import Serde
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 __all__ = ["Producer", "RecordCollector", "SerializationError", "ProductionError"]
 
 log = logging.getLogger(__name__)
+
+#: What a failed send's errback needs to rebuild the record: key, value, timestamp, headers, partition.
+_SentRecord = tuple[bytes | None, bytes | None, int, Iterable[tuple[str, bytes | None]], int | None]
 
 
 class Producer(Protocol):
@@ -64,7 +68,7 @@ class Producer(Protocol):
         topic: str,
         value: bytes | None = None,
         key: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: list[tuple[str, bytes | None]] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> Any: ...
@@ -179,7 +183,7 @@ class RecordCollector:
             self._send(topic, key, value, timestamp, headers, partition, node)
         except StreamsError:
             raise
-        except Exception as exc:  # the record itself (see _send)
+        except Exception as exc:  # noqa: BLE001 - the record itself (see _send): the production handler decides
             record = ProducedRecord(topic, key, value, timestamp, tuple(headers), partition)
             self._skip_or_fail(record, exc, node)
 
@@ -227,7 +231,7 @@ class RecordCollector:
             # that send must not hide the one being raised
             try:
                 self._send_all_waiting()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.debug("task %s: sending the waiting records after an error failed", self._task_id,
                           exc_info=True)
             raise
@@ -364,7 +368,7 @@ class RecordCollector:
         if metadata.offset > self._offsets.get(tp, -1):
             self._offsets[tp] = metadata.offset
 
-    def _on_error(self, topic: str, node: str | None, sent: tuple | None, exc: BaseException) -> None:
+    def _on_error(self, topic: str, node: str | None, sent: _SentRecord | None, exc: Exception) -> None:
         """Producer IO thread: a send failed (``add_errback(fn, *args)`` calls ``fn(*args,
         exception)``). ``node`` and ``sent`` (key, value, timestamp, headers, partition) are
         None for a changelog or dead-letter record."""
@@ -428,7 +432,7 @@ class RecordCollector:
         """Nothing of its own to release; the producer belongs to the caller."""
 
 
-def _serialize(serde: Any, data: Any, topic: str, what: str, node: str | None, task_id: Any) -> bytes | None:
+def _serialize(serde: Serde | None, data: Any, topic: str, what: str, node: str | None, task_id: Any) -> bytes | None:
     if serde is None:
         if data is None or isinstance(data, (bytes, bytearray, memoryview)):
             return None if data is None else bytes(data)

@@ -70,7 +70,7 @@ class StreamsProducer:
         self._in_transaction = False
         if transactional_id is None:
             # at-least-once: nothing to add to each send (one call less per record)
-            self.send = self._producer.send  # type: ignore[method-assign]
+            self.send = self._producer.send  # type: ignore[method-assign]  # the same signature, one call less
 
     def _new_producer(self) -> Any:
         if self.transactional_id is None:
@@ -92,10 +92,12 @@ class StreamsProducer:
                                        partition=partition, timestamp_ms=timestamp_ms)
 
     def send_batch(self, topic: str, partition: int,
-                   records: Sequence[tuple[bytes | None, bytes | None, int]]) -> tuple[list, list[int]]:
+                   records: Sequence[tuple[bytes | None, bytes | None, int]]) -> tuple[list[Any], list[int]]:
         """Send ``records`` ((key, value, timestamp), in order) to one partition at once;
         returns their futures and where each producer batch ends (kafka/batched_send.py)."""
-        return self._in_transaction_do(topic, append_records, self._producer, topic, partition, records)
+        sent: tuple[list[Any], list[int]] = self._in_transaction_do(topic, append_records, self._producer, topic,
+                                                                    partition, records)
+        return sent
 
     def default_partition(self, topic: str, key: bytes) -> int | None:
         """The partition ``send`` picks for a keyed record without a partition, or None when
@@ -231,7 +233,7 @@ class StreamsProducer:
         if self._in_transaction:
             try:
                 self._abort_after_failure(None)
-            except Exception:  # noqa: BLE001 - closing anyway: the coordinator aborts it on timeout
+            except Exception:  # closing anyway: the coordinator aborts it on timeout
                 log.info("%s: abort on close failed", self.transactional_id, exc_info=True)
         self._producer.close(timeout=timeout)
 
@@ -267,5 +269,5 @@ def _close_quietly(producer: Any) -> None:
     discard_unsent_records(producer)
     try:
         producer.close(timeout=5)
-    except Exception:  # noqa: BLE001 - replacing a broken producer
+    except Exception:  # replacing a broken producer
         log.debug("closing a broken producer", exc_info=True)

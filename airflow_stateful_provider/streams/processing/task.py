@@ -29,7 +29,7 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
@@ -158,14 +158,15 @@ class StreamTask:
         for name in self.subtopology.nodes:
             spec = topology.node(name)
             if isinstance(spec, SourceNodeSpec):
-                node: ProcessorNode = SourceNode(
+                source_node = SourceNode(
                     name,
                     tuple(topology.decorate_topic(t, app) for t in spec.topics),
                     resolve_serde(spec.key_serde, config.default_key_serde, f"key serde of source {name!r}"),
                     resolve_serde(spec.value_serde, config.default_value_serde, f"value serde of source {name!r}"),
                 )
-                for topic in node.topics:  # type: ignore[attr-defined]
-                    self._sources_by_topic[topic] = node  # type: ignore[assignment]
+                for topic in source_node.topics:
+                    self._sources_by_topic[topic] = source_node
+                node: ProcessorNode = source_node
             elif isinstance(spec, SinkNodeSpec):
                 fixed = spec.topic if isinstance(spec.topic, str) else None
                 node = SinkNode(
@@ -205,9 +206,8 @@ class StreamTask:
             queues[tp] = RecordQueue(tp, source.name, record_deserializer(
                 source, task_id, self._handler, self._timestamps, self.record_collector, self.metrics))
         self.partitions = list(queues)
-        self._partition_group = PartitionGroup(
-            queues, max_task_idle_ms=config.max_task_idle_ms, fetched_lag=fetched_lag
-        )
+        idle_ms = cast(int, config.max_task_idle_ms)  # StreamsConfig.__post_init__ made every duration an int
+        self._partition_group = PartitionGroup(queues, max_task_idle_ms=idle_ms, fetched_lag=fetched_lag)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -245,7 +245,8 @@ class StreamTask:
     def initialize_task_time(self, committed: Mapping[TopicPartition, Any]) -> None:
         """Restore partition (and so stream) time and processor metadata from the committed
         offsets' metadata (values: OffsetAndMetadata, a metadata string, or kafka-python's
-        OffsetAndMetadata). Call before :meth:`complete_restoration`."""
+        OffsetAndMetadata), and tell the stores the stream time processing resumes from
+        (``resume_from_commit``). Call before restoration and :meth:`complete_restoration`."""
         for tp, value in committed.items():
             tp = TopicPartition(tp[0], tp[1])
             if tp not in self._partition_group.partitions or value is None:
@@ -257,6 +258,9 @@ class StreamTask:
             for key, number in processor_metadata.items():
                 if number > self.processor_metadata.get(key, UNKNOWN):
                     self.processor_metadata[key] = number
+        resume = getattr(self.stores, "resume_from_commit", None)
+        if resume is not None and self.stream_time != UNKNOWN:
+            resume(self.stream_time)
 
     def suspend(self) -> None:
         """Stop processing (revocation): close the processors, drop buffered input and
@@ -296,7 +300,7 @@ class StreamTask:
         finally:
             try:
                 self.stores.close()
-            except Exception:  # noqa: BLE001 - report, unless it is the only error of a clean close
+            except Exception:  # report, unless it is the only error of a clean close
                 if clean and not failed:
                     raise
                 log.exception("error closing the stores of task %s", self.id)
@@ -385,7 +389,7 @@ class StreamTask:
             source.process(record)
         except PASS_THROUGH:
             raise
-        except Exception as exc:  # a sink right below the source (processor nodes handle their own)
+        except Exception as exc:  # noqa: BLE001 - a sink right below the source (processor nodes handle their own)
             self._processing_failed(ctx.current_node or source, record, exc)
         finally:
             ctx.current_node = None
@@ -442,7 +446,7 @@ class StreamTask:
             punctuator(now)
         except PASS_THROUGH:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the processing exception handler decides
             self._punctuation_failed(node, exc, f"{type_.value} at {now}")
         finally:
             ctx.current_node = None
@@ -450,7 +454,7 @@ class StreamTask:
 
     # ------------------------------------------------------------------ processing errors
 
-    def _processing_failed(self, node: ProcessorNode, record: Record, exc: Exception) -> None:
+    def _processing_failed(self, node: ProcessorNode, record: Record[Any, Any], exc: Exception) -> None:
         """A processor (or a sink right below a source) raised on ``record``: the processing
         exception handler decides (KIP-1033). CONTINUE skips the record below ``node`` (what
         was forwarded before stays) and counts it as dropped; FAIL raises ProcessingError."""
@@ -475,7 +479,8 @@ class StreamTask:
         raise ProcessingError(f"exception caught while punctuating processor {node.name!r} in task {self.id} "
                               f"({when}): {exc!r}") from exc
 
-    def _handle_processing_error(self, context: ErrorHandlerContext, record: Record | None, exc: Exception) -> bool:
+    def _handle_processing_error(self, context: ErrorHandlerContext, record: Record[Any, Any] | None,
+                                 exc: Exception) -> bool:
         """Ask the handler; send its dead-letter records. True to continue."""
         handler = self._processing_handler
         try:
@@ -562,7 +567,7 @@ class StreamTask:
         for node in self._nodes.values():
             try:
                 node.close()
-            except Exception as exc:  # noqa: BLE001 - close every node, report the first failure
+            except Exception as exc:  # close every node, report the first failure
                 log.exception("error closing processor %s of task %s", node.name, self.id)
                 if first_error is None:
                     first_error = exc
