@@ -34,7 +34,7 @@ from airflow_stateful_provider.streams import (
 )
 from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.state.common.task_identity import IDENTITY_FILE_NAME, read_identity
-from airflow_stateful_provider.streams.status.document import LostChangelogReport
+from airflow_stateful_provider.streams.status.document_parts import LostChangelogReport
 from airflow_stateful_provider.streams.task_id import TaskId
 from tests.integration.topologies import json_counts
 from tools.kafka.topics import committed_offsets, create_topics, end_offsets, numbered_records, produce, read_all

@@ -21,7 +21,8 @@ from typing import Any
 
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.errors import ControlFormatError
-from airflow_stateful_provider.streams.status.document import CommandAcknowledgement, InstanceStatus
+from airflow_stateful_provider.streams.status.document import InstanceStatus
+from airflow_stateful_provider.streams.status.document_parts import CommandAcknowledgement
 
 __all__ = [
     "COMMAND_TYPES",

@@ -23,11 +23,13 @@ from airflow_stateful_provider.streams.status.document import (
     STALE,
     STATE_LOST,
     UNASSIGNED,
+    InstanceStatus,
+)
+from airflow_stateful_provider.streams.status.document_parts import (
     ChangelogProgress,
     CommandAcknowledgement,
     HostApplication,
     InputPartition,
-    InstanceStatus,
     InstanceTask,
     SnapshotReport,
     TaskRestore,

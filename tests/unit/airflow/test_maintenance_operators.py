@@ -29,7 +29,7 @@ from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
 from airflow_stateful_provider.streams.state.session.key import SessionKey
 from airflow_stateful_provider.streams.state.store_dir import open_store
 from airflow_stateful_provider.streams.state.versioned.rocksdb import RocksDBVersionedKeyValueStore
-from airflow_stateful_provider.streams.status.document import CommandAcknowledgement
+from airflow_stateful_provider.streams.status.document_parts import CommandAcknowledgement
 from airflow_stateful_provider.streams.windows import SessionWindows
 from tests.unit.streams.status.status_documents import APP, NOW_MS, document, snapshot, task
 

@@ -14,7 +14,8 @@ from airflow_stateful_provider.streams.control.commands import (
     new_command,
 )
 from airflow_stateful_provider.streams.errors import ControlFormatError
-from airflow_stateful_provider.streams.status.document import CommandAcknowledgement, InstanceStatus
+from airflow_stateful_provider.streams.status.document import InstanceStatus
+from airflow_stateful_provider.streams.status.document_parts import CommandAcknowledgement
 
 
 def raw(**fields) -> bytes:

@@ -18,11 +18,10 @@ from airflow_stateful_provider.streams.status.collector import (
     RestoreRateTracker,
     status_document_from_instance,
 )
-from airflow_stateful_provider.streams.status.document import (
-    STATUS_FORMAT_VERSION,
+from airflow_stateful_provider.streams.status.document import STATUS_FORMAT_VERSION, InstanceStatus
+from airflow_stateful_provider.streams.status.document_parts import (
     ChangelogProgress,
     CommandAcknowledgement,
-    InstanceStatus,
     InstanceTask,
 )
 from airflow_stateful_provider.streams.status.publisher import StatusPublisher

@@ -8,12 +8,8 @@ import pytest
 
 from airflow_stateful_provider.streams.errors import StatusFormatError
 from airflow_stateful_provider.streams.status.application import build_application_status
-from airflow_stateful_provider.streams.status.document import (
-    ChangelogProgress,
-    InstanceStatus,
-    InstanceTask,
-    TaskRestore,
-)
+from airflow_stateful_provider.streams.status.document import InstanceStatus
+from airflow_stateful_provider.streams.status.document_parts import ChangelogProgress, InstanceTask, TaskRestore
 from airflow_stateful_provider.streams.status.rendering import render_status_table
 
 NOW = 1_700_000_000_000

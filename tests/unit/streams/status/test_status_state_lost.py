@@ -16,11 +16,8 @@ from airflow_stateful_provider.streams.restoration.changelog_loss import LostCha
 from airflow_stateful_provider.streams.status.application import build_application_status
 from airflow_stateful_provider.streams.status.collector import status_document_from_instance
 from airflow_stateful_provider.streams.status.conditions import restoration_condition
-from airflow_stateful_provider.streams.status.document import (
-    InstanceStatus,
-    InstanceTask,
-    LostChangelogReport,
-)
+from airflow_stateful_provider.streams.status.document import InstanceStatus
+from airflow_stateful_provider.streams.status.document_parts import InstanceTask, LostChangelogReport
 from airflow_stateful_provider.streams.status.rendering import render_status_table
 from airflow_stateful_provider.streams.task_id import TaskId
 from tests.unit.streams.status.status_documents import fake_thread_metrics
