@@ -35,6 +35,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "SnapshotError",
         "StatusFormatError", "StatusReadTimeoutError", "StreamsError", "TopologyError", "UnknownApplicationError",
         "UnsupportedGroupProtocolVersionError", "UnsupportedStatusVersionError",
+        "QueryError", "InvalidQueryError", "UnknownStoreError", "InstanceNotRunningError", "TaskNotAvailableError",
+        "QueryTimeoutError",
     ),
     ".instance.kafka_streams": ("KafkaStreams", "KafkaStreamsState"),
     ".processing.deserialization": (
@@ -52,6 +54,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Cancellable", "Headers", "KeyValue", "Processor", "ProcessorContext", "ProcessorSupplier",
         "PunctuationType", "Punctuator", "Record", "RecordMetadata",
     ),
+    ".queries.requests": (
+        "KeyQuery", "MultiVersionedKeyQuery", "Position", "PositionBound", "RangeQuery", "SessionQuery",
+        "StateQueryRequest", "VersionedKeyQuery",
+    ),
+    ".queries.remote": ("query_application",),
+    ".queries.results": ("KeyQueryMetadata", "QueryResult", "StateQueryResult"),
     ".restoration.changelog_reader": ("StandbyUpdateListener", "StateRestoreListener", "SuspendReason"),
     ".serdes": ("Serde", "Serdes"),
     ".snapshots.catalog": ("SnapshotEntry", "delete_old_snapshots", "list_snapshots"),

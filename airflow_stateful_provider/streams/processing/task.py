@@ -515,6 +515,20 @@ class StreamTask:
                 next_offset, encode_commit_metadata(self._partition_group.partition_time(tp), self.processor_metadata))
         return offsets
 
+    def processed_position(self) -> dict[TopicPartition, int]:
+        """Per input partition, the next offset whose record the stores do not reflect yet
+        (interactive queries' position, docs/interactive-queries.md): after the last processed
+        record, or the consumer's position when nothing of the partition waits in the buffer
+        (past transaction markers, or where the task started when it processed nothing yet)."""
+        position = {tp: om.offset for tp, om in self.committable_offsets().items()}
+        for tp in self.partitions:
+            if tp not in position and self._consumer_position is not None \
+                    and self._partition_group.buffered_size(tp) == 0:
+                offset = self._consumer_position(tp)
+                if offset is not None:
+                    position[tp] = offset
+        return position
+
     def post_commit(self, *, enforce_checkpoint: bool = False) -> None:
         """After the consumer (or, exactly-once, the transaction) committed: write the stores'
         buffered writes of the committed transaction, clear the commit flags and let the

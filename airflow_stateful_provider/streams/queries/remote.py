@@ -1,0 +1,146 @@
+"""The caller side of remote queries: ask a running application over Kafka, no other network path.
+
+:func:`query_application` subscribes to ``<application_id>-query-answers`` at its end,
+writes the request to ``<application_id>-queries`` and gathers the answers keyed by its
+request id until every asked partition has a final answer or the timeout passes. Final: a
+success (from the active, or from a standby when stale reads are allowed), or, when only
+actives may answer, the active's failure ("restoring", "position"). The caller needs no
+serdes: keys go as JSON and are serialized where the store lives; values come back as
+JSON (``to_json_value``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow_stateful_provider.streams.clock import wall_clock_ms
+from airflow_stateful_provider.streams.errors import (
+    BrokerUnreachableError,
+    InstanceNotRunningError,
+    InvalidQueryError,
+    QueryError,
+    QueryTimeoutError,
+    TaskNotAvailableError,
+    UnknownApplicationError,
+    UnknownStoreError,
+)
+from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
+from airflow_stateful_provider.streams.queries.requests import StateQueryRequest
+from airflow_stateful_provider.streams.queries.results import (
+    NOT_OWNED,
+    QueryResult,
+    StateQueryResult,
+    best_results,
+    failed,
+)
+from airflow_stateful_provider.streams.queries.wire import (
+    QueryAnswer,
+    RemoteQuery,
+    answers_topic_name,
+    queries_topic_name,
+)
+
+__all__ = ["query_application"]
+
+#: The errors an instance may refuse a request with, by the name on the wire.
+_ERRORS: dict[str, type[QueryError]] = {cls.__name__: cls for cls in (
+    QueryError, InvalidQueryError, UnknownStoreError, InstanceNotRunningError, TaskNotAvailableError,
+    QueryTimeoutError)}
+
+
+def query_application(bootstrap_servers: str | Sequence[str], application_id: str, request: StateQueryRequest, *,
+                      timeout_ms: int = 10_000, client_configs: Mapping[str, Any] | None = None) -> StateQueryResult:
+    """Ask the running instances of ``application_id`` (see module docstring).
+
+    Raises UnknownApplicationError when the application has no query topics (never
+    started, or started before this version), BrokerUnreachableError when Kafka cannot be
+    reached, UnknownStoreError / InvalidQueryError as the instances refuse the request,
+    QueryTimeoutError when no instance answered at all within ``timeout_ms``. A partition
+    nobody could serve in time is a failed result (``get_result``, ``value()`` and
+    ``records()`` raise TaskNotAvailableError for it).
+    """
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
+        raise InvalidQueryError(f"timeout_ms must be an int >= 1, got {timeout_ms!r}")
+    request.checked_query()
+    servers = servers_text(bootstrap_servers)
+    deadline = time.monotonic() + timeout_ms / 1000
+    common = {"bootstrap_servers": bootstrap_servers, "bootstrap_timeout_ms": timeout_ms,
+              "request_timeout_ms": max(timeout_ms, 1_000), **(client_configs or {})}
+    try:
+        consumer = construct_client(KafkaConsumer, {**common, "group_id": None, "enable_auto_commit": False,
+                                                     "allow_auto_create_topics": False, "fetch_max_wait_ms": 20,
+                                                     "client_id": f"{application_id}-query-caller"})
+    except connection_errors() as exc:
+        raise BrokerUnreachableError(f"cannot reach Kafka at {servers} within {timeout_ms} ms to query application "
+                                     f"{application_id!r}: {exc}") from exc
+    producer = None
+    try:
+        answers_topic = answers_topic_name(application_id)
+        if not consumer.partitions_for_topic(answers_topic) or not consumer.partitions_for_topic(
+                queries_topic_name(application_id)):
+            raise UnknownApplicationError(
+                f"unknown application {application_id!r}: no query topics {queries_topic_name(application_id)!r} "
+                f"and {answers_topic!r} on {servers} (never started, or another cluster)")
+        tp = KafkaTopicPartition(answers_topic, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, consumer.end_offsets([tp])[tp])
+        producer = construct_client(KafkaProducer, {**common, "acks": "all", "linger_ms": 0,
+                                                    "max_block_ms": timeout_ms, "allow_auto_create_topics": False,
+                                                    "client_id": f"{application_id}-query-caller"})
+        query = RemoteQuery.new(application_id, request, wall_clock_ms() + timeout_ms)
+        producer.send(queries_topic_name(application_id), key=query.request_id.encode(),
+                      value=query.to_json_bytes()).get(timeout=max(0.001, deadline - time.monotonic()))
+        return _gather(consumer, query, deadline, timeout_ms)
+    except connection_errors() as exc:
+        raise BrokerUnreachableError(f"lost Kafka at {servers} while querying application {application_id!r}: "
+                                     f"{exc}") from exc
+    finally:
+        consumer.close(autocommit=False)
+        if producer is not None:
+            producer.close(timeout=1)
+
+
+def _gather(consumer: Any, query: RemoteQuery, deadline: float, timeout_ms: int) -> StateQueryResult:
+    request = query.request
+    stale = request.max_standby_lag is not None
+    partitions: set[int] | None = None
+    results: list[QueryResult] = []
+    answered = False
+    while True:
+        best = best_results(results)
+        if partitions is not None and all(p in best and _final(best[p], stale) for p in partitions):
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        for records in consumer.poll(timeout_ms=max(1, int(min(left, 0.2) * 1000))).values():
+            for record in records:
+                if record.key != query.request_id.encode():
+                    continue
+                answer = QueryAnswer.from_json_bytes(record.value)
+                answered = True
+                if answer.error is not None:
+                    kind, message = answer.error
+                    raise _ERRORS.get(kind, QueryError)(f"instance {answer.instance_id}: {message}")
+                partitions = set(answer.partitions) if partitions is None else partitions
+                results += answer.results
+    if not answered:
+        raise QueryTimeoutError(f"no instance of application {query.application_id!r} answered query "
+                                f"{query.request_id} on store {request.store!r} within {timeout_ms} ms: is it "
+                                f"running, and does an instance hold the asked partitions?")
+    best = best_results(results)
+    for partition in sorted((partitions or set()) - set(best)):
+        best[partition] = failed(partition, "", "", NOT_OWNED,
+                                 f"no instance answered for partition {partition} of store {request.store!r} within "
+                                 f"{timeout_ms} ms (its task may be moving between instances); retry")
+    return StateQueryResult(request.store, request.checked_query(), dict(sorted(best.items())))
+
+
+def _final(result: QueryResult, stale: bool) -> bool:
+    """Whether no better answer can come for this partition."""
+    return result.is_success or (not stale and not result.standby)
