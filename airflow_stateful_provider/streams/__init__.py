@@ -36,7 +36,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "StatusFormatError", "StatusReadTimeoutError", "StreamsError", "TopologyError", "UnknownApplicationError",
         "UnsupportedGroupProtocolVersionError", "UnsupportedStatusVersionError",
         "QueryError", "InvalidQueryError", "UnknownStoreError", "InstanceNotRunningError", "TaskNotAvailableError",
-        "QueryTimeoutError",
+        "QueryTimeoutError", "WrongStoreKindError",
     ),
     ".instance.kafka_streams": ("KafkaStreams", "KafkaStreamsState"),
     ".processing.deserialization": (
@@ -58,6 +58,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "KeyQuery", "MultiVersionedKeyQuery", "Position", "PositionBound", "RangeQuery", "SessionQuery",
         "StateQueryRequest", "VersionedKeyQuery",
     ),
+    ".queries.lookups": ("lookup_store",),
     ".queries.remote": ("query_application",),
     ".queries.results": ("KeyQueryMetadata", "QueryResult", "StateQueryResult"),
     ".restoration.changelog_reader": ("StandbyUpdateListener", "StateRestoreListener", "SuspendReason"),

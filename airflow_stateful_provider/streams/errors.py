@@ -208,3 +208,12 @@ class TaskNotAvailableError(QueryError):
 class QueryTimeoutError(QueryError, TimeoutError):
     """No instance answered a remote query within its timeout: the application may be
     stopped, or every owner of the task busy restoring."""
+
+
+class WrongStoreKindError(InvalidQueryError):
+    """A query type the store's kind does not answer (a KeyQuery on a versioned store, ...);
+    ``kind`` names the store's kind, so a caller can ask again with a query that fits."""
+
+    def __init__(self, message: str, *, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind

@@ -13,7 +13,12 @@ from concurrent.futures import Future
 from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.errors import InvalidQueryError, QueryTimeoutError, UnknownStoreError
+from airflow_stateful_provider.streams.errors import (
+    InvalidQueryError,
+    QueryTimeoutError,
+    UnknownStoreError,
+    WrongStoreKindError,
+)
 from airflow_stateful_provider.streams.queries.answering import (
     QueryTarget,
     answer_on_thread,
@@ -57,8 +62,8 @@ def resolve_target(topology: Topology, config: StreamsConfig, task_counts: Mappi
     subtopology = _store_subtopology(topology, request.store)
     kind = topology.store_builder(request.store).kind.name
     if kind not in query.kinds:
-        raise InvalidQueryError(f"store {request.store!r} is a {kind} store; a {type(query).__name__} needs a "
-                                f"{' or '.join(query.kinds)} store")
+        raise WrongStoreKindError(f"store {request.store!r} is a {kind} store; a {type(query).__name__} needs a "
+                                  f"{' or '.join(query.kinds)} store", kind=kind)
     count = task_counts.get(subtopology)
     if count is None:
         raise InvalidQueryError(f"the partitions of store {request.store!r} are not known before the instance starts")

@@ -25,6 +25,7 @@ from airflow_stateful_provider.streams.errors import (
     TaskNotAvailableError,
     UnknownApplicationError,
     UnknownStoreError,
+    WrongStoreKindError,
 )
 from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
 from airflow_stateful_provider.streams.queries.requests import StateQueryRequest
@@ -126,6 +127,8 @@ def _gather(consumer: Any, query: RemoteQuery, deadline: float, timeout_ms: int)
                 answered = True
                 if answer.error is not None:
                     kind, message = answer.error
+                    if kind == WrongStoreKindError.__name__:
+                        raise WrongStoreKindError(message, kind=answer.store_kind)
                     raise _ERRORS.get(kind, QueryError)(f"instance {answer.instance_id}: {message}")
                 partitions = set(answer.partitions) if partitions is None else partitions
                 results += answer.results

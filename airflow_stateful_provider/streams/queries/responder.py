@@ -144,7 +144,8 @@ class QueryResponder:
                                     self.instance_id)
             result = query_threads(list(streams.threads), target, min(left_s, MAX_ANSWER_WAIT_S))
         except QueryError as exc:
-            self._send(QueryAnswer(query.request_id, self.instance_id, error=(type(exc).__name__, str(exc))))
+            self._send(QueryAnswer(query.request_id, self.instance_id, error=(type(exc).__name__, str(exc)),
+                                   store_kind=getattr(exc, "kind", "")))
             return
         except StreamsError as exc:  # e.g. a stream thread stopped while the query waited
             self._send(QueryAnswer(query.request_id, self.instance_id, error=("QueryError", str(exc))))

@@ -95,12 +95,15 @@ class QueryAnswer:
     results: tuple[QueryResult, ...] = ()
     #: ``(error class name, message)`` when the request was refused.
     error: tuple[str, str] | None = None
+    #: WrongStoreKindError: the store's kind.
+    store_kind: str = ""
 
     def to_json_bytes(self) -> bytes:
         return json.dumps({"format_version": FORMAT_VERSION, "request_id": self.request_id,
                            "instance_id": self.instance_id, "partitions": list(self.partitions),
                            "results": [r.to_dict() for r in self.results],
-                           "error": None if self.error is None else {"type": self.error[0], "message": self.error[1]}},
+                           "error": None if self.error is None else {"type": self.error[0], "message": self.error[1],
+                                                                    "store_kind": self.store_kind}},
                           separators=(",", ":"), default=repr).encode()
 
     @classmethod
@@ -111,6 +114,7 @@ class QueryAnswer:
             return cls(str(data["request_id"]), str(data["instance_id"]),
                        tuple(int(p) for p in data.get("partitions") or ()),
                        tuple(QueryResult.from_dict(r) for r in data.get("results") or ()),
-                       None if error is None else (str(error["type"]), str(error["message"])))
+                       None if error is None else (str(error["type"]), str(error["message"])),
+                       "" if error is None else str(error.get("store_kind") or ""))
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidQueryError(f"malformed query answer {data!r:.200}: {exc!r}") from None
