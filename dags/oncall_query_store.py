@@ -2,7 +2,7 @@
 
 Trigger it by hand (``airflow dags trigger oncall_query_store --conf '{"application_id":
 "clicks", "store": "currency-rates-store", "key": "EUR"}'``) when someone asks "what does the
-state say for user 42?". The task asks the running instances over the application's query
+state say for this key?". The task asks the running instances over the application's query
 topics (docs/interactive-queries.md), so it needs no network path to them: the active
 instance of the key's task answers (or a standby, with ``allow_stale``), and the log says
 which one, at which input position. ``as_of`` reads a versioned store as of an epoch-ms time.
