@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from airflow_stateful_provider.streams.errors import InvalidQueryError
+from airflow_stateful_provider.streams.kafka.positions import local_position
 from airflow_stateful_provider.streams.processing.task import TaskState
 from airflow_stateful_provider.streams.queries.requests import (
     KeyQuery,
@@ -125,13 +126,17 @@ def _answer_standby(standby: Any, target: QueryTarget, lag: int | None) -> Query
 
 
 def _standby_lags(thread: Any) -> dict[Any, int | None]:
-    """Per standby task, the changelog records it has not applied (None: end not known yet)."""
+    """Per standby task, the changelog offsets it has not read up to the end its restore
+    consumer last saw (None: not known yet). The consumer's own position counts, as it
+    moves past transaction markers (exactly-once), which are no records to apply."""
     lags: dict[Any, int | None] = {}
     for state in thread.changelog_reader.progress():
         if state.end_offset is None:
             lags[state.task_id] = None
         elif state.task_id not in lags or lags[state.task_id] is not None:
-            lags[state.task_id] = (lags.get(state.task_id) or 0) + max(0, state.end_offset - state.position)
+            read = local_position(thread.restore_consumer, state.partition.topic, state.partition.partition)
+            position = max(state.position, read or 0)
+            lags[state.task_id] = (lags.get(state.task_id) or 0) + max(0, state.end_offset - position)
     return lags
 
 
