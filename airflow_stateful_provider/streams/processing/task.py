@@ -148,6 +148,8 @@ class StreamTask:
         self._stream_queue = PunctuationQueue()
         self._wall_queue = PunctuationQueue()
         self._consumed: dict[TopicPartition, int] = {}
+        #: The committed offsets the task started from (its position before it processes).
+        self._committed_at_start: dict[TopicPartition, int] = {}
         #: Small per-task values processors keep across restarts, committed with the input
         #: offsets (e.g. emit-on-close aggregations: the last window close time emitted).
         self.processor_metadata: dict[str, int] = {}
@@ -250,6 +252,9 @@ class StreamTask:
             tp = TopicPartition(tp[0], tp[1])
             if tp not in self._partition_group.partitions or value is None:
                 continue
+            offset = getattr(value, "offset", None)
+            if isinstance(offset, int) and offset >= 0:
+                self._committed_at_start[tp] = offset
             metadata = value if isinstance(value, str) else getattr(value, "metadata", "")
             partition_time, processor_metadata = decode_commit_metadata(metadata)
             if partition_time != UNKNOWN:
@@ -522,11 +527,14 @@ class StreamTask:
         (past transaction markers, or where the task started when it processed nothing yet)."""
         position = {tp: om.offset for tp, om in self.committable_offsets().items()}
         for tp in self.partitions:
-            if tp not in position and self._consumer_position is not None \
-                    and self._partition_group.buffered_size(tp) == 0:
-                offset = self._consumer_position(tp)
-                if offset is not None:
-                    position[tp] = offset
+            if tp in position:
+                continue
+            offset = self._consumer_position(tp) if self._consumer_position is not None \
+                and self._partition_group.buffered_size(tp) == 0 else None
+            if offset is None:
+                offset = self._committed_at_start.get(tp)
+            if offset is not None:
+                position[tp] = offset
         return position
 
     def post_commit(self, *, enforce_checkpoint: bool = False) -> None:

@@ -147,8 +147,8 @@ class QueryResponder:
             self._send(QueryAnswer(query.request_id, self.instance_id, error=(type(exc).__name__, str(exc)),
                                    store_kind=getattr(exc, "kind", "")))
             return
-        except StreamsError as exc:  # e.g. a stream thread stopped while the query waited
-            self._send(QueryAnswer(query.request_id, self.instance_id, error=("QueryError", str(exc))))
+        except StreamsError as exc:  # a stream thread stopped while the query waited: the task's next owner answers
+            log.info("query %s not answered: %s", query.request_id, exc)
             return
         held = tuple(r for r in result.partition_results.values() if r.failure_reason != NOT_OWNED)
         if not held:
