@@ -24,6 +24,8 @@ from airflow_stateful_provider.streams import (
     KafkaStreams,
     KafkaStreamsState,
     KeyQuery,
+    Position,
+    PositionBound,
     QueryTimeoutError,
     RangeQuery,
     StateQueryRequest,
@@ -31,6 +33,7 @@ from airflow_stateful_provider.streams import (
     TaskNotAvailableError,
     UnknownApplicationError,
     UnknownStoreError,
+    committed_position,
     fetch_application_status,
     query_application,
 )
@@ -173,6 +176,19 @@ def test_key_and_range_answers_equal_the_input_below_their_position(app):
             token = page.continuation
             if token is None:
                 break
+        # read-your-writes: a bound at the committed offsets is met; one far ahead fails "position"
+        key, answer = key_answers[0]
+        request = StateQueryRequest.in_store("counts").with_query(KeyQuery.with_key(key))
+        committed = committed_position(app.servers, app.id)
+        assert committed.offset(app.topic, answer.partition) is not None
+        met = query_application(app.servers, app.id, request.with_position_bound(PositionBound.at(committed)),
+                                timeout_ms=20_000).only_partition_result()
+        assert met.is_success and met.position.dominates(committed, within={(app.topic, answer.partition)})
+        ahead = Position.of({(app.topic, answer.partition): 10**9})
+        behind = query_application(app.servers, app.id, request.with_position_bound(PositionBound.at(ahead)),
+                                   timeout_ms=20_000).only_partition_result()
+        assert behind.failure_reason == "position" and "behind the position bound" in behind.failure
+        key_answers.append((key, met))
     oracle = app.oracle()
     for key, answer in key_answers:
         position = answer.position.offset(app.topic, answer.partition)

@@ -28,7 +28,7 @@ from airflow_stateful_provider.streams.errors import (
     WrongStoreKindError,
 )
 from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
-from airflow_stateful_provider.streams.queries.requests import StateQueryRequest
+from airflow_stateful_provider.streams.queries.requests import Position, StateQueryRequest
 from airflow_stateful_provider.streams.queries.results import (
     NOT_OWNED,
     QueryResult,
@@ -43,7 +43,7 @@ from airflow_stateful_provider.streams.queries.wire import (
     queries_topic_name,
 )
 
-__all__ = ["query_application"]
+__all__ = ["committed_position", "query_application"]
 
 #: The errors an instance may refuse a request with, by the name on the wire.
 _ERRORS: dict[str, type[QueryError]] = {cls.__name__: cls for cls in (
@@ -147,3 +147,29 @@ def _gather(consumer: Any, query: RemoteQuery, deadline: float, timeout_ms: int)
 def _final(result: QueryResult, stale: bool) -> bool:
     """Whether no better answer can come for this partition."""
     return result.is_success or (not stale and not result.standby)
+
+
+def committed_position(bootstrap_servers: str | Sequence[str], application_id: str, *,
+                       timeout_ms: int = 10_000, client_configs: Mapping[str, Any] | None = None) -> Position:
+    """The input offsets ``application_id`` has committed now, as a position: with
+    ``PositionBound.at(committed_position(...))`` an answer reflects at least everything the
+    application had committed when this was called (read-your-writes for output already seen)."""
+    from kafka import KafkaAdminClient
+
+    servers = servers_text(bootstrap_servers)
+    try:
+        admin = construct_client(KafkaAdminClient, {"bootstrap_servers": bootstrap_servers,
+                                                    "bootstrap_timeout_ms": timeout_ms,
+                                                    "request_timeout_ms": max(timeout_ms, 1_000),
+                                                    "client_id": f"{application_id}-query-caller",
+                                                    **(client_configs or {})})
+    except connection_errors() as exc:
+        raise BrokerUnreachableError(f"cannot reach Kafka at {servers} within {timeout_ms} ms: {exc}") from exc
+    try:
+        offsets = admin.list_group_offsets({application_id: None}).get(application_id, {})
+    except connection_errors() as exc:
+        raise BrokerUnreachableError(f"lost Kafka at {servers} reading the offsets of {application_id!r}: "
+                                     f"{exc}") from exc
+    finally:
+        admin.close()
+    return Position.of({(tp.topic, tp.partition): om.offset for tp, om in offsets.items() if om.offset >= 0})
