@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 import pytest
 
 from airflow_stateful_provider.streams import (
+    InstanceNotRunningError,
     KafkaStreams,
     KafkaStreamsState,
     KeyQuery,
@@ -264,6 +266,14 @@ def test_unknown_store_and_application_are_clear_errors(app):
         query_application(app.servers, app.id, StateQueryRequest.in_store("nope").with_query(KeyQuery("k01")))
     with pytest.raises(UnknownApplicationError, match="unknown application 'no-such-app'"):
         query_application(app.servers, "no-such-app", StateQueryRequest.in_store("counts").with_query(KeyQuery("k")))
+    app.close()  # nobody left to answer: a timeout naming the application, after the timeout
+    started = time.monotonic()
+    with pytest.raises(QueryTimeoutError, match=f"no instance of application '{app.id}' answered"):
+        query_application(app.servers, app.id, StateQueryRequest.in_store("counts").with_query(KeyQuery("k01")),
+                          timeout_ms=2_000)
+    assert 2 <= time.monotonic() - started < 30
+    with pytest.raises(InstanceNotRunningError, match="is NOT_RUNNING"):
+        app.instances["iq-0"].query(StateQueryRequest.in_store("counts").with_query(KeyQuery("k01")))
 
 
 def test_a_query_during_a_task_move_is_answered_right_or_fails_restoring(app):
