@@ -3,8 +3,9 @@
 Two instances of a counting application (exactly-once, one standby each, 4 partitions) in
 this process, with input flowing at a steady rate. Then, one query at a time:
   in-process key queries at the key's owner (``KafkaStreams.query``),
-  remote key queries over the query topics (``query_application``),
-  remote range pages of 100 records over every partition.
+  remote key queries over the query topics, one-off (``query_application``: its own
+  connections each time) and over a kept ``QueryClient``,
+  remote range pages of 100 records over every partition (``QueryClient``).
 The load a query puts on an instance is one read per stream thread between two records;
 the input rate processed with and without a query loop running beside it shows it.
 
@@ -30,11 +31,14 @@ from pathlib import Path
 if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
     os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
+from kafka import KafkaProducer  # noqa: E402
+
 from airflow_stateful_provider.streams import (  # noqa: E402
     KafkaStreams,
     KafkaStreamsState,
     KeyQuery,
     Processor,
+    QueryClient,
     RangeQuery,
     StateQueryRequest,
     Stores,
@@ -106,13 +110,15 @@ def main() -> int:
         stop = threading.Event()
 
         def feed() -> None:
-            n = 0
+            producer, n = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5), 0
             while not stop.is_set():
                 started = time.monotonic()
-                produce(bootstrap, TOPIC, [(keys[(n + i) % len(keys)], "1") for i in range(args.rate // 10)],
-                        linger_ms=5)
+                for i in range(args.rate // 10):
+                    producer.send(TOPIC, key=keys[(n + i) % len(keys)].encode(), value=b"1")
+                producer.flush()
                 n += args.rate // 10
                 stop.wait(max(0.0, 0.1 - (time.monotonic() - started)))
+            producer.close()
 
         feeder = threading.Thread(target=feed, daemon=True)
         feeder.start()
@@ -121,7 +127,9 @@ def main() -> int:
         print(f"processing {idle_rps:,.0f} records/s without queries", flush=True)
         owners = {key: instances[instances["iq-0"].query_metadata_for_key("counts", key).active_instance]
                   for key in keys[:50]}
-        results: dict[str, list[float]] = {"in_process_key": [], "remote_key": [], "remote_range_page": []}
+        results: dict[str, list[float]] = {"in_process_key": [], "remote_key_one_off": [], "remote_key_client": [],
+                                           "remote_range_page": []}
+        client = QueryClient(bootstrap, APP)
         busy_rps: list[float] = []
         measuring = threading.Event()
 
@@ -139,11 +147,15 @@ def main() -> int:
             results["in_process_key"].append(time.monotonic() - started)
             started = time.monotonic()
             query_application(bootstrap, APP, request).value()
-            results["remote_key"].append(time.monotonic() - started)
+            results["remote_key_one_off"].append(time.monotonic() - started)
             started = time.monotonic()
-            query_application(bootstrap, APP, StateQueryRequest.in_store("counts").with_query(
+            client.query(request).value()
+            results["remote_key_client"].append(time.monotonic() - started)
+            started = time.monotonic()
+            client.query(StateQueryRequest.in_store("counts").with_query(
                 RangeQuery.with_no_bounds().with_limit(100))).records()
             results["remote_range_page"].append(time.monotonic() - started)
+        client.close()
         measuring.set()
         load.join(10)
         stop.set()

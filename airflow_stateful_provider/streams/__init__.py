@@ -59,7 +59,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "StateQueryRequest", "VersionedKeyQuery",
     ),
     ".queries.lookups": ("lookup_store",),
-    ".queries.remote": ("committed_position", "query_application"),
+    ".queries.remote": ("QueryClient", "committed_position", "query_application"),
     ".queries.results": ("KeyQueryMetadata", "QueryResult", "StateQueryResult"),
     ".restoration.changelog_reader": ("StandbyUpdateListener", "StateRestoreListener", "SuspendReason"),
     ".serdes": ("Serde", "Serdes"),

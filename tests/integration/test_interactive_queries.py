@@ -42,8 +42,8 @@ from airflow_stateful_provider.streams import (
 from airflow_stateful_provider.streams.processor import Processor
 from airflow_stateful_provider.streams.topology.store_builders import Stores
 from airflow_stateful_provider.streams.topology.topology import Topology
-from tools.kafka.topics import create_topics, produce, read_all
-from tools.waits import wait_progressing, wait_until
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, produce, read_all
+from tools.waits import wait_for_commits, wait_progressing, wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -94,6 +94,8 @@ class _App:
         for streams in self.instances.values():
             streams.start()
         wait_until(self._placed, 120, "every task running with one caught-up standby on the other instance")
+        wait_for_commits(lambda: committed_offsets(self.servers, self.id, self.topic),
+                         end_offsets(self.servers, self.topic), "the first input processed and committed")
 
     def _placed(self) -> bool:
         if any(s.state is not KafkaStreamsState.RUNNING for s in self.instances.values()):

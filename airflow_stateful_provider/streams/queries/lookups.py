@@ -9,11 +9,11 @@ partition, standby lag, position), so it can be printed, returned through XCom o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow_stateful_provider.streams.errors import InvalidQueryError, WrongStoreKindError
-from airflow_stateful_provider.streams.queries.remote import query_application
+from airflow_stateful_provider.streams.queries.remote import QueryClient
 from airflow_stateful_provider.streams.queries.requests import (
     DEFAULT_LIMIT,
     KeyQuery,
@@ -46,13 +46,20 @@ def lookup_store(bootstrap_servers: str | Sequence[str], application_id: str, st
     if key_range is not None and as_of is not None:
         raise InvalidQueryError("as_of applies to one key of a versioned store, not to a range")
 
-    def ask(query: Query) -> Any:
-        request = StateQueryRequest.in_store(store).with_query(query)
-        if allow_stale:
-            request = request.with_stale_reads(max_lag)
-        return query_application(bootstrap_servers, application_id, request, timeout_ms=timeout_ms,
-                                 client_configs=client_configs)
+    with QueryClient(bootstrap_servers, application_id, timeout_ms=timeout_ms,
+                     client_configs=client_configs) as client:
 
+        def ask(query: Query) -> Any:
+            request = StateQueryRequest.in_store(store).with_query(query)
+            if allow_stale:
+                request = request.with_stale_reads(max_lag)
+            return client.query(request, timeout_ms=timeout_ms)
+
+        return _lookup(ask, application_id, store, key, key_range, as_of, limit, continuation)
+
+
+def _lookup(ask: Callable[[Query], Any], application_id: str, store: str, key: Any, key_range: tuple[Any, Any] | None,
+            as_of: int | None, limit: int, continuation: str | None) -> dict[str, Any]:
     answer: dict[str, Any] = {"application_id": application_id, "store": store}
     if key_range is not None:
         result = ask(RangeQuery(key_range[0], key_range[1], limit=limit, continuation=continuation))

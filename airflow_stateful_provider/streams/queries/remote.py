@@ -43,7 +43,7 @@ from airflow_stateful_provider.streams.queries.wire import (
     queries_topic_name,
 )
 
-__all__ = ["committed_position", "query_application"]
+__all__ = ["QueryClient", "committed_position", "query_application"]
 
 #: The errors an instance may refuse a request with, by the name on the wire.
 _ERRORS: dict[str, type[QueryError]] = {cls.__name__: cls for cls in (
@@ -53,7 +53,8 @@ _ERRORS: dict[str, type[QueryError]] = {cls.__name__: cls for cls in (
 
 def query_application(bootstrap_servers: str | Sequence[str], application_id: str, request: StateQueryRequest, *,
                       timeout_ms: int = 10_000, client_configs: Mapping[str, Any] | None = None) -> StateQueryResult:
-    """Ask the running instances of ``application_id`` (see module docstring).
+    """Ask the running instances of ``application_id`` once (see module docstring; a
+    :class:`QueryClient` keeps its connections for many queries).
 
     Raises UnknownApplicationError when the application has no query topics (never
     started, or started before this version), BrokerUnreachableError when Kafka cannot be
@@ -62,48 +63,91 @@ def query_application(bootstrap_servers: str | Sequence[str], application_id: st
     nobody could serve in time is a failed result (``get_result``, ``value()`` and
     ``records()`` raise TaskNotAvailableError for it).
     """
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka import TopicPartition as KafkaTopicPartition
+    with QueryClient(bootstrap_servers, application_id, timeout_ms=timeout_ms,
+                     client_configs=client_configs) as client:
+        return client.query(request, timeout_ms=timeout_ms)
 
+
+class QueryClient:
+    """Remote queries of one application over kept connections: most of a one-off query's
+    time is setting up its consumer and producer. Not thread-safe: one per thread.
+
+    ``QueryClient(servers, "clicks")`` connects (within ``timeout_ms``) and checks that the
+    application's query topics exist; ``query(request)`` as :func:`query_application`;
+    ``close()`` (or ``with``) releases the connections.
+    """
+
+    def __init__(self, bootstrap_servers: str | Sequence[str], application_id: str, *, timeout_ms: int = 10_000,
+                 client_configs: Mapping[str, Any] | None = None) -> None:
+        from kafka import KafkaConsumer, KafkaProducer
+        from kafka import TopicPartition as KafkaTopicPartition
+
+        _check_timeout(timeout_ms)
+        self.application_id = application_id
+        self._servers = servers_text(bootstrap_servers)
+        common = {"bootstrap_servers": bootstrap_servers, "bootstrap_timeout_ms": timeout_ms,
+                  "request_timeout_ms": max(timeout_ms, 1_000), "client_id": f"{application_id}-query-caller",
+                  **(client_configs or {})}
+        self._producer: Any = None
+        try:
+            self._consumer = construct_client(KafkaConsumer, {**common, "group_id": None, "enable_auto_commit": False,
+                                                              "allow_auto_create_topics": False,
+                                                              "fetch_max_wait_ms": 20})
+        except connection_errors() as exc:
+            raise BrokerUnreachableError(f"cannot reach Kafka at {self._servers} within {timeout_ms} ms to query "
+                                         f"application {application_id!r}: {exc}") from exc
+        try:
+            answers = answers_topic_name(application_id)
+            if not self._consumer.partitions_for_topic(answers) or not self._consumer.partitions_for_topic(
+                    queries_topic_name(application_id)):
+                raise UnknownApplicationError(
+                    f"unknown application {application_id!r}: no query topics "
+                    f"{queries_topic_name(application_id)!r} and {answers!r} on {self._servers} (never started, "
+                    f"or another cluster)")
+            # Answers to come are read from here on: the position is taken before any request is sent.
+            tp = KafkaTopicPartition(answers, 0)
+            self._consumer.assign([tp])
+            self._consumer.seek(tp, self._consumer.end_offsets([tp])[tp])
+            self._producer = construct_client(KafkaProducer, {**common, "acks": "all", "linger_ms": 0,
+                                                              "max_block_ms": timeout_ms,
+                                                              "allow_auto_create_topics": False})
+        except connection_errors() as exc:
+            self.close()
+            raise BrokerUnreachableError(f"lost Kafka at {self._servers} while connecting to application "
+                                         f"{application_id!r}: {exc}") from exc
+        except BaseException:
+            self.close()
+            raise
+
+    def query(self, request: StateQueryRequest, *, timeout_ms: int = 10_000) -> StateQueryResult:
+        """Send ``request`` and gather the answers (see :func:`query_application`)."""
+        _check_timeout(timeout_ms)
+        request.checked_query()
+        deadline = time.monotonic() + timeout_ms / 1000
+        query = RemoteQuery.new(self.application_id, request, wall_clock_ms() + timeout_ms)
+        try:
+            self._producer.send(queries_topic_name(self.application_id), key=query.request_id.encode(),
+                                value=query.to_json_bytes()).get(timeout=max(0.001, deadline - time.monotonic()))
+            return _gather(self._consumer, query, deadline, timeout_ms)
+        except connection_errors() as exc:
+            raise BrokerUnreachableError(f"lost Kafka at {self._servers} while querying application "
+                                         f"{self.application_id!r}: {exc}") from exc
+
+    def close(self) -> None:
+        self._consumer.close(autocommit=False)
+        if self._producer is not None:
+            self._producer.close(timeout=1)
+
+    def __enter__(self) -> QueryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_timeout(timeout_ms: Any) -> None:
     if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
         raise InvalidQueryError(f"timeout_ms must be an int >= 1, got {timeout_ms!r}")
-    request.checked_query()
-    servers = servers_text(bootstrap_servers)
-    deadline = time.monotonic() + timeout_ms / 1000
-    common = {"bootstrap_servers": bootstrap_servers, "bootstrap_timeout_ms": timeout_ms,
-              "request_timeout_ms": max(timeout_ms, 1_000), **(client_configs or {})}
-    try:
-        consumer = construct_client(KafkaConsumer, {**common, "group_id": None, "enable_auto_commit": False,
-                                                     "allow_auto_create_topics": False, "fetch_max_wait_ms": 20,
-                                                     "client_id": f"{application_id}-query-caller"})
-    except connection_errors() as exc:
-        raise BrokerUnreachableError(f"cannot reach Kafka at {servers} within {timeout_ms} ms to query application "
-                                     f"{application_id!r}: {exc}") from exc
-    producer = None
-    try:
-        answers_topic = answers_topic_name(application_id)
-        if not consumer.partitions_for_topic(answers_topic) or not consumer.partitions_for_topic(
-                queries_topic_name(application_id)):
-            raise UnknownApplicationError(
-                f"unknown application {application_id!r}: no query topics {queries_topic_name(application_id)!r} "
-                f"and {answers_topic!r} on {servers} (never started, or another cluster)")
-        tp = KafkaTopicPartition(answers_topic, 0)
-        consumer.assign([tp])
-        consumer.seek(tp, consumer.end_offsets([tp])[tp])
-        producer = construct_client(KafkaProducer, {**common, "acks": "all", "linger_ms": 0,
-                                                    "max_block_ms": timeout_ms, "allow_auto_create_topics": False,
-                                                    "client_id": f"{application_id}-query-caller"})
-        query = RemoteQuery.new(application_id, request, wall_clock_ms() + timeout_ms)
-        producer.send(queries_topic_name(application_id), key=query.request_id.encode(),
-                      value=query.to_json_bytes()).get(timeout=max(0.001, deadline - time.monotonic()))
-        return _gather(consumer, query, deadline, timeout_ms)
-    except connection_errors() as exc:
-        raise BrokerUnreachableError(f"lost Kafka at {servers} while querying application {application_id!r}: "
-                                     f"{exc}") from exc
-    finally:
-        consumer.close(autocommit=False)
-        if producer is not None:
-            producer.close(timeout=1)
 
 
 def _gather(consumer: Any, query: RemoteQuery, deadline: float, timeout_ms: int) -> StateQueryResult:
