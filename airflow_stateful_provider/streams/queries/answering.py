@@ -22,6 +22,7 @@ from typing import Any
 from airflow_stateful_provider.streams.errors import InvalidQueryError
 from airflow_stateful_provider.streams.kafka.positions import local_position
 from airflow_stateful_provider.streams.processing.task import TaskState
+from airflow_stateful_provider.streams.processor import KeyValue
 from airflow_stateful_provider.streams.queries.requests import (
     KeyQuery,
     MultiVersionedKeyQuery,
@@ -39,9 +40,8 @@ from airflow_stateful_provider.streams.queries.results import (
     QueryResult,
     failed,
 )
-from airflow_stateful_provider.streams.processor import KeyValue
 
-__all__ = ["QueryTarget", "answer_on_thread", "key_partition", "serialize_key"]
+__all__ = ["QueryTarget", "answer_on_thread", "key_partition", "run_query", "serialize_key"]
 
 #: The largest session timestamp (open bound of a session query).
 _MAX_TIME = 2**63 - 1
