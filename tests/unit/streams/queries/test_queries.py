@@ -179,3 +179,16 @@ def test_requests_and_answers_survive_the_wire():
 def test_answers_become_json_data():
     session = KeyValue(Windowed("a", SessionWindow(1, 5)), 3)
     assert to_json_value([session]) == [{"key": "a", "start": 1, "end": 5, "value": 3}]
+
+
+def test_the_query_topics_fit_every_accepted_application_id():
+    from airflow_stateful_provider.streams import ConfigError
+    from airflow_stateful_provider.streams.queries.wire import answers_topic_name, queries_topic_name
+    from airflow_stateful_provider.streams.topic_names import topic_name_problem
+
+    longest = "a" * 235
+    StreamsConfig(application_id=longest, bootstrap_servers="x:1")
+    assert topic_name_problem(answers_topic_name(longest)) is None
+    assert topic_name_problem(queries_topic_name(longest)) is None
+    with pytest.raises(ConfigError, match="at most 235 fit: the internal topic '<application_id>-query-answers'"):
+        StreamsConfig(application_id=longest + "a", bootstrap_servers="x:1")
