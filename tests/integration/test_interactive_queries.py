@@ -81,9 +81,13 @@ class _App:
         create_topics(bootstrap_servers, {self.topic: PARTITIONS})
         self.sent = 0
         produce(bootstrap_servers, self.topic, [(k, "v0", 1_000) for k in KEYS])
-        # the versioned store's history of key "price": a at 10 s, b at 20 s, c at 30 s
-        produce(bootstrap_servers, self.topic, [("price", v, ts) for v, ts in (("a", 10_000), ("b", 20_000),
-                                                                               ("c", 30_000))])
+        # The versioned store's history of key "price": a, b, c 10 s apart, an hour ago. Recent
+        # timestamps: the changelog keeps a version for min.compaction.lag.ms (history retention
+        # + 1 day) after its record timestamp, so versions dated 1970 may be compacted at once.
+        self.t0 = int(time.time() * 1000) - 3_600_000
+        produce(bootstrap_servers, self.topic, [("price", v, self.t0 + ts) for v, ts in (("a", 10_000),
+                                                                                         ("b", 20_000),
+                                                                                         ("c", 30_000))])
         self.instances = {name: KafkaStreams(_topology(self.topic), StreamsConfig(
             application_id=self.id, bootstrap_servers=bootstrap_servers, state_dir=str(tmp_path / name),
             instance_id=name, processing_guarantee="exactly_once_v2", num_standby_replicas=1,
@@ -213,13 +217,14 @@ def test_as_of_reads_the_version_valid_then_through_the_cli_and_the_hook(app, mo
                                "--bootstrap-servers", app.servers, "--json"], capture_output=True, text=True,
                               timeout=120)
 
-    done = cli("values", "price", "--as-of", "25000")
+    t0 = app.t0
+    done = cli("values", "price", "--as-of", str(t0 + 25_000))
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
-    assert answer["value"] == {"value": "b", "timestamp": 20_000, "valid_to": 30_000}
+    assert answer["value"] == {"value": "b", "timestamp": t0 + 20_000, "valid_to": t0 + 30_000}
     latest = json.loads(cli("values", "price").stdout)  # a plain key on a versioned store: the latest
-    assert latest["value"] == {"value": "c", "timestamp": 30_000, "valid_to": None}
-    before = json.loads(cli("values", "price", "--as-of", "9999").stdout)
+    assert latest["value"] == {"value": "c", "timestamp": t0 + 30_000, "valid_to": None}
+    before = json.loads(cli("values", "price", "--as-of", str(t0 + 9_999)).stdout)
     assert (before["found"], before["value"]) == (False, None)
     missing = cli("nope", "price")
     assert missing.returncode == 1 and "no store 'nope'" in missing.stderr and "Traceback" not in missing.stderr
@@ -252,13 +257,22 @@ def test_a_standby_answers_within_its_lag_bound_only(app):
     oracle = app.oracle()
     expected = {key: len(offsets) for (p, key), offsets in oracle.items() if p == partition}
 
+    last: list = []
+
     def caught_up() -> bool:
         result = streams.query(range_of_partition.with_stale_reads(0)).partition_results[partition]
+        last[:] = [result]
+        assert result.failure_reason != "not_owned", f"{name} no longer holds partition {partition}: {result}"
         return result.is_success and {kv.key: kv.value for kv in result.result} == expected
+
+    def context() -> str:
+        found = {kv.key: kv.value for kv in last[0].result or ()} if last else {}
+        return (f"standby of partition {partition} on {name}: {last and last[0]}\nexpected {expected}\n"
+                f"differing {sorted(k for k in set(found) | set(expected) if found.get(k) != expected.get(k))}")
 
     wait_progressing(caught_up, lambda: -1 * streams.query(range_of_partition.with_stale_reads(10**9))
                      .partition_results[partition].lag, "the standby at lag 0 with every input record counted",
-                     measure="minus the standby's lag")
+                     measure="minus the standby's lag", context=context)
 
 
 def test_unknown_store_and_application_are_clear_errors(app):

@@ -116,7 +116,8 @@ def _answer_standby(standby: Any, target: QueryTarget, lag: int | None) -> Query
     partition, task_id, me = standby.id.partition, str(standby.id), target.instance_id
     limit = target.request.max_standby_lag
     if lag is None or lag > limit:  # type: ignore[operator]
-        seen = "not known yet" if lag is None else f"{lag} changelog records"
+        seen = (f"{lag} changelog records" if lag is not None
+                else "not known (no end seen yet, or updates paused while active tasks restore)")
         return failed(partition, task_id, me, LAGGING, f"standby of task {task_id} on instance {me} is behind by "
                       f"{seen}, over the allowed {limit}", standby=True, lag=lag or 0)
     if target.request.position_bound.position is not None:
@@ -127,11 +128,14 @@ def _answer_standby(standby: Any, target: QueryTarget, lag: int | None) -> Query
 
 def _standby_lags(thread: Any) -> dict[Any, int | None]:
     """Per standby task, the changelog offsets it has not read up to the end its restore
-    consumer last saw (None: not known yet). The consumer's own position counts, as it
-    moves past transaction markers (exactly-once), which are no records to apply."""
+    consumer last saw (None: not known). The consumer's own position counts, as it moves
+    past transaction markers (exactly-once), which are no records to apply. While the
+    standby's partitions are paused (active tasks restore first) that end is not updated,
+    so the lag is not known then."""
     lags: dict[Any, int | None] = {}
+    paused = {(tp.topic, tp.partition) for tp in thread.restore_consumer.paused()}
     for state in thread.changelog_reader.progress():
-        if state.end_offset is None:
+        if state.end_offset is None or (state.partition.topic, state.partition.partition) in paused:
             lags[state.task_id] = None
         elif state.task_id not in lags or lags[state.task_id] is not None:
             read = local_position(thread.restore_consumer, state.partition.topic, state.partition.partition)
