@@ -68,7 +68,8 @@ def resolve_target(topology: Topology, config: StreamsConfig, task_counts: Mappi
     if count is None:
         raise InvalidQueryError(f"the partitions of store {request.store!r} are not known before the instance starts")
     if request.keyed:
-        partitions = frozenset({_key_partition(topology, config, request.store, query.key, count)})  # type: ignore[attr-defined]
+        key = query.key  # type: ignore[attr-defined]
+        partitions = frozenset({_key_partition(topology, config, request.store, key, count)})
         if request.partitions is not None:
             partitions &= request.partitions
     elif request.partitions is not None:

@@ -131,7 +131,8 @@ def test_a_request_is_checked_against_the_topology_before_any_thread_sees_it():
                        StateQueryRequest.in_store("kv").with_query(RangeQuery()).with_partitions({1, 7}), "i")
     target = resolve_target(topology, config, counts, StateQueryRequest.in_store("kv").with_query(KeyQuery("a")), "i")
     assert target.partitions == {key_partition(b"a", 4)}
-    everything = resolve_target(topology, config, counts, StateQueryRequest.in_store("kv").with_query(RangeQuery()), "i")
+    everything = resolve_target(topology, config, counts,
+                                StateQueryRequest.in_store("kv").with_query(RangeQuery()), "i")
     assert everything.partitions == {0, 1, 2, 3}
 
 
