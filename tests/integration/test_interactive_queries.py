@@ -79,12 +79,13 @@ class _App:
         self.id = f"iq-{uuid.uuid4().hex[:8]}"
         self.topic = f"{self.id}-in"
         create_topics(bootstrap_servers, {self.topic: PARTITIONS})
-        self.sent = 0
-        produce(bootstrap_servers, self.topic, [(k, "v0", 1_000) for k in KEYS])
-        # The versioned store's history of key "price": a, b, c 10 s apart, an hour ago. Recent
-        # timestamps: the changelog keeps a version for min.compaction.lag.ms (history retention
-        # + 1 day) after its record timestamp, so versions dated 1970 may be compacted at once.
+        # Every record is dated from an hour ago on: topics delete (input) or compact
+        # (changelogs) records by their timestamps against the wall clock, so records dated
+        # 1970 could vanish from the input before the oracle reads it, and versions of the
+        # versioned store from its changelog before a task move restores it.
         self.t0 = int(time.time() * 1000) - 3_600_000
+        produce(bootstrap_servers, self.topic, [(k, "v0", self.t0) for k in KEYS])
+        # the versioned store's history of key "price": a, b, c 10 s apart
         produce(bootstrap_servers, self.topic, [("price", v, self.t0 + ts) for v, ts in (("a", 10_000),
                                                                                          ("b", 20_000),
                                                                                          ("c", 30_000))])
@@ -120,7 +121,7 @@ class _App:
         def send() -> None:
             n = 0
             while not stop.is_set():
-                produce(self.servers, self.topic, [(KEYS[(n + i) % len(KEYS)], f"v{n + i}", 2_000 + n + i)
+                produce(self.servers, self.topic, [(KEYS[(n + i) % len(KEYS)], f"v{n + i}", self.t0 + 60_000 + n + i)
                                                    for i in range(20)], linger_ms=5)
                 n += 20
 
