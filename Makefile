@@ -8,7 +8,8 @@ STAMP  := $(VENV)/.installed
 KAFKA_DIR ?= .local/kafka
 SPARK_DIR ?= .local/spark
 
-.PHONY: demo test unit-test bench broker-start broker-stop spark-cluster-start spark-cluster-stop jars clean
+.PHONY: demo test lint unit-test bench bench-vs-kafka-streams broker-start broker-stop spark-cluster-start spark-cluster-stop jars \
+        clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python >= 3.11 is required, found " + sys.version.split()[0])'
@@ -20,8 +21,13 @@ $(STAMP): pyproject.toml
 jars: $(STAMP)
 	$(BIN)/python -m tools.kafka.broker resolve
 
-test: $(STAMP) jars
+test: lint $(STAMP) jars
 	$(BIN)/python -m pytest
+
+# ruff and mypy (configured in pyproject.toml; docs/architecture.md, "Lint and types").
+lint: $(STAMP)
+	@$(BIN)/ruff check . || { echo "error: ruff found the problems above (fix them; 'ruff check --fix' does the mechanical ones)" >&2; exit 1; }
+	@$(BIN)/mypy || { echo "error: mypy found the type errors above (docs/architecture.md, 'Lint and types')" >&2; exit 1; }
 
 unit-test: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
@@ -30,9 +36,14 @@ demo: $(STAMP) jars
 	$(BIN)/python -m tools.demo
 
 # Every benchmark script (a file with a __main__ block; bench/topologies.py is a module they load),
-# run as a module of the repository: python -m bench.<name>.
+# run as a module of the repository: python -m bench.<name>. bench/vs_kafka_streams.py runs
+# Kafka Streams' default settings at both guarantees (at-least-once, exactly_once_v2 at 100 ms).
 bench: $(STAMP) jars
 	@for script in $$(grep -l '^if __name__ == "__main__":' bench/*.py); do echo "== $$script"; $(BIN)/python -m bench.$$(basename $$script .py) || exit 1; done
+
+# Only the comparison with Kafka Streams at both guarantees (about 6 minutes).
+bench-vs-kafka-streams: $(STAMP) jars
+	$(BIN)/python -m bench.vs_kafka_streams
 
 # A broker for interactive development; it keeps running until `make broker-stop`.
 broker-start: $(STAMP) jars

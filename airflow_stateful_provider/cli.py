@@ -1,11 +1,18 @@
 """``stateful-streams``: the on-call command line.
 
-    stateful-streams status <application_id> [--bootstrap-servers H:P] [--client-config FILE] [--json] [--watch SECONDS]
+    stateful-streams status <application_id> [KAFKA] [--json]
+                            [--watch SECONDS | --check [--max-standby-lag N] [--max-input-lag N]]
     stateful-streams stores <state_dir> [--json]
-    stateful-streams stop <application_id> [--bootstrap-servers H:P] [--client-config FILE] [--instance ID ...] [--timeout SECONDS] [--json]
-    stateful-streams query <application_id> <store> [KEY] [--range FROM TO] [--as-of TS] [--allow-stale [--max-lag N]] [--limit N] [--continue TOKEN] [--key-json] [--timeout SECONDS] [--json]
+    stateful-streams stop <application_id> [KAFKA] [--instance ID ...] [--timeout SECONDS] [--json]
+    stateful-streams query <application_id> <store> [KEY] [KAFKA] [--range FROM TO] [--as-of TS]
+                           [--allow-stale [--max-lag N]] [--limit N] [--continue TOKEN] [--key-json]
+                           [--timeout SECONDS] [--json]
     stateful-streams snapshots list <snapshot_url> <application_id> [--task ID] [--storage-options FILE] [--json]
-    stateful-streams snapshots delete <snapshot_url> <application_id> --keep K [--task ID] [--dry-run] [--storage-options FILE] [--json]
+    stateful-streams snapshots delete <snapshot_url> <application_id> --keep K [--task ID] [--execute]
+                                      [--storage-options FILE] [--json]
+
+    KAFKA: --conn-id CONN_ID (an Airflow connection, where Airflow is installed) or
+           --bootstrap-servers H:P [--client-config FILE]
 
 ``status`` answers "which tasks are restoring, how far along, when done, which standbys
 lag?" from the application's status topic and live end offsets; instances whose last
@@ -17,16 +24,23 @@ application runs. ``stop`` sends a stop command on the control topic
 until each has stopped cleanly (committed, checkpointed, left the group, removed its status
 document). ``query`` reads live store state of a running application over its query topics
 (docs/interactive-queries.md): a key's value, the version valid at ``--as-of``, a key's
-sessions, or a page of a key range. ``snapshots`` lists the store snapshots of an application on shared storage
-(docs/snapshots.md: age, size, changelog offsets, and why a restore would skip one) and
-deletes all but the newest K per task. Bootstrap servers default to
-``$STATEFUL_STREAMS_BOOTSTRAP_SERVERS``; snapshot storage options (credentials) come from
+sessions, or a page of a key range. ``snapshots`` lists the store snapshots of an
+application on shared storage (docs/snapshots.md: age, size, changelog offsets, and why a restore would skip one) and
+plans the deletion of all but the newest K per task, which ``--execute`` carries out.
+Bootstrap servers default to ``$STATEFUL_STREAMS_BOOTSTRAP_SERVERS``; ``--conn-id`` reads
+them and the security settings (SASL, SSL) from an Airflow connection of type
+``stateful_streams`` instead. Snapshot storage options (credentials) come from
 ``--storage-options`` or ``$STATEFUL_STREAMS_SNAPSHOT_STORAGE_OPTIONS`` (JSON).
 
-Exit codes: 0 success; 1 unknown application or instance, missing snapshot location,
-unreadable store, instances that did not stop within ``--timeout``, or any other failure;
-2 usage (bad arguments, a bad ``--client-config`` or ``--storage-options`` file) or broker
-unreachable. Every error is one line on stderr, never a traceback.
+``status --check`` is a health check (streams/status/health.py): exit 0 when healthy, 1 with
+the reasons on stderr when an instance is stale or failing, a task is unassigned or lost its
+state, or a given bound (``--max-standby-lag``, ``--max-input-lag``) is exceeded.
+
+Exit codes (EXIT_CODES): 0 success or healthy; 1 unhealthy, unknown application or instance,
+missing snapshot location, unreadable store, instances that did not stop within
+``--timeout``, or any other failure; 2 usage (bad arguments, a bad ``--client-config`` or
+``--storage-options`` file, an unknown ``--conn-id``); 3 Kafka unreachable. Every error is
+one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -42,22 +56,55 @@ from airflow_stateful_provider import __version__
 
 BOOTSTRAP_ENV = "STATEFUL_STREAMS_BOOTSTRAP_SERVERS"
 CLIENT_CONFIG_ENV = "STATEFUL_STREAMS_CLIENT_CONFIG"
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_KAFKA_UNREACHABLE = 0, 1, 2, 3
+EXIT_CODES = f"""exit codes:
+  {EXIT_OK}  success (status --check: healthy)
+  {EXIT_FAILURE}  failure (status --check: unhealthy, the reasons on stderr; unknown application)
+  {EXIT_USAGE}  usage: bad arguments, settings files or --conn-id
+  {EXIT_KAFKA_UNREACHABLE}  Kafka unreachable (or its answers did not arrive in time)
+"""
 
 
 class _ArgumentParser(argparse.ArgumentParser):
     """argparse, with a usage error on one line of stderr (exit 2)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _add_broker_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-servers", default=os.environ.get(BOOTSTRAP_ENV),
-                        help=f"host:port[,host:port] (default ${BOOTSTRAP_ENV})")
-    parser.add_argument("--client-config", default=os.environ.get(CLIENT_CONFIG_ENV), metavar="FILE",
+    parser.add_argument("--conn-id", metavar="CONN_ID",
+                        help="read the brokers and security settings from this Airflow connection (type "
+                             "stateful_streams: environment, metadata database, secrets backend); needs Airflow")
+    parser.add_argument("--bootstrap-servers", help=f"host:port[,host:port] (default ${BOOTSTRAP_ENV})")
+    parser.add_argument("--client-config", metavar="FILE",
                         help="JSON object of kafka-python settings for secured clusters, e.g. security_protocol, "
                              f"sasl_mechanism, sasl_plain_username, sasl_plain_password, ssl_cafile "
                              f"(default ${CLIENT_CONFIG_ENV})")
+
+
+def _connection_settings(conn_id: str) -> tuple[str, dict[str, Any]]:
+    """(bootstrap servers, client configs) of an Airflow connection; ConfigError naming it when
+    Airflow is missing, the connection unknown or invalid. Airflow's own logging is quieted
+    to errors (a warning would land on stdout, in the middle of --json)."""
+    from airflow_stateful_provider.streams.errors import ConfigError
+
+    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "ERROR")
+    try:
+        from airflow.models.connection import Connection
+
+        from airflow_stateful_provider.hooks.stateful_streams import client_configs_from_connection
+    except ImportError as exc:
+        raise ConfigError(f"--conn-id {conn_id!r} needs Airflow on this machine ({exc}); give --bootstrap-servers "
+                          f"and --client-config instead") from None
+    try:
+        configs = client_configs_from_connection(Connection.get_connection_from_secrets(conn_id))
+    except Exception as exc:  # noqa: BLE001 - not found, a secrets backend refusing, a bad connection: named
+        raise ConfigError(f"--conn-id {conn_id!r}: {exc} (looked in $AIRFLOW_CONN_{conn_id.upper()}, the metadata "
+                          f"database of AIRFLOW_HOME={os.environ.get('AIRFLOW_HOME', '~/airflow')} and the "
+                          f"configured secrets backend)") from None
+    servers = configs.pop("bootstrap_servers")
+    return ",".join(servers), configs
 
 
 def _json_object_file(path: str, option: str, what: str) -> dict[str, Any]:
@@ -103,17 +150,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(
         prog="stateful-streams",
         description="Inspect stateful stream applications run by airflow-stateful-provider.",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    status = commands.add_parser("status", help="restoration progress, owners and standby lag per task")
+    status = commands.add_parser("status", help="restoration progress, owners and standby lag per task; a health "
+                                 "check with --check", epilog=EXIT_CODES,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     status.add_argument("application_id")
     _add_broker_arguments(status)
     status.add_argument("--stale-after", type=float, default=30.0, metavar="SECONDS",
                         help="flag instances whose last status document is older (default 30)")
     status.add_argument("--json", action="store_true", help="machine-readable output")
-    status.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until Ctrl-C")
+    status.add_argument("--watch", type=float, metavar="SECONDS",
+                        help="refresh every SECONDS until Ctrl-C (redrawn on a terminal, appended otherwise)")
+    status.add_argument("--check", action="store_true",
+                        help="health check: exit 0 when healthy, 1 with the reasons on stderr when an instance is "
+                             "stale or failing, a task unassigned or its state lost, or a bound below exceeded")
+    status.add_argument("--max-standby-lag", type=int, metavar="OFFSETS",
+                        help="with --check: unhealthy when a standby lags more (default: not checked)")
+    status.add_argument("--max-input-lag", type=int, metavar="RECORDS",
+                        help="with --check: unhealthy when a task's input lags more (default: not checked)")
 
     stop = commands.add_parser("stop", help="stop instances cleanly through the control topic")
     stop.add_argument("application_id")
@@ -159,7 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
         action.add_argument("--json", action="store_true", help="machine-readable output")
         if name == "delete":
             action.add_argument("--keep", type=int, required=True, metavar="K", help="snapshots kept per task (>= 1)")
-            action.add_argument("--dry-run", action="store_true", help="only say what would be deleted")
+            action.add_argument("--execute", action="store_true",
+                                help="delete; without it the command only lists what it would delete")
     return parser
 
 
@@ -179,25 +238,41 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
 
 
 def _report(exc: Exception) -> int:
-    """Print ``exc`` as one line on stderr; returns the exit code: 2 for a bad setting or
-    unreachable brokers, 1 for anything else (a library's error is named by its type)."""
-    from airflow_stateful_provider.streams.errors import BrokerUnreachableError, ConfigError, StreamsError
+    """Print ``exc`` as one line on stderr; returns the exit code (EXIT_CODES): usage for a bad
+    setting, Kafka unreachable for brokers that do not answer in time, failure for anything
+    else (a library's error is named by its type)."""
+    from airflow_stateful_provider.streams.errors import (
+        BrokerUnreachableError,
+        ConfigError,
+        StatusReadTimeoutError,
+        StreamsError,
+    )
 
     message = str(exc) if isinstance(exc, StreamsError) else f"{type(exc).__name__}: {exc}"
     print(f"error: {' '.join(message.split())}", file=sys.stderr)
-    return 2 if isinstance(exc, (BrokerUnreachableError, ConfigError)) else 1
+    if isinstance(exc, ConfigError):
+        return EXIT_USAGE
+    if isinstance(exc, (BrokerUnreachableError, StatusReadTimeoutError)):
+        return EXIT_KAFKA_UNREACHABLE
+    return EXIT_FAILURE
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO) -> int:
-    if args.command in ("status", "stop", "query"):
-        if not args.bootstrap_servers:
-            parser.error(f"{args.command} needs --bootstrap-servers (or ${BOOTSTRAP_ENV})")
-        _check_bootstrap_servers(args.bootstrap_servers)
-        args.client_configs = _client_configs(args.client_config)
     if args.command == "status":
         if args.stale_after <= 0 or (args.watch is not None and args.watch <= 0):
             parser.error("--stale-after and --watch take a positive number of seconds")
-        return _status(args, out)
+        if args.check and args.watch is not None:
+            parser.error("--check answers once; it does not combine with --watch")
+        for option, value in (("--max-standby-lag", args.max_standby_lag), ("--max-input-lag", args.max_input_lag)):
+            if value is not None and (not args.check or value < 0):
+                parser.error(f"{option} takes a number >= 0 and goes with --check, got {value}"
+                             + ("" if args.check else " without --check"))
+    if args.command in ("status", "stop", "query"):
+        _kafka_settings(parser, args)
+    if args.command == "status":
+        from airflow_stateful_provider.cli_status import run_status
+
+        return run_status(args, out)
     if args.command == "stop":
         if args.timeout <= 0:
             parser.error(f"--timeout takes a positive number of seconds, got {args.timeout:g}")
@@ -215,33 +290,22 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO)
     return _stores(args, out)
 
 
-def _status(args: argparse.Namespace, out: TextIO) -> int:
-    from airflow_stateful_provider.streams.status.reader import fetch_application_status
-    from airflow_stateful_provider.streams.status.rendering import render_status_table
-
-    while True:
-        status = fetch_application_status(args.bootstrap_servers, args.application_id,
-                                          stale_after_ms=int(args.stale_after * 1000),
-                                          client_configs=args.client_configs)
-        if args.json:
-            out.write(json.dumps(status.to_json_dict(), indent=2, sort_keys=True) + "\n")
-        else:
-            if args.watch is not None:
-                out.write("\033[2J\033[H")  # clear the terminal between refreshes
-            # A terminal gets progress bars; a pipe or a file the plain columns.
-            out.write(render_status_table(status, bars=_is_terminal(out)) + "\n")
-        out.flush()
-        if args.watch is None:
-            return 0
-        try:
-            time.sleep(args.watch)
-        except KeyboardInterrupt:
-            return 0
-
-
-def _is_terminal(out: TextIO) -> bool:
-    isatty = getattr(out, "isatty", None)
-    return bool(isatty and isatty())
+def _kafka_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Sets ``args.bootstrap_servers`` and ``args.client_configs`` from --conn-id, or from
+    --bootstrap-servers and --client-config (or their environment variables)."""
+    if args.conn_id:
+        given = [option for option, value in (("--bootstrap-servers", args.bootstrap_servers),
+                                              ("--client-config", args.client_config)) if value]
+        if given:
+            parser.error(f"--conn-id {args.conn_id!r} says where Kafka is and how to log in; "
+                         f"drop {' and '.join(given)}")
+        args.bootstrap_servers, args.client_configs = _connection_settings(args.conn_id)
+        return
+    args.bootstrap_servers = args.bootstrap_servers or os.environ.get(BOOTSTRAP_ENV)
+    if not args.bootstrap_servers:
+        parser.error(f"{args.command} needs --conn-id or --bootstrap-servers (or ${BOOTSTRAP_ENV})")
+    _check_bootstrap_servers(args.bootstrap_servers)
+    args.client_configs = _client_configs(args.client_config or os.environ.get(CLIENT_CONFIG_ENV))
 
 
 def _stop(args: argparse.Namespace, out: TextIO) -> int:
@@ -307,7 +371,8 @@ def _query(args: argparse.Namespace, out: TextIO) -> int:
         except ValueError as exc:
             raise ConfigError(f"--key-json: {text!r} is not JSON ({exc}); quote strings, e.g. '\"user-1\"'") from None
 
-    key_range = None if args.range is None else tuple(None if end == "" else key(end) for end in args.range)
+    key_range = None if args.range is None else (None if args.range[0] == "" else key(args.range[0]),
+                                                 None if args.range[1] == "" else key(args.range[1]))
     answer = lookup_store(args.bootstrap_servers, args.application_id, args.store,
                           None if args.key is None else key(args.key), key_range=key_range, as_of=args.as_of,
                           allow_stale=args.allow_stale, max_lag=args.max_lag, limit=args.limit,
@@ -409,23 +474,26 @@ def _snapshots(args: argparse.Namespace, out: TextIO) -> int:
             return 1
         if args.action == "delete":
             deleted = delete_old_snapshots(storage, args.application_id, args.keep, task_id=args.task,
-                                           dry_run=args.dry_run)
+                                           dry_run=not args.execute)
         else:
             entries = list_snapshots(storage, args.application_id, args.task)
     except SnapshotError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a storage library's error (credentials, network) named in one line
+    except Exception as exc:  # a storage library's error (credentials, network) named in one line
         raise SnapshotError(f"cannot read snapshots at {args.snapshot_url}: {type(exc).__name__}: {exc} (check the "
                             f"URL, and the storage options in --storage-options or "
                             f"${SNAPSHOT_STORAGE_OPTIONS_ENV}: credentials, endpoint)") from exc
     if args.action == "delete":
-        verb = "would delete" if args.dry_run else "deleted"
+        verb = "deleted" if args.execute else "would delete"
         if args.json:
-            out.write(json.dumps({"dry_run": args.dry_run, "deleted": [d.as_dict() for d in deleted]}, indent=2) + "\n")
+            out.write(json.dumps({"executed": args.execute, "deleted": [d.as_dict() for d in deleted]},
+                                 indent=2) + "\n")
         else:
             for info in deleted:
                 out.write(f"{verb} {info.task_id}/{info.snapshot_id}{'' if info.complete else ' (partial)'}\n")
             out.write(f"{verb} {len(deleted)} snapshot(s); kept the newest {args.keep} of each task\n")
+            if deleted and not args.execute:
+                out.write("nothing deleted yet: run again with --execute to delete them\n")
         return 0
     if args.json:
         out.write(json.dumps([e.as_dict() for e in entries], indent=2) + "\n")
@@ -440,7 +508,8 @@ def _snapshots(args: argparse.Namespace, out: TextIO) -> int:
         lines.append((e.task_id, e.snapshot_id, age_text(int(now - e.taken_at)), "-" if e.total_bytes is None
                       else _size(e.total_bytes), offsets, e.problem or ""))
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    out.write("\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines) + "\n")
+    out.write("\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+                        for line in lines) + "\n")
     return 0
 
 
@@ -453,7 +522,8 @@ def _missing_snapshots(storage: Any, application_id: str, task_id: str | None) -
     applications = [] if tasks else storage.list_applications()
     if not tasks and application_id not in applications:
         shown = ", ".join(applications[:10]) + (f" and {len(applications) - 10} more" if len(applications) > 10 else "")
-        return f"no snapshots of application {application_id!r} at {storage.url} (applications there: {shown or 'none'})"
+        return (f"no snapshots of application {application_id!r} at {storage.url} "
+                f"(applications there: {shown or 'none'})")
     if task_id is not None and task_id not in tasks:
         return f"no snapshots of task {task_id} of application {application_id!r} at {storage.url} (tasks: {tasks})"
     return None
@@ -470,10 +540,11 @@ def _stores_table(rows: list[dict[str, Any]]) -> str:
                       str(row["live_segments"]), _duration(row["retention_ms"]),
                       _timestamp(row["observed_stream_time"])))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines)
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+                     for line in lines)
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

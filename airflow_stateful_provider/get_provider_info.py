@@ -45,6 +45,49 @@ def get_provider_info() -> dict:
             {"integration-name": INTEGRATION,
              "python-modules": ["airflow_stateful_provider.triggers.status"]},
         ],
+        # on SubmitTopologyOperator, RestorationSensor and StandbyLagSensor task instances
+        "extra-links": [
+            "airflow_stateful_provider.links.stateful_streams.StatefulStreamsPageLink",
+            "airflow_stateful_provider.links.stateful_streams.SparkUILink",
+        ],
+        # the plugin's page and scrape endpoint (airflow_stateful_provider/plugins/)
+        "config": {
+            "stateful_streams": {
+                "description": "The Stateful streams page and the metrics scrape endpoint on the API server.",
+                "options": {
+                    "ui_conn_ids": {
+                        "description": "Comma-separated stateful_streams connections whose applications the page "
+                                       "and the scrape endpoint show; empty: every connection of that type in the "
+                                       "metadata database and in AIRFLOW_CONN_* variables.",
+                        "version_added": "0.1.0", "type": "string", "example": "kafka_prod,kafka_staging",
+                        "default": "",
+                    },
+                    "ui_refresh_seconds": {
+                        "description": "How often the page refreshes itself, in seconds (at least 1).",
+                        "version_added": "0.1.0", "type": "integer", "example": "5", "default": "3",
+                    },
+                    "ui_max_standby_lag": {
+                        "description": "Changelog offsets a standby may lag before the page marks it (when the "
+                                       "link of a StandbyLagSensor does not give the sensor's own bound).",
+                        "version_added": "0.1.0", "type": "integer", "example": "1000", "default": "10000",
+                    },
+                    "status_cache_seconds": {
+                        "description": "How long a status read is reused by the page's viewers and the scrapes.",
+                        "version_added": "0.1.0", "type": "float", "example": "5", "default": "2",
+                    },
+                    "stale_after_seconds": {
+                        "description": "Instances whose last status document is older are stale (not trusted).",
+                        "version_added": "0.1.0", "type": "integer", "example": "60", "default": "30",
+                    },
+                    "metrics_token": {
+                        "description": "A bearer token the scrape endpoint accepts besides Airflow's own tokens "
+                                       "(Prometheus: authorization credentials); empty: Airflow's tokens only.",
+                        "version_added": "0.1.0", "type": "string", "example": None, "default": "",
+                        "sensitive": True,
+                    },
+                },
+            },
+        },
         "connection-types": [
             {
                 "connection-type": "stateful_streams",

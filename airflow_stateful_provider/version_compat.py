@@ -22,7 +22,9 @@ def require_airflow(installed: str | None = None) -> None:
     Airflow) is older than MIN_AIRFLOW_VERSION. Pre-releases count as their base version,
     so 3.3.0rc1 passes."""
     if installed is None:
-        from airflow import __version__ as installed
+        from airflow import __version__
+
+        installed = __version__
     try:
         base = Version(Version(installed).base_version)
     except InvalidVersion:

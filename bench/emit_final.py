@@ -35,14 +35,14 @@ from pathlib import Path
 if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
     os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
-from airflow_stateful_provider.examples.clicks_and_payments import (  # noqa: E402
+from airflow_stateful_provider.examples.clicks_and_payments import (
     SESSIONS_STORE,
     SESSIONS_TOPIC,
     build_topology,
 )
-from airflow_stateful_provider.examples.generator import CLICK, generate  # noqa: E402
-from airflow_stateful_provider.streams import Serdes, SessionWindowedSerde, StreamsConfig  # noqa: E402
-from airflow_stateful_provider.streams.testing import TopologyTestDriver  # noqa: E402
+from airflow_stateful_provider.examples.generator import CLICK, generate
+from airflow_stateful_provider.streams import Serdes, SessionWindowedSerde, StreamsConfig
+from airflow_stateful_provider.streams.testing import TopologyTestDriver
 
 GAP_MS, GRACE_MS = 10 * 60_000, 2 * 60_000  # tests/integration/crash_harness.py's Workload
 CLICKS_PER_USER = 67  # 40k clicks over 600 users, as in the crash tests

@@ -40,15 +40,15 @@ from pathlib import Path
 if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
     os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
-from kafka.admin import NewTopic  # noqa: E402
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
 
-from airflow_stateful_provider.streams import KafkaStreams, StreamsConfig  # noqa: E402
-from bench.sessionize import PARTITIONS, process_all, produce_events, topology  # noqa: E402
-from tools.instances import InstanceProcess  # noqa: E402
-from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
-from tools.kafka.topics import read_committed_offsets  # noqa: E402
-from tools.waits import wait_until  # noqa: E402
+from airflow_stateful_provider.streams import KafkaStreams, StreamsConfig
+from bench.sessionize import PARTITIONS, process_all, produce_events, topology
+from tools.instances import InstanceProcess
+from tools.kafka.broker import LocalKafkaBroker
+from tools.kafka.topics import read_committed_offsets
+from tools.waits import wait_until
 
 INPUT, OUTPUT = "bench-clicks", "bench-session-counts"
 #: Commit intervals compared (ms): bench/sessionize.py's, and exactly-once's default.

@@ -37,20 +37,20 @@ from pathlib import Path
 if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
     os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
-from kafka.admin import NewTopic  # noqa: E402
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
 
 from airflow_stateful_provider.streams.status.reader import fetch_application_status, read_status_documents
-from bench.topologies import (  # noqa: E402
+from bench.topologies import (
     STORE,
     OffsetReader,
     SteadyProducer,
     machine,
     produce_keys,
 )
-from tools.instances import InstanceProcess  # noqa: E402
-from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
-from tools.waits import wait_until  # noqa: E402
+from tools.instances import InstanceProcess
+from tools.kafka.broker import LocalKafkaBroker
+from tools.waits import wait_until
 
 PARTITIONS = 4
 TASK = "0_0"

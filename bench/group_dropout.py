@@ -27,10 +27,10 @@ from pathlib import Path
 if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
     os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
-from airflow_stateful_provider.streams.status.reader import read_status_documents  # noqa: E402
-from tools.instances import REPO_ROOT, InstanceProcess  # noqa: E402
-from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
-from tools.kafka.topics import create_topics, produce  # noqa: E402
+from airflow_stateful_provider.streams.status.reader import read_status_documents
+from tools.instances import REPO_ROOT, InstanceProcess
+from tools.kafka.broker import LocalKafkaBroker
+from tools.kafka.topics import create_topics, produce
 
 INPUT, OUTPUT = "failover-in", "failover-out"  # the topology's topics
 TOPOLOGY = "tests.integration.topologies:failover_counts"

@@ -31,9 +31,9 @@ from pathlib import Path
 if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
     os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
-from kafka import KafkaProducer  # noqa: E402
+from kafka import KafkaProducer
 
-from airflow_stateful_provider.streams import (  # noqa: E402
+from airflow_stateful_provider.streams import (
     KafkaStreams,
     KafkaStreamsState,
     KeyQuery,
@@ -46,8 +46,8 @@ from airflow_stateful_provider.streams import (  # noqa: E402
     Topology,
     query_application,
 )
-from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
-from tools.kafka.topics import committed_offsets, create_topics, produce  # noqa: E402
+from tools.kafka.broker import LocalKafkaBroker
+from tools.kafka.topics import committed_offsets, create_topics, produce
 
 PARTITIONS = 4
 APP = "bench-iq"

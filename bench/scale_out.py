@@ -38,25 +38,26 @@ import sys
 import tempfile
 import threading
 import time
+from itertools import pairwise
 from pathlib import Path
 
 if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
     os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
-from kafka.admin import NewTopic  # noqa: E402
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
 
 from airflow_stateful_provider.streams.status.reader import fetch_application_status, read_status_documents
-from bench.topologies import (  # noqa: E402
+from bench.topologies import (
     STORE,
     OffsetReader,
     SteadyProducer,
     machine,
     produce_keys,
 )
-from tools.instances import InstanceProcess  # noqa: E402
-from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
-from tools.waits import wait_until  # noqa: E402
+from tools.instances import InstanceProcess
+from tools.kafka.broker import LocalKafkaBroker
+from tools.waits import wait_until
 
 PARTITIONS = 4
 APP = "bench-scale-out"
@@ -130,7 +131,7 @@ class OutputCollector(threading.Thread):
         """(longest time between two processed records of ``task``, wall-clock ms it began)."""
         times = sorted(t for t in self.processed_at[task] if from_ms <= t <= to_ms)
         points = [from_ms, *times, to_ms]
-        gap, began = max((b - a, a) for a, b in zip(points, points[1:]))
+        gap, began = max((b - a, a) for a, b in pairwise(points))
         return gap / 1000, began
 
 

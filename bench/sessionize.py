@@ -35,18 +35,18 @@ from pathlib import Path
 if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
     os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
-from kafka.admin import NewTopic  # noqa: E402
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
 
-from airflow_stateful_provider.streams.config import StreamsConfig  # noqa: E402
+from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
 from airflow_stateful_provider.streams.dsl.materialized import Materialized
 from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
-from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState  # noqa: E402
+from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
 from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
-from airflow_stateful_provider.streams.windows import SessionWindows  # noqa: E402
-from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
-from tools.kafka.topics import produce, read_committed_offsets  # noqa: E402
+from airflow_stateful_provider.streams.windows import SessionWindows
+from tools.kafka.broker import LocalKafkaBroker
+from tools.kafka.topics import produce, read_committed_offsets
 
 GAP_MS = 300_000
 PARTITIONS = 4

@@ -5,7 +5,8 @@ and from a snapshot on shared storage (``file://``) plus the changelog tail.
 
 Starts its own broker and writes the changelog of the ``counts`` store
 (bench.topologies:marked_counts) directly: ``--records`` records over ``--keys`` keys, one
-partition, compacted but with a day of compaction lag (so all records are still there). The snapshot holds the state as of ``--records - --tail`` records (written into a
+partition, compacted but with a day of compaction lag (so all records are still there). The
+snapshot holds the state as of ``--records - --tail`` records (written into a
 store the way a commit leaves it, then snapshotted by the same SnapshotTaker the runtime
 uses), so a restore from it replays the last ``--tail`` records. Each cold restore runs the
 runtime's own path on an empty state directory, without a consumer group: the changelog
@@ -31,20 +32,20 @@ from pathlib import Path
 if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
     os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer  # noqa: E402
-from kafka.admin import NewTopic  # noqa: E402
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
 
-from airflow_stateful_provider.streams.config import StreamsConfig  # noqa: E402
-from airflow_stateful_provider.streams.processing.record_collector import RecordCollector  # noqa: E402
-from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager  # noqa: E402
-from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader  # noqa: E402
-from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader  # noqa: E402
-from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage  # noqa: E402
-from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker  # noqa: E402
-from airflow_stateful_provider.streams.state.store_dir import open_store  # noqa: E402
-from airflow_stateful_provider.streams.task_id import TaskId  # noqa: E402
-from bench.topologies import STORE, marked_counts  # noqa: E402
-from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
+from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
+from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
+from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
+from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
+from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
+from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
+from airflow_stateful_provider.streams.state.store_dir import open_store
+from airflow_stateful_provider.streams.task_id import TaskId
+from bench.topologies import STORE, marked_counts
+from tools.kafka.broker import LocalKafkaBroker
 
 APP = "bench-snapshots"
 TASK = TaskId(0, 0)

@@ -32,15 +32,15 @@ from pathlib import Path
 if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
     os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
-from airflow_stateful_provider.streams.control.channel import send_command  # noqa: E402
-from airflow_stateful_provider.streams.control.commands import new_command  # noqa: E402
-from airflow_stateful_provider.streams.status.reader import fetch_application_status  # noqa: E402
-from bench.topologies import machine  # noqa: E402
-from tools.changelog_state import fill_counts_changelog  # noqa: E402
-from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
-from tools.kafka.topics import create_topics  # noqa: E402
-from tools.spark_app import SparkApplication  # noqa: E402
-from tools.waits import wait_until  # noqa: E402
+from airflow_stateful_provider.streams.control.channel import send_command
+from airflow_stateful_provider.streams.control.commands import new_command
+from airflow_stateful_provider.streams.status.reader import fetch_application_status
+from bench.topologies import machine
+from tools.changelog_state import fill_counts_changelog
+from tools.kafka.broker import LocalKafkaBroker
+from tools.kafka.topics import create_topics
+from tools.spark_app import SparkApplication
+from tools.waits import wait_until
 
 PARTITIONS = 4
 INSTANCES = 2

@@ -25,9 +25,9 @@ from pathlib import Path
 if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
     os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
-from airflow_stateful_provider.streams.state import (  # noqa: E402
-    ChangelogRecord,
+from airflow_stateful_provider.streams.state import (
     ChangeloggingKeyValueStore,
+    ChangelogRecord,
     RocksDBKeyValueStore,
     RocksDBSessionStore,
     RocksDBVersionedKeyValueStore,
@@ -101,7 +101,8 @@ def bench_kv_restore(root: str, n: int, results: dict[str, float]) -> None:
     value = bytes(100)
     batch_size = 1000
     batches = [
-        [ChangelogRecord(b"user-%010d" % (i + j), value if (i + j) % 10 else None, i + j, i + j) for j in range(batch_size)]
+        [ChangelogRecord(b"user-%010d" % (i + j), value if (i + j) % 10 else None, i + j, i + j)
+         for j in range(batch_size)]
         for i in range(0, n, batch_size)
     ]
     for rep in range(REPEAT):

@@ -1,25 +1,36 @@
-"""Benchmark: this engine side by side with Kafka Streams (Java) on the sessionize workload (issue 15).
+"""Benchmark: this engine side by side with Kafka Streams (Java) on the sessionize workload (issues 15, 26).
 
-bench/sessionize.py's input (1M click events over 10k users, 4 partitions) is produced once;
-then each engine counts sessions (gap 5 min) in a child process of its own against the same
-broker and input topic: one stream thread, commit every 5 s, 10 MiB record cache,
-at-least-once. The Java side is bench/kafka_streams_java/ (Kafka Streams of the broker's
-Kafka version, built with Maven into its git-ignored target/). Both children are measured
-the same way: processing seconds from the first poll that returned records to the last
-offset commit (each process notes both itself), and the rusage of the whole process (CPU
-seconds, max RSS) once it exited. Both outputs must agree on the last count per user.
+bench/sessionize.py's input (click events over 10k users, 4 partitions) is produced once
+per event count; then each engine counts sessions (gap 5 min) against the same broker and
+input topic, at each guarantee asked for: this engine in ``--instances`` processes of one
+application, Kafka Streams in one JVM with as many stream threads (bench/kafka_streams_java/,
+Kafka Streams of the broker's Kafka version, built with Maven into its git-ignored target/).
+Both use a 10 MiB record cache and the same commit interval; the defaults are what users
+run: exactly_once_v2 at 100 ms (Kafka Streams' default there) on 300k clicks, at-least-once
+at 5 s on 1M clicks (this bench's setting since issue 15; Kafka Streams' default is 30 s).
 
-Prints progress, then as its last line one JSON object:
-  runs                 per engine, per run: records/s, cpu_s, records_per_cpu_s, max_rss_mb
-  python_vs_java       best run of this engine / best run of Kafka Streams, in records per
-                       CPU-second ("per_cpu_second") and in records/s ("per_second")
-  outputs_agree        the last count of every user is the same in both outputs
+Both engines are measured the same way: processing seconds from the first poll that returned
+records (each process notes it) to the moment this script sees the group's committed offsets
+cover the input, and the rusage of every process once it exited (CPU seconds summed, max RSS
+of the largest). Both outputs must agree on the last committed count per user. Wall-clock
+figures move with whatever else runs on the machine; CPU-seconds are the figure to compare.
 
-    python bench/vs_kafka_streams.py [--events 1000000] [--users 10000] [--runs 1]
-        [--engines java,python] [--bootstrap HOST:PORT]
+Prints the CPU model and progress, then as its last line one JSON object:
+  machine              CPU model (from /proc/cpuinfo), cores, Python version
+  results              per "<guarantee>@<commit interval ms>ms": events, instances, runs per
+                       engine (records/s, seconds, cpu_s, records_per_cpu_s, max_rss_mb),
+                       python_vs_java (best run / best run, "per_cpu_second" and "per_second")
+                       and outputs_agree (the last count of every user is the same)
 
-``--bootstrap`` uses a running broker (e.g. ``tools/kafka/broker.py start``) instead of
-starting one, and produces the input only when its topic does not exist yet.
+    python bench/vs_kafka_streams.py [--guarantee at_least_once|exactly_once_v2 ...]
+        [--commit-interval-ms MS] [--instances N] [--events N] [--users 10000] [--runs 1]
+        [--engines java,python] [--bootstrap HOST:PORT] [--chart PNG [--redraw RESULT_JSON]]
+
+``--guarantee`` may be given twice; without it both run. ``--bootstrap`` uses a running broker
+(e.g. ``tools/kafka/broker.py start``) instead of starting one, and produces an input only when
+its topic does not exist yet. ``--chart`` draws records per CPU-second of both engines at each
+guarantee into a PNG (matplotlib: ``pip install -e .[bench]``); with ``--redraw`` from the
+last line of an earlier run kept in a file, without measuring (docs/pictures/vs_kafka_streams.py).
 """
 
 from __future__ import annotations
@@ -51,8 +62,22 @@ from tools.kafka.broker import LocalKafkaBroker, require_java, require_maven  # 
 from tools.kafka.topics import read_committed_offsets  # noqa: E402
 
 JAVA_PROJECT = REPO_ROOT / "bench" / "kafka_streams_java"
-INPUT = "bench-vs-clicks"
-COMMIT_INTERVAL_MS = 5_000
+GUARANTEES = ("at_least_once", "exactly_once_v2")
+#: Per guarantee: (commit interval ms, input events) when not given (module docstring).
+DEFAULTS = {"at_least_once": (5_000, 1_000_000), "exactly_once_v2": (100, 300_000)}
+#: A run fails when the group's committed offsets did not move for this long.
+NO_PROGRESS_S = 120
+
+
+def cpu_model() -> str:
+    """The processor's name as /proc/cpuinfo gives it (figures depend on it)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def build_java() -> list[str]:
@@ -68,25 +93,28 @@ def build_java() -> list[str]:
     return [java, "-cp", f"{target / 'classes'}{os.pathsep}{target / 'lib' / '*'}", "bench.SessionizeBench"]
 
 
-def child_command(engine: str, java: list[str] | None, bootstrap: str, app: str, output: str,
-                  state_dir: Path) -> list[str]:
+def child_commands(engine: str, java: list[str] | None, bootstrap: str, app: str, source: str, output: str,
+                   state_dir: Path, guarantee: str, commit_ms: int, instances: int) -> list[list[str]]:
+    """One JVM with ``instances`` stream threads, or ``instances`` processes of this engine."""
+    settings = [guarantee, str(commit_ms)]
     if engine == "java":
         assert java is not None
-        return [*java, bootstrap, app, INPUT, output, str(state_dir)]
-    return [sys.executable, str(Path(__file__).resolve()), "--child", bootstrap, app, INPUT, output, str(state_dir)]
+        return [[*java, bootstrap, app, source, output, str(state_dir), *settings, str(instances)]]
+    return [[sys.executable, str(Path(__file__).resolve()), "--child", bootstrap, app, source, output,
+             str(state_dir / str(i)), *settings] for i in range(instances)]
 
 
 def run_child(args: list[str]) -> int:
     """This engine in this process (the child side of a run): count sessions until SIGTERM,
-    then print the processing window as the Java side does."""
+    then print when its first poll returned records, as the Java side does."""
     import logging
 
     from airflow_stateful_provider.streams import KafkaStreams, StreamsConfig
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    bootstrap, app, source, sink, state_dir = args
+    bootstrap, app, source, sink, state_dir, guarantee, commit_ms = args
     config = StreamsConfig(application_id=app, bootstrap_servers=bootstrap, state_dir=state_dir,
-                           commit_interval_ms=COMMIT_INTERVAL_MS)
+                           processing_guarantee=guarantee, commit_interval_ms=int(commit_ms))
     streams = KafkaStreams(topology(source, sink), config)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -95,62 +123,86 @@ def run_child(args: list[str]) -> int:
     thread = streams.threads[0]
     # monotonic -> wall clock, to compare with the parent's and the Java side's clocks
     offset = time.time() - time.monotonic()
-    first, last = thread.first_records_polled_at, thread.last_committed_at
+    first = thread.first_records_polled_at
     streams.close(timeout=60)
-    print(json.dumps({"first_records_polled_ms": -1 if first is None else round((first + offset) * 1000),
-                      "last_committed_ms": -1 if last is None else round((last + offset) * 1000)}), flush=True)
+    print(json.dumps({"first_records_polled_ms": -1 if first is None else round((first + offset) * 1000)}),
+          flush=True)
     return 0
 
 
-def measure(engine: str, command: list[str], admin: KafkaAdminClient, app: str, events: int, work: Path) -> dict:
-    """Run one engine's child until its group committed every input record; its rusage once it exited."""
-    log_path = work / f"{app}.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, cwd=REPO_ROOT)
+def measure(engine: str, commands: list[list[str]], admin: KafkaAdminClient, app: str, source: str,
+            events: int, work: Path) -> dict:
+    """Run one engine's processes until its group committed every input record; their
+    rusage once they exited."""
+    logs = [work / f"{app}-{i}.log" for i in range(len(commands))]
+    processes = []
+    for command, log_path in zip(commands, logs, strict=True):
+        with open(log_path, "wb") as log:
+            processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, cwd=REPO_ROOT))
     started, last_report = time.monotonic(), 0.0
+    progressed_at, last_committed = started, -1
     first_commit: tuple[float, int] | None = None  # (when, committed) at the first report with commits
+    usages, outs = [], []
     try:
         while True:
-            committed = sum(read_committed_offsets(admin, app, INPUT).values())
+            committed = sum(read_committed_offsets(admin, app, source).values())
             if committed >= events:
+                done_ms = time.time() * 1000
                 break
-            if process.poll() is not None:
-                raise SystemExit(f"{engine} exited with {process.returncode} before committing its input:\n"
-                                 + "\n".join(log_path.read_text(errors="replace").splitlines()[-30:]))
-            if time.monotonic() - last_report >= 10:
-                last_report = time.monotonic()
+            now = time.monotonic()
+            if committed > last_committed:
+                progressed_at, last_committed = now, committed
+            for process, log_path in zip(processes, logs, strict=True):
+                if process.poll() is not None:
+                    raise SystemExit(f"{engine} exited with {process.returncode} before committing its input:\n"
+                                     + _tail(log_path))
+            if now - last_report >= 10:
+                last_report = now
                 if committed and first_commit is None:
-                    first_commit = (last_report, committed)
-                progress = f"  {engine}: {committed:,}/{events:,} committed, {last_report - started:.0f}s"
+                    first_commit = (now, committed)
+                progress = f"  {engine}: {committed:,}/{events:,} committed, {now - started:.0f}s"
                 if first_commit is not None and committed > first_commit[1]:
-                    rate = (committed - first_commit[1]) / (last_report - first_commit[0])
+                    rate = (committed - first_commit[1]) / (now - first_commit[0])
                     progress += f", {rate:,.0f} records/s, ETA {(events - committed) / rate:.0f}s"
                 print(progress, flush=True)
-            if time.monotonic() - started > 900:
-                raise SystemExit(f"{engine} did not commit its input within 900 s (log: {log_path})")
+            if now - progressed_at > NO_PROGRESS_S:
+                raise SystemExit(f"{engine}: committed offsets stuck at {committed:,}/{events:,} for "
+                                 f"{NO_PROGRESS_S} s (logs: {work})")
             time.sleep(0.2)
-        process.send_signal(signal.SIGTERM)
-        out = process.stdout.read()
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            outs.append(process.stdout.read())
+            _, status, usage = os.wait4(process.pid, 0)
+            process.returncode = os.waitstatus_to_exitcode(status)
+            usages.append(usage)
     finally:
-        if process.returncode is None:
-            process.kill()
-            process.wait()
-    # a JVM ended by SIGTERM exits with 143 after its shutdown hook ran
-    if process.returncode not in (0, 128 + signal.SIGTERM) or not out.strip():
-        raise SystemExit(f"{engine} exited with {process.returncode}:\n"
-                         + "\n".join(log_path.read_text(errors="replace").splitlines()[-30:]))
-    window = json.loads(out.decode().strip().splitlines()[-1])
-    seconds = (window["last_committed_ms"] - window["first_records_polled_ms"]) / 1000
-    cpu = usage.ru_utime + usage.ru_stime
+        for process in processes:
+            if process.returncode is None:
+                process.kill()
+                process.wait()
+    firsts = []
+    for process, out, log_path in zip(processes, outs, logs, strict=True):
+        # a JVM ended by SIGTERM exits with 143 after its shutdown hook ran
+        if process.returncode not in (0, 128 + signal.SIGTERM) or not out.strip():
+            raise SystemExit(f"{engine} exited with {process.returncode}:\n" + _tail(log_path))
+        first = json.loads(out.decode().strip().splitlines()[-1])["first_records_polled_ms"]
+        if first > 0:
+            firsts.append(first)
+    seconds = (done_ms - min(firsts)) / 1000
+    cpu = sum(u.ru_utime + u.ru_stime for u in usages)
     return {"rps": round(events / seconds), "seconds": round(seconds, 2), "cpu_s": round(cpu, 1),
-            "records_per_cpu_s": round(events / cpu), "max_rss_mb": round(usage.ru_maxrss / 1024)}
+            "records_per_cpu_s": round(events / cpu), "max_rss_mb": round(max(u.ru_maxrss for u in usages) / 1024)}
+
+
+def _tail(log_path: Path) -> str:
+    return "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
 
 
 def last_counts(bootstrap: str, topic: str) -> dict[str, int | None]:
-    """The last value per key of ``topic`` (key: user, value: int64 count or None)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10_000)
+    """The last committed value per key of ``topic`` (key: user, value: int64 count or None)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10_000,
+                             isolation_level="read_committed")
     try:
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         consumer.assign(tps)
@@ -166,71 +218,141 @@ def last_counts(bootstrap: str, topic: str) -> dict[str, int | None]:
         consumer.close()
 
 
-def input_exists(admin: KafkaAdminClient) -> bool:
-    return INPUT in admin.list_topics()
+def ensure_input(admin: KafkaAdminClient, bootstrap: str, events: int, users: int) -> str:
+    """The input topic of ``events`` clicks over ``users`` users, produced unless it exists."""
+    source = f"bench-vs-clicks-{events}-{users}"
+    if source not in admin.list_topics():
+        admin.create_topics([NewTopic(source, PARTITIONS, 1)])
+        t0 = time.monotonic()
+        produce_events(bootstrap, events, users, topic=source)
+        print(f"produced {events:,} events in {time.monotonic() - t0:.1f}s", flush=True)
+    return source
+
+
+def compare(args: argparse.Namespace, guarantee: str, java: list[str] | None, bootstrap: str,
+            admin: KafkaAdminClient, work: Path, stamp: str) -> dict:
+    """Both engines at one guarantee: their runs, ratios and whether their outputs agree."""
+    commit_ms = args.commit_interval_ms if args.commit_interval_ms is not None else DEFAULTS[guarantee][0]
+    events = args.events if args.events is not None else DEFAULTS[guarantee][1]
+    print(f"== {guarantee}, commit every {commit_ms} ms, {events:,} clicks, {args.instances} instance(s) / "
+          f"stream thread(s)", flush=True)
+    source = ensure_input(admin, bootstrap, events, args.users)
+    expected = events // args.users * args.users
+    runs: dict[str, list[dict]] = {e: [] for e in args.engines}
+    outputs: dict[str, str] = {}
+    for run in range(args.runs):
+        for engine in args.engines:
+            app = f"bench-vs-{engine}-{guarantee}-{stamp}-{run}"
+            output = f"{app}-out"
+            admin.create_topics([NewTopic(output, PARTITIONS, 1)])
+            commands = child_commands(engine, java, bootstrap, app, source, output, work / f"{app}-state",
+                                      guarantee, commit_ms, args.instances)
+            result = measure(engine, commands, admin, app, source, expected, work)
+            runs[engine].append(result)
+            outputs[engine] = output
+            print(f"{engine}: {expected:,} records in {result['seconds']:.1f}s: {result['rps']:,} records/s, "
+                  f"{result['cpu_s']} CPU s ({result['records_per_cpu_s']:,} records per CPU-second), "
+                  f"max RSS {result['max_rss_mb']} MB", flush=True)
+    counts = {engine: last_counts(bootstrap, topic) for engine, topic in outputs.items()}
+    agree = len({json.dumps(c, sort_keys=True) for c in counts.values()}) == 1
+    for engine, c in counts.items():
+        print(f"{engine}: last counts of {len(c):,} users, total {sum(v or 0 for v in c.values()):,}", flush=True)
+    result: dict = {"guarantee": guarantee, "commit_interval_ms": commit_ms, "events": expected,
+                    "users": args.users, "instances": args.instances, "runs": runs, "outputs_agree": agree}
+    if len(args.engines) == 2:
+        best = {e: max(runs[e], key=lambda r: r["records_per_cpu_s"]) for e in args.engines}
+        result["python_vs_java"] = {
+            "per_cpu_second": round(best["python"]["records_per_cpu_s"] / best["java"]["records_per_cpu_s"], 3),
+            "per_second": round(max(r["rps"] for r in runs["python"]) / max(r["rps"] for r in runs["java"]), 3)}
+        print(f"{guarantee}: this engine / Kafka Streams: {result['python_vs_java']['per_cpu_second']:.2f} in "
+              f"records per CPU-second, {result['python_vs_java']['per_second']:.2f} in records/s; outputs "
+              f"{'agree' if agree else 'DIFFER'}", flush=True)
+    return result
+
+
+def draw_chart(results: dict[str, dict], machine: str, date: str, path: Path) -> None:
+    """Records per CPU-second (best run) of both engines at each setting, as a bar chart."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("--chart needs matplotlib: pip install -e .[bench]") from None
+    labels = list(results)
+    names = {"java": "Kafka Streams", "python": "this engine"}
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.38
+    for i, engine in enumerate(["java", "python"]):
+        values = [max((r["records_per_cpu_s"] for r in results[k]["runs"].get(engine, [])), default=0)
+                  for k in labels]
+        bars = ax.bar([x + (i - 0.5) * width for x in range(len(labels))], values, width, label=names[engine])
+        ax.bar_label(bars, labels=[f"{v:,}" for v in values], fontsize=8)
+    ax.set_xticks(range(len(labels)), [f"{results[k]['guarantee']}\ncommit {results[k]['commit_interval_ms']} ms, "
+                                       f"{results[k]['events'] // 1000}k clicks" for k in labels])
+    ax.set_ylabel("records per CPU-second")
+    ax.set_title(f"sessionize workload, {date}\n{machine}", fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"chart written to {path}", flush=True)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--guarantee", action="append", choices=GUARANTEES,
+                        help="processing guarantee; may be given twice (default: both)")
+    parser.add_argument("--commit-interval-ms", type=int,
+                        help="default: 5000 at-least-once, 100 exactly-once (module docstring)")
+    parser.add_argument("--instances", type=int, default=1,
+                        help="processes of this engine, stream threads of the one JVM (default 1)")
+    parser.add_argument("--events", type=int, help="default: 1M at-least-once, 300k exactly-once")
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=1, help="runs per engine, alternating (default 1)")
     parser.add_argument("--engines", default="java,python", help="comma-separated: java, python")
     parser.add_argument("--bootstrap", help="a running broker to use instead of starting one")
+    parser.add_argument("--chart", type=Path, help="draw records per CPU-second into this PNG")
+    parser.add_argument("--redraw", type=Path, help="with --chart: draw the result line kept in this file")
     args = parser.parse_args()
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    unknown = sorted(set(engines) - {"java", "python"})
-    if unknown or not engines:
+    if args.redraw is not None:
+        if args.chart is None:
+            parser.error("--redraw needs --chart")
+        kept = json.loads(args.redraw.read_text())
+        draw_chart(kept["results"], kept["machine"], kept["date"], args.chart)
+        return 0
+    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    unknown = sorted(set(args.engines) - {"java", "python"})
+    if unknown or not args.engines:
         parser.error(f"--engines: unknown engine(s) {unknown}; choose from java, python")
+    if args.instances < 1:
+        parser.error(f"--instances must be at least 1, got {args.instances}")
+    guarantees = args.guarantee or list(GUARANTEES)
+    machine = f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    print(f"machine: {machine}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="bench-vs-kafka-streams-"))
     java = None
-    if "java" in engines:
+    if "java" in args.engines:
         t0 = time.monotonic()
         java = build_java()
         print(f"built the Kafka Streams application in {time.monotonic() - t0:.1f}s", flush=True)
     stamp = time.strftime("%H%M%S")
-    expected = args.events // args.users * args.users
     broker = nullcontext(None) if args.bootstrap else LocalKafkaBroker(work / "kafka")
-    runs: dict[str, list[dict]] = {e: [] for e in engines}
-    outputs: dict[str, str] = {}
+    results: dict[str, dict] = {}
     with broker as started:
         bootstrap = args.bootstrap or started.bootstrap_servers
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        if not (args.bootstrap and input_exists(admin)):
-            admin.create_topics([NewTopic(INPUT, PARTITIONS, 1)])
-            t0 = time.monotonic()
-            produce_events(bootstrap, args.events, args.users, topic=INPUT)
-            print(f"produced {args.events:,} events in {time.monotonic() - t0:.1f}s", flush=True)
-        for run in range(args.runs):
-            for engine in engines:
-                app = f"bench-vs-{engine}-{stamp}-{run}"
-                output = f"{app}-out"
-                admin.create_topics([NewTopic(output, PARTITIONS, 1)])
-                command = child_command(engine, java, bootstrap, app, output, work / f"{app}-state")
-                result = measure(engine, command, admin, app, expected, work)
-                runs[engine].append(result)
-                outputs[engine] = output
-                print(f"{engine}: {expected:,} records in {result['seconds']:.1f}s: {result['rps']:,} records/s, "
-                      f"{result['cpu_s']} CPU s ({result['records_per_cpu_s']:,} records per CPU-second), "
-                      f"max RSS {result['max_rss_mb']} MB", flush=True)
-        counts = {engine: last_counts(bootstrap, topic) for engine, topic in outputs.items()}
-        admin.close()
+        try:
+            for guarantee in guarantees:
+                result = compare(args, guarantee, java, bootstrap, admin, work, stamp)
+                results[f"{guarantee}@{result['commit_interval_ms']}ms"] = result
+        finally:
+            admin.close()
     shutil.rmtree(work, ignore_errors=True)
-    agree = len({json.dumps(c, sort_keys=True) for c in counts.values()}) == 1
-    for engine, c in counts.items():
-        print(f"{engine}: last counts of {len(c):,} users, total {sum(v or 0 for v in c.values()):,}", flush=True)
-    result: dict = {"events": expected, "users": args.users, "runs": runs, "outputs_agree": agree}
-    if len(engines) == 2:
-        best = {e: max(runs[e], key=lambda r: r["records_per_cpu_s"]) for e in engines}
-        result["python_vs_java"] = {
-            "per_cpu_second": round(best["python"]["records_per_cpu_s"] / best["java"]["records_per_cpu_s"], 3),
-            "per_second": round(max(r["rps"] for r in runs["python"]) / max(r["rps"] for r in runs["java"]), 3)}
-        print(f"this engine / Kafka Streams: {result['python_vs_java']['per_cpu_second']:.2f} in records per "
-              f"CPU-second, {result['python_vs_java']['per_second']:.2f} in records/s; outputs "
-              f"{'agree' if agree else 'DIFFER'}", flush=True)
-    result["machine"] = f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}"
-    print(json.dumps(result))
-    return 0 if agree else 1
+    if args.chart is not None:
+        draw_chart(results, machine, time.strftime("%Y-%m-%d"), args.chart)
+    print(f"machine: {machine}", flush=True)
+    print(json.dumps({"machine": machine, "date": time.strftime("%Y-%m-%d"), "results": results}))
+    return 0 if all(r["outputs_agree"] for r in results.values()) else 1
 
 
 if __name__ == "__main__":

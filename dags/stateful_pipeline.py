@@ -6,6 +6,7 @@ until its state is restored and its standbys are warm, report.
    resubmit the application over the data it already processed).
 2. ``submit_topology``: the example topology (user click sessions + payments joined as-of with
    the rates) as ``instances`` supervised instances on Spark; returns once they report in.
+   Its task instance links to the "Stateful streams" page (Browse menu) and the Spark UI.
    The application keeps running after this DAG: stop it with
    ``stateful-streams stop <application_id>`` (or the task's on_kill).
 3. ``wait_for_restoration`` and ``check_standby_lag`` (both deferrable: they wait in the
@@ -104,7 +105,7 @@ with DAG(
             "app_configs": "{{ ti.xcom_pull(task_ids='generate_data')['topics'] }}",
         },
         conn_id="spark_default",
-        conf={"spark.ui.enabled": "false"},
+        # the Spark UI stays on: the task instance links to it ("Spark UI" extra link)
     )
 
     restored = RestorationSensor(

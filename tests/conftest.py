@@ -68,7 +68,8 @@ def secured_kafka(tmp_path_factory):
     ca = CertificateAuthority(directory / "tls")
     stranger = CertificateAuthority(directory / "stranger-tls", name="stranger").issue("stranger-client")
     listeners = SecuredListeners(keystore=ca.issue("broker", server=True).keystore,
-                                 wrong_name_keystore=ca.issue("elsewhere", server=True, hosts=("broker.invalid",)).keystore,
+                                 wrong_name_keystore=ca.issue("elsewhere", server=True,
+                                                              hosts=("broker.invalid",)).keystore,
                                  truststore=ca.cert)
     broker = LocalKafkaBroker(work_dir=directory / "kafka", security=listeners)
     broker.start()
@@ -85,7 +86,8 @@ def airflow_db() -> Path:
     result = subprocess.run([str(Path(_BIN_DIR) / "airflow"), "db", "migrate"], capture_output=True, text=True,
                             env=os.environ.copy())
     if result.returncode != 0:
-        raise RuntimeError(f"airflow db migrate failed in {_AIRFLOW_HOME}:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+        raise RuntimeError(f"airflow db migrate failed in {_AIRFLOW_HOME}:\n"
+                           f"{result.stdout[-3000:]}{result.stderr[-3000:]}")
     return _AIRFLOW_HOME
 
 

@@ -13,7 +13,8 @@ From Python::
         airflow.wait_for_run("stateful_pipeline", run_id, timeout=300)
 
 The client methods speak Airflow's public REST API (``/api/v2``) with a token from
-``/auth/token``, as any external system would.
+``/auth/token``, as any external system would. Two users exist: ``admin`` (role admin) and
+``viewer`` (role viewer: may read DAGs, not connections).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from tools.local_processes import die_with_parent, free_loopback_port
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 FINISHED_RUN_STATES = ("success", "failed")
 USER, PASSWORD = "admin", "admin-password"
+VIEWER, VIEWER_PASSWORD = "viewer", "viewer-password"
+PASSWORDS = {USER: PASSWORD, VIEWER: VIEWER_PASSWORD}
 STOP_GRACE_SECONDS = 30.0
 
 
@@ -55,7 +58,7 @@ class LocalAirflow:
         self.start_timeout = start_timeout
         self.port: int | None = None
         self.processes: dict[str, subprocess.Popen] = {}
-        self._token: str | None = None
+        self._tokens: dict[str, str] = {}
         self.start_seconds: float | None = None
 
     @property
@@ -79,7 +82,7 @@ class LocalAirflow:
             "AIRFLOW__API__BASE_URL": self.url,
             "AIRFLOW__API_AUTH__JWT_SECRET": self._secret("jwt_secret"),
             "AIRFLOW__API__SECRET_KEY": self._secret("secret_key"),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin,{VIEWER}:viewer",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
             # a new DAG file is seen within seconds, not the 5-minute default
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
@@ -113,7 +116,7 @@ class LocalAirflow:
         began = time.monotonic()
         self.home.mkdir(parents=True, exist_ok=True)
         self.port = free_loopback_port()
-        (self.home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
+        (self.home / "passwords.json").write_text(json.dumps(PASSWORDS))
         env = self.environment()
         migrate = subprocess.run([_airflow(), "db", "migrate"], env=env, capture_output=True, text=True)
         if migrate.returncode != 0:
@@ -175,11 +178,26 @@ class LocalAirflow:
                                        f"{exc.read().decode(errors='replace')[:2000]}") from None
         return json.loads(text) if text else None
 
-    def token(self) -> str:
-        if self._token is None:
-            answer = self.api("POST", "/auth/token", {"username": USER, "password": PASSWORD}, authenticated=False)
-            self._token = answer["access_token"]
-        return self._token
+    def token(self, user: str = USER) -> str:
+        if user not in self._tokens:
+            answer = self.api("POST", "/auth/token", {"username": user, "password": PASSWORDS[user]},
+                              authenticated=False)
+            self._tokens[user] = answer["access_token"]
+        return self._tokens[user]
+
+    def get(self, path: str, *, headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+        """A plain GET (a page, a metrics scrape): status, headers and body, errors included;
+        no redirect is followed."""
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+                return None
+
+        request = urllib.request.Request(self.url + path, headers=dict(headers or {}))
+        try:
+            with urllib.request.build_opener(NoRedirect).open(request, timeout=60) as response:
+                return response.status, dict(response.headers), response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(exc.headers), exc.read().decode(errors="replace")
 
     def wait_for_dag(self, dag_id: str, timeout: float = 120) -> dict:
         """Until the DAG processor has parsed ``dag_id``; fails at once on an import error."""

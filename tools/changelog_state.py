@@ -16,9 +16,12 @@ from airflow_stateful_provider.streams.topology.store_builders import changelog_
 COUNTS_STORE = "counts"
 
 
-def fill_counts_changelog(bootstrap_servers: str, application_id: str, partitions: int, records: int) -> dict[int, int]:
+def fill_counts_changelog(bootstrap_servers: str, application_id: str, partitions: int, records: int, *,
+                          batch_bytes: int = 1 << 20) -> dict[int, int]:
     """Create the changelog (compacted, ``partitions`` partitions) and write ``records``
-    records; returns the end offset of every partition."""
+    records in producer batches of up to ``batch_bytes`` (small ones let a restore consumer
+    with a small ``max_partition_fetch_bytes`` fetch a few at a time); returns the end offset
+    of every partition."""
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import NewTopic
 
@@ -28,7 +31,7 @@ def fill_counts_changelog(bootstrap_servers: str, application_id: str, partition
         admin.create_topics([NewTopic(topic, partitions, 1, topic_configs={"cleanup.policy": "compact"})])
     finally:
         admin.close()
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks=1, linger_ms=50, batch_size=1 << 20)
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks=1, linger_ms=50, batch_size=batch_bytes)
     one = (1).to_bytes(8, "big")
     try:
         for i in range(records):

@@ -17,7 +17,8 @@
 It exits non-zero when a step fails or when no task was seen restoring with progress.
 The terminal gets the story; everything else the demo's process prints (Airflow's task
 logs, the report task's tables, third-party loggers at WARNING) goes to ``.local/demo.log``;
-``--verbose`` shows all of it, at INFO, on the terminal. The broker is stopped on exit, and the application too after a failure or Ctrl-C.
+``--verbose`` shows all of it, at INFO, on the terminal. The broker is stopped on exit, and the
+application too after a failure or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -287,7 +288,8 @@ def kill_instance(story: Story, servers: str, app_id: str) -> None:
     how = "the supervisor resubmitted it" if restarts else "Spark re-ran its task"
     actives = {i.instance_id: len(i.active_tasks) for i in after.instances}
     story.say(f"{how}: {victim} running again at epoch {after.instance(victim).epoch} after "
-              f"{time.monotonic() - killed_at:.0f}s; active tasks per instance {actives}, all {len(after.tasks)} running")
+              f"{time.monotonic() - killed_at:.0f}s; active tasks per instance {actives}, "
+              f"all {len(after.tasks)} running")
 
 
 def caught_up_outputs(servers: str, app_id: str):
@@ -355,7 +357,8 @@ def maintenance_lines(results: dict) -> list[str]:
     compact = [row.get("result") or {} for row in results.get("compact") or []]
     before = sum(r.get("bytes_before") or 0 for r in compact)
     after = sum(r.get("bytes_after") or 0 for r in compact)
-    lines.append(f"compaction: {len(compact)} store cop(ies) rewritten, {size_text(before)} -> {size_text(after)} on disk")
+    lines.append(f"compaction: {len(compact)} store cop(ies) rewritten, "
+                 f"{size_text(before)} -> {size_text(after)} on disk")
     check = results.get("check_changelog_configs") or {}
     lines.append(f"changelog configs: {len(check.get('checked_topics') or [])} internal topic(s) checked, "
                  f"{len(check.get('drift') or [])} drifting setting(s) found (dry run)")

@@ -209,5 +209,6 @@ def _field(value: Any, name: str, kind: type | tuple[type, ...], what: str) -> A
     """``value[name]``, checked: a malformed record fails naming the field and the value."""
     if not isinstance(value, dict) or not isinstance(value.get(name), kind) or isinstance(value.get(name), bool):
         raise ValueError(f"{what} value needs a {name!r} field of type "
-                         f"{getattr(kind, '__name__', None) or '/'.join(k.__name__ for k in kind)}, got {value!r}")
+                         f"{'/'.join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))}, "
+                         f"got {value!r}")
     return value[name]

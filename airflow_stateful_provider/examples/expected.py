@@ -169,6 +169,8 @@ def read_outputs(bootstrap_servers: str, *, sessions_topic: str = SESSIONS_TOPIC
 
     def session_key(raw: bytes) -> SessionKey:
         key = windowed.deserialize(raw)
+        if key is None:
+            raise ValueError("a session output record without a key")
         return (key.key, key.window.start, key.window.end)
 
     sessions, n_sessions = _read_table(bootstrap_servers, sessions_topic, session_key, json.deserialize,

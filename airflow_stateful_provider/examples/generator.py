@@ -104,7 +104,7 @@ def generate(
     for _ in range(clicks):
         per_user[rng.randrange(users)] += 1
     timed: list[tuple[int, int, GeneratedRecord]] = []  # (send time, sequence, record)
-    for user, count in zip(user_ids, per_user):
+    for user, count in zip(user_ids, per_user, strict=True):
         t = start + rng.randrange(gap)
         while count:
             for _ in range(min(count, rng.randint(1, 12))):
@@ -135,9 +135,10 @@ def generate(
             t += rng.randint(5 * 60_000, 30 * 60_000)
     for i in range(payments):
         ts = rng.randint(start, last_click)
-        payment = {"payment_id": f"pay-{i:06d}", "user": rng.choice(user_ids), "amount": round(rng.uniform(1, 500), 2),
+        user = rng.choice(user_ids)
+        payment = {"payment_id": f"pay-{i:06d}", "user": user, "amount": round(rng.uniform(1, 500), 2),
                    "currency": rng.choice(list(currencies)), "ts": ts}
-        timed.append((ts, len(timed), GeneratedRecord(PAYMENT, payment["user"], payment, ts)))
+        timed.append((ts, len(timed), GeneratedRecord(PAYMENT, user, payment, ts)))
     if payments:  # a rate change at exactly a payment's time: that payment gets the new rate
         ts, _, exact = timed[-1]
         currency = exact.value["currency"]

@@ -179,7 +179,7 @@ def _sasl_configs(conn_id: str, protocol: str, login: str | None, password: str 
         try:
             configs["sasl_oauth_token_provider"] = (StaticTokenProvider(password) if password
                                                     else TokenProviderReference(provider_path))
-        except Exception as exc:  # ConfigError of the engine: same message, the hook's error type
+        except Exception as exc:  # noqa: BLE001 - ConfigError of the engine: same message, the hook's error type
             raise ValueError(f"connection {conn_id!r}: {exc}") from None
     elif mechanism == "GSSAPI":
         refuse([n for n, v in (("login", login), ("password", password)) if v],

@@ -144,14 +144,16 @@ class StatefulStreamsHook(BaseHook):
         stale_after: int | timedelta = DEFAULT_STALE_AFTER_MS,
         timeout: int | timedelta = DEFAULT_READ_TIMEOUT,
         expected_tasks: Iterable[str | TaskId] = (),
+        allow_empty: bool = False,
     ) -> ApplicationStatus:
         """The application's status snapshot (``fetch_application_status`` on this connection).
 
         ``stale_after``: documents older than this are flagged and not trusted;
         ``timeout``: bound of the whole read; ``expected_tasks`` are listed (as
-        unassigned) even when no instance claims them. Raises the engine's
-        UnknownApplicationError, BrokerUnreachableError, StatusReadTimeoutError,
-        StatusFormatError.
+        unassigned) even when no instance claims them; ``allow_empty``: an application
+        whose instances all left cleanly is a snapshot without instances, not an error.
+        Raises the engine's UnknownApplicationError, BrokerUnreachableError,
+        StatusReadTimeoutError, StatusFormatError.
         """
         from airflow_stateful_provider.streams.status.reader import fetch_application_status
 
@@ -159,7 +161,17 @@ class StatefulStreamsHook(BaseHook):
         return fetch_application_status(
             configs.pop("bootstrap_servers"), application_id,
             stale_after_ms=duration_arg_ms(stale_after, "stale_after"), client_configs=configs,
-            timeout_ms=duration_arg_ms(timeout, "timeout", minimum=1), expected_tasks=list(expected_tasks))
+            timeout_ms=duration_arg_ms(timeout, "timeout", minimum=1), expected_tasks=list(expected_tasks),
+            allow_empty=allow_empty)
+
+    def list_applications(self, *, timeout: int | timedelta = DEFAULT_READ_TIMEOUT) -> list[str]:
+        """The applications on this connection's cluster (``list_applications``: every id with a
+        status and a control topic), sorted; BrokerUnreachableError past ``timeout``."""
+        from airflow_stateful_provider.streams.status.reader import list_applications
+
+        configs = self.get_client_configs()
+        return list_applications(configs.pop("bootstrap_servers"), duration_arg_ms(timeout, "timeout", minimum=1),
+                                 client_configs=configs)
 
     async def aget_status(
         self,
@@ -188,8 +200,8 @@ class StatefulStreamsHook(BaseHook):
     ) -> ControlCommand:
         """Publish a new command to ``<application_id>-control``; returns it (its id is what
         the instances acknowledge). ``instances``/``stores`` restrict it (None: all)."""
-        from airflow_stateful_provider.streams.control.commands import new_command
         from airflow_stateful_provider.streams.control.channel import send_command
+        from airflow_stateful_provider.streams.control.commands import new_command
 
         command = new_command(application_id, command_type, instances=instances, stores=stores, now_ms=now_ms)
         configs = self.get_client_configs()

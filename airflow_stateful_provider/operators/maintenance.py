@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_stateful_provider.streams.control.commands import CommandOutcome
-    from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
     from airflow_stateful_provider.streams.topics.config_drift import Drift
+    from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
 
 __all__ = ["ChangelogConfigOperator", "StoreCompactionOperator", "StoreRetentionOperator"]
 
@@ -128,10 +128,12 @@ class _StoreMaintenanceOperator(BaseOperator):
     # ------------------------------------------------------------------ online
 
     def _execute_online(self, stores: tuple[str, ...] | None) -> list[dict[str, Any]]:
-        from airflow_stateful_provider.streams.control.commands import new_command
         from airflow_stateful_provider.streams.control.channel import live_instances
+        from airflow_stateful_provider.streams.control.commands import new_command
 
         app = self.application_id
+        if not app:  # __init__ checked it; a template may still render it empty
+            raise ValueError(f"{self.task_id}: online mode needs application_id")
         status = self.hook.get_status(app)
         command_kwargs = self._command_kwargs()
         probe = new_command(app, self.command_type, stores=stores, **command_kwargs)
@@ -191,7 +193,9 @@ class _StoreMaintenanceOperator(BaseOperator):
         from airflow_stateful_provider.streams.state.common.metadata import read_metadata
         from airflow_stateful_provider.streams.state.store_dir import find_stores, open_store
 
-        state_dir = os.path.abspath(self.state_dir)  # type: ignore[arg-type]
+        if not self.state_dir:  # __init__ checked it; a template may still render it empty
+            raise ValueError(f"{self.task_id}: offline mode needs state_dir")
+        state_dir = os.path.abspath(self.state_dir)
         if not os.path.isdir(state_dir):
             raise ValueError(f"{self.task_id}: state_dir {state_dir} is not a directory")
         root = os.path.join(state_dir, self.application_id) if self.application_id else state_dir
@@ -199,7 +203,7 @@ class _StoreMaintenanceOperator(BaseOperator):
             present = sorted(d for d in os.listdir(state_dir) if os.path.isdir(os.path.join(state_dir, d)))
             raise ValueError(f"{self.task_id}: no directory of application {self.application_id!r} in {state_dir} "
                              f"(applications there: {present})")
-        found = []
+        found: list[dict[str, Any]] = []
         for path in find_stores(root):
             metadata = read_metadata(path)
             parts = os.path.relpath(path, state_dir).split(os.sep)
@@ -216,12 +220,14 @@ class _StoreMaintenanceOperator(BaseOperator):
             if unknown:
                 kinds = [f"{s!r} is a {others[s]} store" for s in unknown if s in others]
                 raise ValueError(f"{self.task_id}: stores {unknown} are not {' or '.join(maintained_types)} stores "
-                                 f"under {root}{' (' + '; '.join(kinds) + ')' if kinds else ''}; available: {maintained}")
+                                 f"under {root}{' (' + '; '.join(kinds) + ')' if kinds else ''}; "
+                                 f"available: {maintained}")
         selected = [f for f in found if stores is None or f["store"] in stores]
         rows: list[dict[str, Any]] = []
         todo = []
         for entry in selected:
-            row = {"instance": None, "application_id": entry["application_id"], "task_id": entry["task_id"],
+            row: dict[str, Any] = {"instance": None, "application_id": entry["application_id"],
+                                   "task_id": entry["task_id"],
                    "store": entry["store"], "role": None, "store_type": entry["store_type"], "path": entry["path"]}
             if entry["store_type"] not in maintained_types:
                 row["result"] = {"skipped": f"{entry['store_type']} store: retention and compaction apply to "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = ["json_ready", "result_table", "utc_text"]
@@ -15,7 +15,7 @@ def utc_text(ms: Any) -> str:
     """Epoch ms as ``YYYY-MM-DD HH:MM:SS`` in UTC; "-" when unknown."""
     if not isinstance(ms, int):
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _bytes(n: Any) -> str:
@@ -56,7 +56,7 @@ def result_table(rows: Sequence[Mapping[str, Any]]) -> str:
     body = [(r.get("instance") or "-", r.get("task_id") or "-", r.get("store") or "-", r.get("role") or "-",
              _summary(r.get("result"))) for r in rows]
     widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header) - 1)]
-    return "\n".join("  ".join([*(str(c).ljust(w) for c, w in zip(row[:-1], widths)), str(row[-1])])
+    return "\n".join("  ".join([*(str(c).ljust(w) for c, w in zip(row[:-1], widths, strict=True)), str(row[-1])])
                      for row in [header, *body])
 
 

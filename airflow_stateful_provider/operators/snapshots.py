@@ -53,7 +53,7 @@ class SnapshotRetentionOperator(BaseOperator):
         self.keep = keep
         self.snapshot_conn_id = snapshot_conn_id
         self.streams_task = streams_task
-        self.dry_run = dry_run
+        self._dry_run = dry_run  # not self.dry_run: that is BaseOperator's dry_run() method
         self._deleted_any = False
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -66,12 +66,12 @@ class SnapshotRetentionOperator(BaseOperator):
             storage = SnapshotStorage(self.snapshot_url, options)
             entries = list_snapshots(storage, self.application_id, self.streams_task)
             deleted = delete_old_snapshots(storage, self.application_id, self.keep, task_id=self.streams_task,
-                                           dry_run=self.dry_run)
+                                           dry_run=self._dry_run)
         except (ValueError, SnapshotError, OSError) as exc:
             raise AirflowException(f"snapshots of {self.application_id!r} at {self.snapshot_url}: {exc}") from exc
         gone = {(d.task_id, d.snapshot_id) for d in deleted}
-        self._deleted_any = bool(gone) and not self.dry_run
-        verb = "would delete" if self.dry_run else "deleted"
+        self._deleted_any = bool(gone) and not self._dry_run
+        verb = "would delete" if self._dry_run else "deleted"
         now = time.time_ns() // 1_000_000
         lines = [f"{len(entries)} snapshot(s) of {self.application_id} at {self.snapshot_url}; {verb} {len(gone)}, "
                  f"keeping the newest {self.keep} per task"]
@@ -84,7 +84,7 @@ class SnapshotRetentionOperator(BaseOperator):
         self.log.info("%s", "\n".join(lines))
         return {"snapshots": [e.as_dict() for e in entries],
                 "deleted": [{"task_id": d.task_id, "snapshot_id": d.snapshot_id} for d in deleted],
-                "dry_run": self.dry_run}
+                "dry_run": self._dry_run}
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Input: the application's snapshots at the location; output: the same, when

@@ -13,8 +13,11 @@ Spark application to finish (as ``SparkSubmitOperator`` does):
 Either way the operator then waits, up to ``submit_timeout``, until every instance
 ``<application_id>-<i>`` has published a status document since the submission; if the
 driver exits first or the time runs out it fails with the driver's log tail. XCom gets the
-application id and the submission details. ``on_kill`` asks the application to stop
-gracefully through the control topic (never by killing spark-submit).
+application id, the Spark application id and web UI address (``spark_ui_url``, from the
+instances' status documents) and the submission details; the task instance links to the
+"Stateful streams" page of the application and to the Spark UI (links/stateful_streams.py).
+``on_kill`` asks the application to stop gracefully through the control topic (never by
+killing spark-submit).
 
 Kafka settings come from the ``stateful_streams`` connection unless the streams config sets
 them. Its secrets (the SASL password, a client key's password, a fixed OAUTHBEARER token)
@@ -53,6 +56,12 @@ from airflow.sdk.exceptions import AirflowException
 import airflow_stateful_provider.spark.app as spark_app
 from airflow_stateful_provider.hooks.snapshot_storage import get_snapshot_storage_options
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
+from airflow_stateful_provider.links.stateful_streams import (
+    APPLICATION_ID_XCOM,
+    SPARK_UI_XCOM,
+    SparkUILink,
+    StatefulStreamsPageLink,
+)
 from airflow_stateful_provider.spark.app import OAUTH_TOKEN_ENV, PASSWORD_ENV, SSL_PASSWORD_ENV
 from airflow_stateful_provider.streams.durations import duration_arg_ms
 from airflow_stateful_provider.streams.kafka.oauth_tokens import StaticTokenProvider, TokenProviderReference
@@ -100,6 +109,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
                                       "stateful_streams_conn_id", "snapshot_url", "snapshot_conn_id")
     template_fields_renderers = {"streams_config": "json"}
     ui_color = "#cfe8ff"
+    operator_extra_links = (StatefulStreamsPageLink(), SparkUILink())
 
     def __init__(
         self,
@@ -198,7 +208,8 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         """The connection's secrets as the driver's environment variables (spark/app.py)."""
         connection = hook.get_client_configs()
         provider = connection.get("sasl_oauth_token_provider")
-        secrets = {PASSWORD_ENV: connection.get("sasl_plain_password"), SSL_PASSWORD_ENV: connection.get("ssl_password"),
+        secrets = {PASSWORD_ENV: connection.get("sasl_plain_password"),
+                   SSL_PASSWORD_ENV: connection.get("ssl_password"),
                    OAUTH_TOKEN_ENV: provider.token() if isinstance(provider, StaticTokenProvider) else None}
         return {name: str(value) for name, value in secrets.items() if value}
 
@@ -247,7 +258,8 @@ class SubmitTopologyOperator(SparkSubmitOperator):
             raise AirflowException(f"application {application_id!r} is already running (instances {live} report in); "
                                    f"stop it first: stateful-streams stop {application_id}")
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    # The Spark provider declares execute() -> None; this one returns its XCom value, as BaseOperator allows.
+    def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         streams_hook = StatefulStreamsHook(self.stateful_streams_conn_id)
         values = self._prepare(streams_hook)
         application_id = values["application_id"]
@@ -280,7 +292,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
             raise
         details = {
             "application_id": application_id,
-            "instances": [f"{application_id}-{i}" for i in range(self.instances)],
+            "instances": [f"{application_id}-{i}" for i in range(self._instance_count())],
             "topology": self.topology,
             "master": master,
             "deploy_mode": deploy_mode or "client",
@@ -288,8 +300,10 @@ class SubmitTopologyOperator(SparkSubmitOperator):
             "log_path": str(log_path) if log_path else None,
             "submitted_at_ms": submitted_at_ms,
             "instance_hosts": {i.instance_id: i.host for i in status.instances},
+            **_spark_application(status),
         }
-        context["ti"].xcom_push(key="application_id", value=application_id)
+        context["ti"].xcom_push(key=APPLICATION_ID_XCOM, value=application_id)
+        context["ti"].xcom_push(key=SPARK_UI_XCOM, value=details["spark_ui_url"])
         return details
 
     def _with_openlineage_properties(self, spark_conf: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -352,7 +366,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         submission; fail early if the driver exits."""
         from airflow_stateful_provider.streams.errors import StreamsError
 
-        expected = {f"{application_id}-{i}" for i in range(self.instances)}
+        expected = {f"{application_id}-{i}" for i in range(self._instance_count())}
         deadline = time.monotonic() + self.submit_timeout.total_seconds()
         last_problem = "no status read yet"
         while True:
@@ -377,7 +391,8 @@ class SubmitTopologyOperator(SparkSubmitOperator):
     @staticmethod
     def _log_tail(log_path: Path | None, lines: int = 40) -> str:
         if log_path is None:
-            return "(cluster deploy mode: the spark-submit output is above in this task's log, the driver's in the cluster)"
+            return ("(cluster deploy mode: the spark-submit output is above in this task's log, "
+                    "the driver's in the cluster)")
         try:
             text = log_path.read_text(errors="replace").splitlines()
         except OSError as exc:
@@ -390,7 +405,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         try:
             command = hook.send_command(application_id, "stop")
             self.log.info("sent stop command %s to %s", command.command_id, application_id)
-        except Exception:  # noqa: BLE001 - on_kill and clean-up paths must not raise
+        except Exception:  # on_kill and clean-up paths must not raise
             self.log.exception("could not send a stop command to %s", application_id)
 
     def on_kill(self) -> None:
@@ -405,6 +420,14 @@ class SubmitTopologyOperator(SparkSubmitOperator):
                 application_id = None
         if application_id:
             self._request_stop(StatefulStreamsHook(self.stateful_streams_conn_id), application_id)
+
+
+def _spark_application(status: Any) -> dict[str, Any]:
+    """The Spark application id and web UI address the instances report (None when they do
+    not: the Spark UI is off, or an earlier build)."""
+    hosts = [i.host_application for i in status.instances if i.host_application is not None]
+    return {"spark_application_id": hosts[0].application_id if hosts else None,
+            "spark_ui_url": next((h.ui_url for h in hosts if h.ui_url), None)}
 
 
 def _external_topics(topology: str, values: Mapping[str, Any]) -> tuple[list[str], list[str]]:

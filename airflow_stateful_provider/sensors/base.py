@@ -1,6 +1,8 @@
 """What the restoration and standby-lag sensors share: reading the status through the
 hook, logging the progress table on every poke, deferring to a status trigger, and
-failing with the table of the stuck tasks on timeout (poke, reschedule and deferrable)."""
+failing with the table of the stuck tasks on timeout (poke, reschedule and deferrable).
+Their task instances link to the application's "Stateful streams" page and its Spark UI
+(links/stateful_streams.py): the sensor records the Spark UI address the instances report."""
 
 from __future__ import annotations
 
@@ -14,6 +16,12 @@ from airflow.sdk import BaseSensorOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
 from airflow_stateful_provider.hooks.stateful_streams import DEFAULT_READ_TIMEOUT, StatefulStreamsHook
+from airflow_stateful_provider.links.stateful_streams import (
+    SPARK_UI_XCOM,
+    SparkUILink,
+    StatefulStreamsPageLink,
+    spark_ui_url,
+)
 from airflow_stateful_provider.streams.status.application import ApplicationStatus
 from airflow_stateful_provider.streams.status.conditions import (
     TRANSIENT_STATUS_ERRORS,
@@ -60,6 +68,7 @@ class StatusConditionSensor(BaseSensorOperator):
 
     template_fields: Sequence[str] = ("application_id", "task_ids", "stateful_streams_conn_id")
     ui_color = "#d7ecf4"
+    operator_extra_links = (StatefulStreamsPageLink(), SparkUILink())
 
     def __init__(
         self,
@@ -91,6 +100,7 @@ class StatusConditionSensor(BaseSensorOperator):
             raise ValueError(f"poll_interval must be > 0 seconds, got {self.poke_interval!r}")
         self._last_result: ConditionResult | None = None
         self._last_error: str | None = None
+        self._spark_ui_url: str | None = None
 
     @cached_property
     def hook(self) -> StatefulStreamsHook:
@@ -129,10 +139,17 @@ class StatusConditionSensor(BaseSensorOperator):
             self._last_error = f"{type(exc).__name__}: {exc}"
             self.log.warning("status of %s not readable yet: %s", self.application_id, self._last_error)
             return False
+        self._record_spark_ui(context, spark_ui_url(status))
         result = self.evaluate(status)
         self._last_result, self._last_error = result, None
         self.log.info("%s", result.table())
         return result.done
+
+    def _record_spark_ui(self, context: Context, url: str | None) -> None:
+        """XCom ``spark_ui_url`` for the task's Spark UI link, once per address."""
+        if url and url != self._spark_ui_url:
+            context["ti"].xcom_push(key=SPARK_UI_XCOM, value=url)
+            self._spark_ui_url = url
 
     def _stuck_text(self) -> str:
         parts = []
@@ -163,6 +180,10 @@ class StatusConditionSensor(BaseSensorOperator):
         if not isinstance(event, dict) or "status" not in event:
             raise AirflowException(f"{self.task_id}: unexpected trigger event {event!r}")
         outcome, message, table = event["status"], event.get("message", ""), event.get("table", "")
+        instances = (event.get("status_json") or {}).get("instances") or []
+        self._record_spark_ui(context, next((i["host_application"]["ui_url"] for i in instances
+                                             if not i.get("stale") and (i.get("host_application") or {}).get("ui_url")),
+                                            None))
         if outcome == "success":
             self.log.info("%s\n%s", message, table)
             return None

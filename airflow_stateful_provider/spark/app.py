@@ -42,7 +42,7 @@ from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSU
 from airflow_stateful_provider.streams.snapshots.catalog import storage_options_from_env
 
 __all__ = ["EVENT_PREFIX", "OAUTH_TOKEN_ENV", "PASSWORD_ENV", "SSL_PASSWORD_ENV", "main", "parse_config_values",
-           "task_attempts"]
+           "spark_application", "task_attempts"]
 
 log = logging.getLogger("airflow_stateful_provider.spark.app")
 
@@ -94,12 +94,18 @@ def parse_config_values(path: str | None, inline: str | None, overrides: list[st
     storage_options = storage_options_from_env()  # snapshot credentials, off the command line too
     if storage_options:
         values["snapshot_storage_options"] = {**storage_options, **dict(values.get("snapshot_storage_options") or {})}
-    for managed in ("instance_id", "instance_epoch"):
+    for managed in ("instance_id", "instance_epoch", "host_application"):
         if managed in values:
             raise ConfigError(f"{managed!r} is set by the supervisor for each instance; remove it from the config "
                               f"(got {values[managed]!r})")
     StreamsConfig.from_mapping(values)
     return values
+
+
+def spark_application(sc: Any) -> dict[str, Any]:
+    """StreamsConfig.host_application of the instances: this Spark application's id and its
+    driver's web UI (None when ``spark.ui.enabled`` is false)."""
+    return {"kind": "spark", "application_id": sc.applicationId, "ui_url": sc.uiWebUrl}
 
 
 def task_attempts(master: str, conf: Mapping[str, str]) -> int:
@@ -160,7 +166,7 @@ class ControlWatcher(threading.Thread):
         while not self._closed.is_set():
             try:
                 batches = self._consumer.poll(timeout_ms=500)
-            except Exception:  # noqa: BLE001 - keep watching; the driver's SIGTERM path still works
+            except Exception:  # keep watching; the driver's SIGTERM path still works
                 log.exception("reading the control topic failed")
                 self._closed.wait(2)
                 continue
@@ -226,8 +232,8 @@ def _latest_epochs(config: StreamsConfig) -> dict[str, int]:
 
 
 def _send_stop(config: StreamsConfig, instances: tuple[str, ...] | None) -> None:
-    from airflow_stateful_provider.streams.control.commands import new_command
     from airflow_stateful_provider.streams.control.channel import send_command
+    from airflow_stateful_provider.streams.control.commands import new_command
 
     send_command(list(config.bootstrap_servers),
                  new_command(config.application_id, "stop", instances=instances),
@@ -279,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             print("error: spark.speculation must be false: a speculative copy of an instance task would run the "
                   "same instance twice", file=sys.stderr)
             return 2
-        slots = _local_task_slots(sc.master)
+        master = sc.master or ""  # a running SparkContext always has its master
+        slots = _local_task_slots(master)
         if slots is not None and slots < args.instances:
             print(f"error: master {sc.master!r} offers {slots} task slot(s) but --instances is {args.instances}; "
                   f"each instance holds one slot while it runs (use local[{args.instances + 1},2])", file=sys.stderr)
@@ -296,11 +303,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: preparing the status and control topics on {','.join(config.bootstrap_servers)} failed: "
                   f"{exc!r}", file=sys.stderr)
             return 2
+        # every instance's status document names this Spark application and its web UI
+        values = {**values, "host_application": spark_application(sc)}
         supervisor = Supervisor(
             application_id=config.application_id, topology=args.topology, config_values=values,
             instances=args.instances, runner=SparkJobRunner(sc), send_stop=lambda ids: _send_stop(config, ids),
             policy=policy, initial_epochs=initial, latest_epochs=lambda: _latest_epochs(config),
-            epoch_stride=task_attempts(sc.master, conf), spark_local_dir=conf.get("spark.local.dir"),
+            epoch_stride=task_attempts(master, conf), spark_local_dir=conf.get("spark.local.dir"),
             log_level=args.log_level,
             stop_timeout_s=args.stop_timeout, emit=_emit, thread_factory=InheritableThread)
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -308,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         watcher = ControlWatcher(config, supervisor)
         watcher.start()
         _emit({"event": "driver_started", "application_id": config.application_id, "pid": os.getpid(),
-               "master": sc.master, "spark_application_id": sc.applicationId})
+               "master": sc.master, "spark_application_id": sc.applicationId, "spark_ui_url": sc.uiWebUrl})
         try:
             return supervisor.run()
         finally:

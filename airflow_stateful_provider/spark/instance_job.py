@@ -81,8 +81,8 @@ def run_instance(spec: InstanceSpec) -> dict[str, Any]:
     """Run the instance until it is stopped; returns its summary. Raises when the instance
     cannot start or ends in ERROR (the job then fails and the supervisor restarts it)."""
     from airflow_stateful_provider.streams.config import StreamsConfig
-    from airflow_stateful_provider.streams.runner import load_topology
     from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
+    from airflow_stateful_provider.streams.runner import load_topology
 
     _configure_logging(spec.log_level)
     epoch = spec.epoch + _attempt_number()
@@ -92,8 +92,11 @@ def run_instance(spec: InstanceSpec) -> dict[str, Any]:
     topology = load_topology(spec.topology, config)
     ended = threading.Event()
     streams = KafkaStreams(topology, config)
-    streams.set_state_listener(lambda new, old: new in (KafkaStreamsState.NOT_RUNNING, KafkaStreamsState.ERROR)
-                               and ended.set())
+    def note_end(new: KafkaStreamsState, old: KafkaStreamsState) -> None:
+        if new in (KafkaStreamsState.NOT_RUNNING, KafkaStreamsState.ERROR):
+            ended.set()
+
+    streams.set_state_listener(note_end)
     started = time.monotonic()
     log.info("instance %s epoch %d starting (state dir %s, pid %d)", spec.instance_id, epoch, state_dir, os.getpid())
     streams.start()
@@ -117,7 +120,7 @@ def _configure_logging(level: str) -> None:
     if not any(getattr(h, "_stateful_streams", False) for h in root.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
-        handler._stateful_streams = True  # type: ignore[attr-defined]
+        handler._stateful_streams = True  # type: ignore[attr-defined]  # marks the handler as ours
         root.addHandler(handler)
     root.setLevel(level)
     logging.getLogger("kafka").setLevel(logging.WARNING)

@@ -60,7 +60,7 @@ def run_task(index: int, bootstrap_servers: str, topic: str, records: int) -> di
         db = Rdict(store_dir)
         for i in range(records):
             db[f"task{index}-key{i}"] = i
-        stored = {key: db[key] for key in db.keys()}
+        stored = {str(key): db[key] for key in db.keys()}  # the keys written above: str
         db.close()
         if len(stored) != records:
             raise RuntimeError(f"task {index}: RocksDB returned {len(stored)} keys, wrote {records}")

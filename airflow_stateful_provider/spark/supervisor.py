@@ -61,6 +61,12 @@ class _Slot:
     last_error: str | None = None
     thread: threading.Thread | None = None
 
+    def started_thread(self) -> threading.Thread:
+        """The thread supervising this slot (every slot has one once run() started them)."""
+        if self.thread is None:
+            raise RuntimeError(f"instance {self.instance_id}: its supervising thread was not started")
+        return self.thread
+
 
 class Supervisor:
     """Keeps ``instances`` streams instances running until told to stop (module docstring)."""
@@ -144,7 +150,7 @@ class Supervisor:
     def _send_stop_safely(self, instances: tuple[str, ...] | None) -> None:
         try:
             self._send_stop(instances)
-        except Exception as exc:  # noqa: BLE001 - reported; the re-send and the timeout remain
+        except Exception as exc:  # reported; the re-send and the timeout remain
             log.exception("sending the stop command failed")
             self._event("stop_not_sent", instances=list(instances) if instances else None, error=repr(exc))
 
@@ -159,9 +165,9 @@ class Supervisor:
             slot.thread = self._thread_factory(target=self._supervise, args=(slot,), daemon=True,
                                                name=f"supervise-{slot.instance_id}")
             slot.thread.start()
-        while any(s.thread.is_alive() for s in self.slots) and not self._stopping.is_set():
+        while any(s.started_thread().is_alive() for s in self.slots) and not self._stopping.is_set():
             self._stopping.wait(0.5)
-        cancelled = self._await_stop() if any(s.thread.is_alive() for s in self.slots) else []
+        cancelled = self._await_stop() if any(s.started_thread().is_alive() for s in self.slots) else []
         code = 0 if self._crash_loop is None and not cancelled else 1
         self._event("supervisor_finished", exit_code=code, reason=self._stop_reason,
                     error=str(self._crash_loop) if self._crash_loop else None, cancelled=cancelled,
@@ -173,7 +179,7 @@ class Supervisor:
         still running; cancel what is left at the timeout."""
         deadline = self._clock() + self.stop_timeout_s
         next_resend = self._clock() + self.resend_stop_s
-        while any(s.thread.is_alive() for s in self.slots):
+        while any(s.started_thread().is_alive() for s in self.slots):
             now = self._clock()
             if now >= deadline:
                 break
@@ -184,17 +190,17 @@ class Supervisor:
                     self._send_stop_safely(still)
                 next_resend = now + self.resend_stop_s
             for slot in self.slots:
-                slot.thread.join(timeout=min(0.5, max(0.0, deadline - self._clock())))
-                if slot.thread.is_alive():
+                slot.started_thread().join(timeout=min(0.5, max(0.0, deadline - self._clock())))
+                if slot.started_thread().is_alive():
                     break
-        left = [s for s in self.slots if s.thread.is_alive()]
+        left = [s for s in self.slots if s.started_thread().is_alive()]
         for slot in left:
             self._event("instance_cancelled", instance_id=slot.instance_id, epoch=slot.epoch,
                         why=f"did not stop within {self.stop_timeout_s:g} s; its job is cancelled, so its "
                             f"Python worker ends without cleanup (the next start restores from the changelog)")
             self.runner.cancel(slot.group)
         for slot in left:
-            slot.thread.join(timeout=30)
+            slot.started_thread().join(timeout=30)
         return [s.instance_id for s in left]
 
     def _supervise(self, slot: _Slot) -> None:
@@ -236,7 +242,7 @@ class Supervisor:
         candidate = slot.epoch + self.epoch_stride
         try:
             seen = self._latest_epochs().get(slot.instance_id)
-        except Exception:  # noqa: BLE001 - the stride alone keeps epochs increasing
+        except Exception:  # the stride alone keeps epochs increasing
             log.warning("could not read the latest epochs from the status topic", exc_info=True)
             seen = None
         return max(candidate, seen + 1) if seen is not None else candidate
@@ -246,7 +252,7 @@ class Supervisor:
         log.info("%s %s", kind, {k: v for k, v in fields.items() if k != "instances"})
         try:
             self._emit(event)
-        except Exception:  # noqa: BLE001 - reporting must not stop supervision
+        except Exception:  # reporting must not stop supervision
             log.exception("emitting supervisor event %s failed", kind)
 
 

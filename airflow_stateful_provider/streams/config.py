@@ -53,7 +53,7 @@ _APPLICATION_ID_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 _LONGEST_TOPIC_SUFFIX = "-query-answers"
 
 
-class ProcessingGuarantee(str, enum.Enum):
+class ProcessingGuarantee(str, enum.Enum):  # noqa: UP042 - StrEnum would change str() of a member
     """``processing.guarantee``: at-least-once (default) or exactly-once (transactions)."""
 
     AT_LEAST_ONCE = "at_least_once"
@@ -192,6 +192,14 @@ class StreamsConfig:
     instance_epoch: int = 0
     #: How often the instance publishes its status document (also on every state change).
     status_interval_ms: int | timedelta = 10_000
+    #: What hosts the instance, published in its status document: ``{"kind": ...,
+    #: "application_id": ..., "ui_url": ... or None}``. The Spark supervisor sets it to its
+    #: Spark application (id and web UI); None: nothing to say.
+    host_application: Mapping[str, Any] | None = None
+    #: Serve this instance's metrics in OpenMetrics text at ``http://<host>:<port>/metrics``
+    #: (0: any free port, published in the status document); None: no endpoint. The Airflow
+    #: API server serves every application's metrics without it (docs/runbook.md).
+    metrics_port: int | None = None
     #: How often consumed records of repartition topics are deleted (they are kept
     #: forever otherwise; this application is their only reader).
     repartition_purge_interval_ms: int | timedelta = 30_000
@@ -274,6 +282,13 @@ class StreamsConfig:
             raise ConfigError(f"instance_id must be a non-empty string or None, got {self.instance_id!r}")
         _check_int(self.instance_epoch, "instance_epoch", minimum=0)
         set_(self, "status_interval_ms", duration_ms(self.status_interval_ms, "status_interval_ms", minimum=100))
+        if self.host_application is not None:
+            set_(self, "host_application", _checked_host_application(self.host_application))
+        if self.metrics_port is not None:
+            _check_int(self.metrics_port, "metrics_port", minimum=0)
+            if self.metrics_port > 65535:
+                raise ConfigError(f"metrics_port must be a TCP port 0..65535 (0: any free port) or None, "
+                                  f"got {self.metrics_port}")
         set_(self, "repartition_purge_interval_ms",
              duration_ms(self.repartition_purge_interval_ms, "repartition_purge_interval_ms", minimum=0))
         emit = duration_ms(
@@ -339,7 +354,7 @@ class StreamsConfig:
         """Plain values, e.g. for JSON; serde and handler objects are kept as they are."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["bootstrap_servers"] = list(self.bootstrap_servers)
-        out["processing_guarantee"] = self.processing_guarantee.value
+        out["processing_guarantee"] = ProcessingGuarantee(self.processing_guarantee).value
         return out
 
     @property
@@ -351,8 +366,9 @@ class StreamsConfig:
         return AssignmentConfigs(
             acceptable_recovery_lag=self.acceptable_recovery_lag, max_warmup_replicas=self.max_warmup_replicas,
             num_standby_replicas=self.num_standby_replicas,
-            probing_rebalance_interval_ms=self.probing_rebalance_interval_ms,
-            rack_aware_assignment_tags=self.rack_aware_assignment_tags)
+            # AssignmentConfigs validates and converts these itself (a timedelta, a list of tags)
+            probing_rebalance_interval_ms=self.probing_rebalance_interval_ms,  # type: ignore[arg-type]
+            rack_aware_assignment_tags=self.rack_aware_assignment_tags)  # type: ignore[arg-type]
 
     def task_state_dir(self, task_id: object) -> str:
         """``<state_dir>/<application_id>/<subtopology>_<partition>`` (docs/stores.md, "Store directories")."""
@@ -382,7 +398,7 @@ def _checked_init(generated: Callable[..., None]) -> Callable[..., None]:
     return __init__
 
 
-StreamsConfig.__init__ = _checked_init(StreamsConfig.__init__)  # type: ignore[method-assign]
+StreamsConfig.__init__ = _checked_init(StreamsConfig.__init__)  # type: ignore[method-assign]  # wraps the generated one
 
 
 def _check_application_id(value: Any) -> None:
@@ -452,6 +468,23 @@ def _check_int(value: Any, name: str, *, minimum: int) -> None:
         raise ConfigError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if value < minimum:
         raise ConfigError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _checked_host_application(value: Any) -> dict[str, Any]:
+    """``host_application`` as the status document holds it: kind and application_id
+    non-empty strings, ui_url a string or None, nothing else."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"host_application must be a mapping with kind, application_id and ui_url, got {value!r}")
+    unknown = sorted(set(value) - {"kind", "application_id", "ui_url"})
+    if unknown:
+        raise ConfigError(f"host_application has unknown keys {unknown}; it takes kind, application_id and ui_url")
+    for key in ("kind", "application_id"):
+        if not isinstance(value.get(key), str) or not value[key]:
+            raise ConfigError(f"host_application[{key!r}] must be a non-empty string, got {value.get(key)!r}")
+    ui_url = value.get("ui_url")
+    if ui_url is not None and (not isinstance(ui_url, str) or not ui_url.startswith(("http://", "https://"))):
+        raise ConfigError(f"host_application['ui_url'] must be an http(s) URL or None, got {ui_url!r}")
+    return {"kind": value["kind"], "application_id": value["application_id"], "ui_url": ui_url}
 
 
 def _check_deserialization_handler(value: Any) -> None:

@@ -155,8 +155,11 @@ def main(argv: list[str] | None = None) -> int:
             events = EventFileListener(args.events_file)
             streams.set_global_state_restore_listener(events)
             streams.set_standby_update_listener(events)
-        streams.set_state_listener(lambda new, old: (new in (KafkaStreamsState.ERROR, KafkaStreamsState.NOT_RUNNING))
-                                   and stop.set())
+        def stop_when_ended(new: KafkaStreamsState, old: KafkaStreamsState) -> None:
+            if new in (KafkaStreamsState.ERROR, KafkaStreamsState.NOT_RUNNING):
+                stop.set()
+
+        streams.set_state_listener(stop_when_ended)
         streams.start()  # checks the brokers and the settings before it creates anything
     except StreamsError as exc:  # a bad setting, unreachable brokers, missing topics, foreign state, a newer epoch
         print(f"error: {exc}", file=sys.stderr)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from airflow_stateful_provider.streams.errors import ConfigError, SerializationError
@@ -207,7 +208,9 @@ class Serdes:
         return JsonSerde()
 
 
-_BY_NAME = {"bytes": BytesSerde, "string": StringSerde, "int64": Int64Serde, "json": JsonSerde}
+_BY_NAME: dict[str, Callable[[], Serde]] = {
+    "bytes": BytesSerde, "string": StringSerde, "int64": Int64Serde, "json": JsonSerde,
+}
 
 
 def get_serde(name: str) -> Serde:

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from collections import deque
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from airflow_stateful_provider.streams.config import StreamsConfig
@@ -119,7 +119,7 @@ class _InMemoryProducer:
         topic: str,
         value: bytes | None = None,
         key: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: list[tuple[str, bytes | None]] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> _Done:
@@ -424,7 +424,7 @@ class TopologyTestDriver:
     def _store_kind(self, name: str) -> str:
         for task in self._tasks:
             if name in task.subtopology.store_names:
-                return task.stores.kind(name)  # type: ignore[attr-defined]
+                return task.stores.kind(name)  # type: ignore[attr-defined]  # the driver's tasks have TaskStateManagers
         raise StreamsError(f"no state store named {name!r}")
 
     def _cleanup_after_failed_init(self) -> None:
@@ -556,6 +556,6 @@ def _to_epoch_ms(value: int | timedelta | datetime) -> int:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValueError(f"datetime timestamps must be timezone-aware, got {value!r}")
-        delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
+        delta = value - datetime(1970, 1, 1, tzinfo=UTC)
         return duration_ms(delta, "timestamp", minimum=0)
     return duration_ms(value, "timestamp", minimum=0)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -45,8 +45,10 @@ def _positive_number(value: Any, name: str) -> float:
     return float(value)
 
 
-def _deadline_text(deadline: float) -> str:
-    return datetime.fromtimestamp(deadline, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+def _deadline_text(deadline: float | None) -> str:
+    if deadline is None:
+        return "(none)"
+    return datetime.fromtimestamp(deadline, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 class _StatusConditionTrigger(BaseTrigger):

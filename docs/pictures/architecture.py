@@ -10,8 +10,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 OUT = Path(__file__).resolve().parent / "architecture.svg"
 AIRFLOW, SPARK, KAFKA, STORAGE, ONCALL = "#dceefb", "#fde8d0", "#e4f4e0", "#efe6f7", "#f4f4f4"

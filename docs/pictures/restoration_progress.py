@@ -125,10 +125,11 @@ def measure() -> dict:
             took = time.monotonic() - recorder.started
         finally:
             streams.close(timeout=60)
-    return {"records_per_task": dict(zip((f"0_{p}" for p in range(len(RECORDS))), RECORDS)),
+    return {"records_per_task": dict(zip((f"0_{p}" for p in range(len(RECORDS))), RECORDS, strict=True)),
             "seconds_to_running": round(took, 2),
             "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
-            "samples": {task: [[round(t, 3), n] for t, n in points] for task, points in sorted(recorder.samples.items())}}
+            "samples": {task: [[round(t, 3), n] for t, n in points]
+                        for task, points in sorted(recorder.samples.items())}}
 
 
 def draw(result: dict) -> None:
@@ -139,7 +140,7 @@ def draw(result: dict) -> None:
 
     fig, ax = plt.subplots(figsize=(9, 4.8))
     for task, points in result["samples"].items():
-        seconds, offsets = zip(*points)
+        seconds, offsets = zip(*points, strict=True)
         ax.plot(seconds, offsets, marker=".", markersize=3, linewidth=1.6,
                 label=f"task {task}: {result['records_per_task'][task]:,} records")
     ax.axvline(result["seconds_to_running"], color="#888888", linestyle="--", linewidth=1)

@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
 from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME
+from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
 from tests.integration.s3_server import free_port, moto_s3_server, s3_storage_options
 
 pytestmark = pytest.mark.kafka
 
 COMMAND = str(Path(sys.executable).parent / "stateful-streams")
 #: Environment variables that would change what the command reads.
-IGNORED_ENV_PREFIXES = ("STATEFUL_STREAMS_", "AWS_")
+IGNORED_ENV_PREFIXES = ("STATEFUL_STREAMS_", "AWS_", "AIRFLOW_CONN_")
 
 
 @dataclasses.dataclass
@@ -120,7 +120,19 @@ CASES = [
     Case("status: --stale-after 0", lambda c: ["status", "app", "--bootstrap-servers", c.servers, "--stale-after", "0"],
          2, ("--stale-after",)),
     Case("status: unreachable broker", lambda c: ["status", "app", "--bootstrap-servers", c.unreachable],
-         2, ("cannot reach Kafka at 127.0.0.1:",)),
+         3, ("cannot reach Kafka at 127.0.0.1:",)),
+    Case("status --check: unknown application",
+         lambda c: ["status", f"nope-{uuid.uuid4().hex[:6]}", "--check", "--bootstrap-servers", c.servers],
+         1, ("unhealthy: unknown application",)),
+    Case("status: unknown --conn-id", lambda c: ["status", "app", "--conn-id", "no_such_conn"],
+         2, ("--conn-id 'no_such_conn'", "isn't defined", "AIRFLOW_CONN_NO_SUCH_CONN")),
+    Case("status: --conn-id of an invalid connection", lambda c: ["status", "app", "--conn-id", "kafka_typo"],
+         2, ("--conn-id 'kafka_typo'", "unknown extra field(s) ['bootstrap_server']"),
+         env=lambda c: {"AIRFLOW_CONN_KAFKA_TYPO": json.dumps({"conn_type": "stateful_streams", "extra": {
+             "bootstrap_server": c.servers}})}),
+    Case("status: --conn-id and --bootstrap-servers",
+         lambda c: ["status", "app", "--conn-id", "kafka", "--bootstrap-servers", c.servers],
+         2, ("drop --bootstrap-servers",)),
     Case("status: unknown application",
          lambda c: ["status", f"nope-{uuid.uuid4().hex[:6]}", "--bootstrap-servers", c.servers],
          1, ("unknown application", "no status topic")),
@@ -128,7 +140,7 @@ CASES = [
          lambda c: ["stop", f"nope-{uuid.uuid4().hex[:6]}", "--bootstrap-servers", c.servers, "--timeout", "10"],
          1, ("unknown application",)),
     Case("stop: unreachable broker", lambda c: ["stop", "app", "--bootstrap-servers", c.unreachable, "--timeout", "3"],
-         2, ("cannot reach Kafka at 127.0.0.1:",)),
+         3, ("cannot reach Kafka at 127.0.0.1:",)),
     Case("stop: --timeout 0", lambda c: ["stop", "app", "--bootstrap-servers", c.servers, "--timeout", "0"],
          2, ("--timeout",)),
     Case("stop: unknown --client-config setting",
@@ -155,6 +167,9 @@ CASES = [
          1, ("does not exist",)),
     Case("snapshots delete: --keep 0", lambda c: ["snapshots", "delete", c.snapshot_location(), "app", "--keep", "0"],
          2, ("--keep",)),
+    Case("snapshots delete: --dry-run is gone (a plan is the default, --execute deletes)",
+         lambda c: ["snapshots", "delete", c.snapshot_location(), "app", "--keep", "1", "--dry-run"],
+         2, ("unrecognized arguments: --dry-run",)),
     Case("snapshots list: unknown scheme", lambda c: ["snapshots", "list", "foo://bucket", "app"],
          1, ("foo://bucket",)),
     Case("snapshots list: --storage-options not JSON",

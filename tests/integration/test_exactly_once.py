@@ -91,7 +91,7 @@ def test_sigkilled_instances_lose_nothing_and_exactly_once_duplicates_nothing(
         "windowed_aggregation_emit_interval_ms": 0,
         "consumer_configs": {"session_timeout_ms": 6_000, "heartbeat_interval_ms": 1_500},
     }, timeline)
-    producer = WaveProducer(app, bootstrap_servers, list(zip(WAVE_DELAYS, waves)), timeline)
+    producer = WaveProducer(app, bootstrap_servers, list(zip(WAVE_DELAYS, waves, strict=True)), timeline)
     chaos = Chaos(cluster, watch, CHAOS_SEED, timeline)
     started = time.monotonic()
 

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from airflow_stateful_provider.examples.clicks_and_payments import ExampleSettings, JOIN_NAME
+from airflow_stateful_provider.examples.clicks_and_payments import JOIN_NAME, ExampleSettings
 from airflow_stateful_provider.examples.expected import expected_payments_usd, expected_sessions, read_outputs
 from airflow_stateful_provider.examples.generator import RATE, ensure_topics, generate, produce
 from airflow_stateful_provider.streams.status.reader import fetch_application_status

@@ -267,7 +267,7 @@ def test_group_forms_with_standbys_a_joining_member_revokes_only_what_moves_and_
     for _ in range(2):
         generations = {m.name: m.assignor.generation for m in members}
         request_rebalance(follower.consumer)
-        wait_until(lambda: all(m.assignor.generation > generations[m.name] for m in members), 15,
+        wait_until(lambda before=generations: all(m.assignor.generation > before[m.name] for m in members), 15,
                    f"a rebalance requested by {follower.name}")
         wait_stable(env, members)
     assert {m.name: m.owned for m in members} == owned

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from itertools import pairwise
 
 import pytest
 from kafka import KafkaProducer
@@ -56,7 +57,8 @@ def test_failover_to_the_standby_restores_at_most_its_lag_and_loses_nothing(boot
     app = f"failover-{uuid.uuid4().hex[:8]}"
     create_topics(bootstrap_servers, {"failover-in": 4, "failover-out": 4})
     topology = "tests.integration.topologies:failover_counts"
-    instances = {name: InstanceProcess(topology, instance_config(app, bootstrap_servers, tmp_path, name), tmp_path, name)
+    instances = {name: InstanceProcess(topology, instance_config(app, bootstrap_servers, tmp_path, name),
+                                       tmp_path, name)
                  for name in ("instance-0", "instance-1")}
     producer = SteadyProducer(bootstrap_servers, "failover-in", total=12_000, per_second=1_000)
     try:
@@ -173,7 +175,8 @@ def test_scale_out_warms_up_first_moves_actives_once_caught_up_and_keeps_other_t
             status = fetch_application_status(bootstrap_servers, app)
             summary = status.instance("instance-1") if any(i.instance_id == "instance-1" for i in status.instances) \
                 else None
-            return summary is not None and all(t.active and t.active.instance_id == "instance-0" for t in status.tasks) \
+            return summary is not None \
+                and all(t.active and t.active.instance_id == "instance-0" for t in status.tasks) \
                 and any(s.instance_id == "instance-1" and s.warmup for t in status.tasks for s in t.standbys)
         wait_until(warming_up, 60, "instance-1 to receive warmups while instance-0 keeps every active",
                    second.log_tail, interval=0.5)
@@ -210,7 +213,7 @@ def test_scale_out_warms_up_first_moves_actives_once_caught_up_and_keeps_other_t
     for partition in stayed:
         progress = [(at, offsets.get(partition, 0)) for at, offsets in samples]
         longest, last_change = 0.0, progress[0][0]
-        for (at, value), (_, previous) in zip(progress[1:], progress):
+        for (_, previous), (at, value) in pairwise(progress):
             if value != previous:
                 longest = max(longest, at - last_change)
                 last_change = at

@@ -184,7 +184,8 @@ def test_restart_with_fresh_state_dir_restores_the_whole_changelog(bootstrap_ser
     assert generation == 1
 
     listener = RecordingListener()
-    second = KafkaStreams(json_counts(names["input"], names["output"]), config(bootstrap_servers, names, tmp_path / "b"))
+    second = KafkaStreams(json_counts(names["input"], names["output"]),
+                          config(bootstrap_servers, names, tmp_path / "b"))
     second.set_global_state_restore_listener(listener)
     produce(bootstrap_servers, names["input"], [(f"user-{i % 7}".encode(), b"{}") for i in range(70)])
     run_until(second, lambda: sum(committed_offsets(bootstrap_servers, names["app"], names["input"]).values()) == 770,
@@ -211,7 +212,8 @@ def poison_input(bootstrap_servers: str, names: dict) -> list[int]:
 def test_poison_records_log_and_continue_skips_and_counts(bootstrap_servers, names, tmp_path):
     poison_input(bootstrap_servers, names)
     streams = KafkaStreams(json_counts(names["input"], names["output"]),
-                           config(bootstrap_servers, names, tmp_path, deserialization_exception_handler="log_and_continue"))
+                           config(bootstrap_servers, names, tmp_path,
+                                  deserialization_exception_handler="log_and_continue"))
     run_until(streams, lambda: committed_offsets(bootstrap_servers, names["app"], names["input"]) == {0: 33},
               "all 33 records committed")
     metrics = streams.metrics()["0_0"]
@@ -230,11 +232,12 @@ def test_poison_records_go_to_the_dead_letter_topic_with_the_error(bootstrap_ser
     streams.close(timeout=30)
     dead = read_all(bootstrap_servers, names["dlq"])
     assert [r.value for r in dead] == [b"{not json"] * 3
-    for record, offset in zip(dead, poison):
+    for record, offset in zip(dead, poison, strict=True):
         headers = dict(record.headers)
         assert headers["__streams.errors.topic"] == names["input"].encode()
         assert headers["__streams.errors.offset"] == str(offset).encode()
-        assert b"JSON" in headers["__streams.errors.exception"] or b"json" in headers["__streams.errors.message"].lower()
+        assert (b"JSON" in headers["__streams.errors.exception"]
+                or b"json" in headers["__streams.errors.message"].lower())
     assert final_counts(bootstrap_servers, names["output"]) == {"k": 30}
 
 
@@ -254,7 +257,8 @@ def test_poison_record_log_and_fail_stops_in_error_with_committed_state_intact(b
     # Committed state is intact: continuing past the poison records counts every good record;
     # the only excess is the at-least-once replay of good records after the last commit.
     resumed = KafkaStreams(json_counts(names["input"], names["output"]),
-                           config(bootstrap_servers, names, tmp_path, deserialization_exception_handler="log_and_continue"))
+                           config(bootstrap_servers, names, tmp_path,
+                                  deserialization_exception_handler="log_and_continue"))
     run_until(resumed, lambda: committed_offsets(bootstrap_servers, names["app"], names["input"]) == {0: 33},
               "all 33 records committed after the restart")
     resumed.close(timeout=30)
@@ -290,8 +294,8 @@ def test_repartition_topic_is_purged_below_committed_offsets(bootstrap_servers, 
 
 def test_running_instance_is_visible_in_the_status_topic_until_it_stops(bootstrap_servers, names, tmp_path):
     from airflow_stateful_provider.streams.errors import UnknownApplicationError
-    from airflow_stateful_provider.streams.status.rendering import render_status_table
     from airflow_stateful_provider.streams.status.reader import fetch_application_status
+    from airflow_stateful_provider.streams.status.rendering import render_status_table
 
     create_topics(bootstrap_servers, {names["input"]: 2, names["output"]: 2})
     produce(bootstrap_servers, names["input"], [(b"k%d" % i, b"{}") for i in range(20)])

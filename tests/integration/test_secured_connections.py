@@ -18,9 +18,9 @@ from airflow_stateful_provider.hooks.kafka_connection import client_configs_from
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
 from airflow_stateful_provider.sensors.restoration import RestorationSensor
 from airflow_stateful_provider.streams import BrokerUnreachableError, KafkaStreams, KafkaStreamsState, StreamsConfig
-from tools.kafka.topics import create_topics, read_all
 from tests.integration.secured_kafka import TOKEN_PROVIDER, expired_token, fresh_token
 from tests.integration.topologies import json_counts
+from tools.kafka.topics import create_topics, read_all
 from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka

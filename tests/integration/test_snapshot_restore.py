@@ -107,7 +107,8 @@ def test_task_moves_to_an_empty_instance_through_its_snapshot(bootstrap_servers,
         for chunk in range(CHUNKS):
             produce(bootstrap_servers, source, counts_input(chunk * CHUNK, CHUNK, KEYS), linger_ms=20)
             ends = end_offsets(bootstrap_servers, source)
-            wait_until(lambda: first.check_alive() or committed_offsets(bootstrap_servers, app, source) == ends,
+            wait_until(lambda ends=ends: first.check_alive()
+                       or committed_offsets(bootstrap_servers, app, source) == ends,
                        120, f"chunk {chunk} to be committed", first.log_tail)
         last_records = {p: offsets[-1] for p, offsets in changelog_offsets(bootstrap_servers, changelog).items()}
         wait_until(lambda: first.check_alive() or newest_offsets(storage, app) == last_records, 60,

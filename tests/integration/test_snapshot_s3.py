@@ -57,7 +57,8 @@ def test_snapshots_on_s3_move_a_task_to_an_empty_instance(bootstrap_servers, tmp
         for chunk in range(3):
             produce(bootstrap_servers, source, counts_input(chunk * 1000, 1000, KEYS), linger_ms=20)
             ends = end_offsets(bootstrap_servers, source)
-            wait_until(lambda: first.check_alive() or committed_offsets(bootstrap_servers, app, source) == ends,
+            wait_until(lambda ends=ends: first.check_alive()
+                       or committed_offsets(bootstrap_servers, app, source) == ends,
                        120, f"chunk {chunk} to be committed", first.log_tail)
         changelog_ends = end_offsets(bootstrap_servers, changelog)
 

@@ -85,7 +85,7 @@ def test_status_follows_restoration_on_spark_then_stop_drains(bootstrap_servers,
         # offset captured at restore start, which is the prepared changelog's end. A task
         # that moved while restoring resumes from its checkpoint (or its standby's position),
         # so the run's total is the end minus where this run started.
-        for snapshot, task in restoring:
+        for _snapshot, task in restoring:
             progress = task["restoration"]
             partition = int(task["task_id"].split("_")[1])
             assert task["active"]["instance_id"] in {f"{app_id}-0", f"{app_id}-1"}

@@ -123,7 +123,7 @@ def test_a_state_directory_of_another_application_is_refused_until_moved_aside(b
         os.rename(directory, directory + ".foreign")
     run_until_committed(bootstrap_servers, KafkaStreams(json_counts(source, out_b), cfg_b), app_b, source)
     assert outputs_per_key(bootstrap_servers, out_b) == {f"k{i}": list(range(1, 11)) for i in range(KEYS)}
-    for partition, directory in enumerate(copied):
+    for directory in copied:
         assert read_identity(directory).application_id == app_b  # B's own, new directories
         assert os.path.isdir(directory + ".foreign")
 

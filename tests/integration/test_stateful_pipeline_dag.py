@@ -1,7 +1,8 @@
 """dags/stateful_pipeline.py end to end through ``dag.test()``: real broker, Spark ``local[3,2]``
 (spark-submit launched detached by SubmitTopologyOperator), the deferrable restoration sensor
 run by dag.test()'s inline triggerer; then, against the running application, the on-call DAGs
-(status table, one key read over the query topics) and the store maintenance DAG (online); then ``stateful-streams stop`` ends the application."""
+(status table, one key read over the query topics) and the store maintenance DAG (online);
+then ``stateful-streams stop`` ends the application."""
 
 from __future__ import annotations
 
@@ -65,7 +66,8 @@ def test_stateful_pipeline_dag_runs_the_example_on_spark(airflow_db, bootstrap_s
             run_conf={"application_id": app_id})
         assert oncall.state == "success"
         printed = capfd.readouterr().out
-        assert f"application {app_id}: 2 instance(s), 12 task(s) (0 restoring, 0 unassigned)" in printed, printed[-3000:]
+        summary = f"application {app_id}: 2 instance(s), 12 task(s) (0 restoring, 0 unassigned)"
+        assert summary in printed, printed[-3000:]
         assert f"{app_id}-0" in printed and f"{app_id}-1" in printed
         unknown = example_dag("oncall_restoration_status.py", "oncall_restoration_status").test(
             run_conf={"application_id": f"{app_id}-typo"})

@@ -13,8 +13,8 @@ from kafka import KafkaProducer
 
 from airflow_stateful_provider.streams import open_store
 from tests.counter_kind.stores import TOTAL, RocksDBCounterStore
-from tools.kafka.topics import committed_offsets, create_topics, end_offsets, read_all
 from tools.instances import InstanceProcess
+from tools.kafka.topics import committed_offsets, create_topics, end_offsets, read_all
 from tools.waits import wait_for_commits
 
 pytestmark = pytest.mark.kafka

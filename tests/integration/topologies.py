@@ -46,8 +46,8 @@ def json_counts(input_topic: str, output_topic: str, store: str = "counts"):
     topology = Topology()
     topology.add_source("source", input_topic, key_serde="string", value_serde="json")
     topology.add_processor("count", Count, "source")
-    topology.add_state_store(Stores.key_value_store_builder(Stores.persistent_key_value_store(store), "string", "int64"),
-                             "count")
+    topology.add_state_store(
+        Stores.key_value_store_builder(Stores.persistent_key_value_store(store), "string", "int64"), "count")
     topology.add_sink("sink", output_topic, "count", key_serde="string", value_serde="int64")
     return topology
 

@@ -6,8 +6,8 @@ import io
 import json
 
 from airflow_stateful_provider.cli import main
-from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
 from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME
+from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
 from airflow_stateful_provider.streams.state.session import RocksDBSessionStore
 from airflow_stateful_provider.streams.state.session.key import SessionKey
 

@@ -20,7 +20,7 @@ def run(*argv: str) -> int:
     (("query", "app", "counts", *SERVERS), "query takes a KEY or --range FROM TO"),
     (("query", "app", "counts", "k", "--range", "a", "b", *SERVERS), "query takes a KEY or --range FROM TO"),
     (("query", "app", "counts", "k", "--timeout", "0", *SERVERS), "--timeout takes a positive number of seconds"),
-    (("query", "app", "counts", "k"), "query needs --bootstrap-servers"),
+    (("query", "app", "counts", "k"), "query needs --conn-id or --bootstrap-servers"),
 ])
 def test_usage_errors_exit_2_naming_the_fix(argv, message, capsys, monkeypatch):
     monkeypatch.delenv("STATEFUL_STREAMS_BOOTSTRAP_SERVERS", raising=False)

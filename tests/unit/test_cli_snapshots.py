@@ -46,11 +46,14 @@ def test_list_shows_every_snapshot_and_what_is_wrong_with_one(tmp_path):
 def test_delete_keeps_the_newest_k_of_each_task(tmp_path):
     url, storage = snapshots(tmp_path, 4)
     before = {t: [s.snapshot_id for s in storage.list_snapshots("app", t)] for t in ("0_0", "0_1")}
-    code, out = run("snapshots", "delete", url, "app", "--keep", "1", "--dry-run")
-    assert code == 0 and out.splitlines()[-1] == "would delete 6 snapshot(s); kept the newest 1 of each task"
+    code, out = run("snapshots", "delete", url, "app", "--keep", "1")  # a plan, as Kafka's --reset-offsets
+    assert code == 0 and out.splitlines()[-2:] == ["would delete 6 snapshot(s); kept the newest 1 of each task",
+                                                   "nothing deleted yet: run again with --execute to delete them"]
+    assert sorted(line.split()[2] for line in out.splitlines()[:-2]) == \
+        sorted(f"{t}/{i}" for t, ids in before.items() for i in ids[1:])
     assert {t: [s.snapshot_id for s in storage.list_snapshots("app", t)] for t in ("0_0", "0_1")} == before
-    code, out = run("snapshots", "delete", url, "app", "--keep", "1", "--json")
-    assert code == 0 and len(json.loads(out)["deleted"]) == 6
+    code, out = run("snapshots", "delete", url, "app", "--keep", "1", "--json", "--execute")
+    assert code == 0 and json.loads(out)["executed"] is True and len(json.loads(out)["deleted"]) == 6
     assert {t: [s.snapshot_id for s in storage.list_snapshots("app", t)] for t in ("0_0", "0_1")} == \
         {t: ids[:1] for t, ids in before.items()}
 

@@ -25,9 +25,10 @@ def test_repeated_instances_timeout_and_json():
     assert args.instances == ["i-1", "i-2"] and args.timeout == 5.0 and args.json is True
 
 
-def test_bootstrap_servers_from_the_environment(monkeypatch):
-    monkeypatch.setenv(BOOTSTRAP_ENV, "env:9092")
-    assert build_parser().parse_args(["stop", "clicks"]).bootstrap_servers == "env:9092"
+def test_bootstrap_servers_from_the_environment(monkeypatch, capsys):
+    monkeypatch.setenv(BOOTSTRAP_ENV, "127.0.0.1:1")
+    assert main(["stop", "clicks", "--timeout", "1"], out=io.StringIO()) == 3
+    assert "cannot reach Kafka at 127.0.0.1:1" in capsys.readouterr().err
 
 
 def test_missing_servers_is_a_usage_error(monkeypatch, capsys):
@@ -35,7 +36,7 @@ def test_missing_servers_is_a_usage_error(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["stop", "clicks"], out=io.StringIO())
     assert exit_info.value.code == 2
-    assert "stop needs --bootstrap-servers" in capsys.readouterr().err
+    assert "stop needs --conn-id or --bootstrap-servers" in capsys.readouterr().err
 
 
 def test_a_non_positive_timeout_is_a_usage_error(capsys):
@@ -45,9 +46,9 @@ def test_a_non_positive_timeout_is_a_usage_error(capsys):
     assert "--timeout takes a positive number of seconds, got 0" in capsys.readouterr().err
 
 
-def test_unreachable_brokers_exit_2(capsys):
+def test_unreachable_brokers_exit_3(capsys):
     code = main(["stop", "clicks", "--bootstrap-servers", "127.0.0.1:1", "--timeout", "1"], out=io.StringIO())
-    assert code == 2
+    assert code == 3
     assert "127.0.0.1:1" in capsys.readouterr().err
 
 

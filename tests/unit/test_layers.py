@@ -40,8 +40,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "status": {"topics", "topology", "kafka"},
     "control": {"status", "processing", "topology", "topics", "state", "kafka"},
     "queries": {"status", "processing", "config", "topics", "topology", "state", "kafka"},
-    "instance": {"queries", "control", "status", "topics", "restoration", "processing", "assignment", "config", "topology",
-                 "state", "snapshots", "kafka"},
+    "instance": {"queries", "control", "status", "topics", "restoration", "processing", "assignment", "config",
+                 "topology", "state", "snapshots", "kafka"},
     "testing": {"processing", "config", "topology", "state"},
     "runner": {"instance", "config", "topology"},
 }
@@ -57,6 +57,7 @@ NAME_STORE_KINDS = {"dsl", "topology"}
 
 #: Loaded by Airflow sensors, triggers and the CLI to read and render: no Kafka client.
 PURE_MODULES = ("status.document", "status.application", "status.rendering", "status.readable", "status.conditions",
+                "status.health",
                 "control.commands")
 
 

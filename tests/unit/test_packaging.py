@@ -16,7 +16,8 @@ from airflow_stateful_provider.version_compat import MIN_AIRFLOW_VERSION
 
 
 def test_provider_entry_point_is_registered():
-    found = [ep for ep in entry_points(group="apache_airflow_provider") if ep.value.startswith("airflow_stateful_provider")]
+    found = [ep for ep in entry_points(group="apache_airflow_provider")
+             if ep.value.startswith("airflow_stateful_provider")]
     assert len(found) == 1
     assert found[0].load() is get_provider_info
 
@@ -54,6 +55,7 @@ def test_the_distribution_declares_itself_an_airflow_provider_under_its_license(
 
 
 def test_the_runtime_airflow_check_and_the_declared_requirement_agree():
-    airflow = next(Requirement(r) for r in requires("airflow-stateful-provider") if Requirement(r).name == "apache-airflow")
+    airflow = next(Requirement(r) for r in requires("airflow-stateful-provider")
+                   if Requirement(r).name == "apache-airflow")
     lower = min((s.version for s in airflow.specifier if s.operator == ">="), key=Version)
     assert Version(MIN_AIRFLOW_VERSION) == Version(lower)

@@ -37,8 +37,14 @@ import time
 import uuid
 from pathlib import Path
 
-from tools.local_processes import (die_with_parent, free_loopback_port, own_process_group, port_in_use, terminate,
-                                   wait_pid)
+from tools.local_processes import (
+    die_with_parent,
+    free_loopback_port,
+    own_process_group,
+    port_in_use,
+    terminate,
+    wait_pid,
+)
 
 KAFKA_TOOLS_DIR = Path(__file__).resolve().parent
 POM = KAFKA_TOOLS_DIR / "pom.xml"
@@ -188,7 +194,7 @@ class LocalKafkaBroker:
 
     # ---------------------------------------------------------------- start
 
-    def start(self) -> "LocalKafkaBroker":
+    def start(self) -> LocalKafkaBroker:
         if self.process is not None:
             raise BrokerError("this broker is already started")
         began = time.monotonic()
@@ -218,7 +224,8 @@ class LocalKafkaBroker:
                f"-Dkafka.logs.dir={self.work_dir}", "-cp", classpath]
         with open(self.log_path, "ab") as log:
             fmt = subprocess.run(
-                jvm + ["kafka.tools.StorageTool", "format", f"--cluster-id={_random_cluster_id()}", "-c", str(properties)],
+                jvm + ["kafka.tools.StorageTool", "format", f"--cluster-id={_random_cluster_id()}",
+                       "-c", str(properties)],
                 stdout=log, stderr=subprocess.STDOUT)
         if fmt.returncode != 0:
             raise BrokerError(f"formatting KRaft storage in {data_dir} failed (exit {fmt.returncode}):\n"
@@ -353,7 +360,7 @@ class LocalKafkaBroker:
         if self._owns_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
-    def __enter__(self) -> "LocalKafkaBroker":
+    def __enter__(self) -> LocalKafkaBroker:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -361,7 +368,8 @@ class LocalKafkaBroker:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.kafka.broker", description="Local single-node Kafka broker (KRaft).")
+    parser = argparse.ArgumentParser(prog="python -m tools.kafka.broker",
+                                     description="Local single-node Kafka broker (KRaft).")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("resolve", help="resolve the broker jars with Maven (once)")
     start = sub.add_parser("start", help="start a broker in the background; prints bootstrap servers")

@@ -47,7 +47,7 @@ class CertificateAuthority:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} CA")])
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         self._cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
                       .public_key(self._key.public_key()).serial_number(x509.random_serial_number())
                       .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + _VALIDITY)
@@ -76,7 +76,7 @@ class CertificateAuthority:
         from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         builder = (x509.CertificateBuilder()
                    .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
                    .issuer_name(self._cert.subject).public_key(key.public_key())

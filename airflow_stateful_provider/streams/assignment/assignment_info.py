@@ -76,7 +76,7 @@ def _partition_set(field: str, value: object) -> frozenset[TopicPartition]:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise GroupProtocolError(f"{field} must be a collection of TopicPartition, got {value!r}")
     result = set()
-    for tp in value:  # type: ignore[attr-defined]
+    for tp in value:
         if (not isinstance(tp, tuple) or len(tp) != 2 or not isinstance(tp[0], str) or not tp[0]
                 or isinstance(tp[1], bool) or not isinstance(tp[1], int) or tp[1] < 0):
             raise GroupProtocolError(f"{field} must hold TopicPartition(topic, partition >= 0), got {tp!r}")

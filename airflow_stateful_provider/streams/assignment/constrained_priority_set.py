@@ -52,7 +52,7 @@ class ConstrainedPrioritySet(Generic[C, T]):
             if extra_constraint is not None and not extra_constraint(client):
                 continue
             key = (self._weight(client), client)
-            if best_key is None or key < best_key:  # type: ignore[operator]
+            if best_key is None or key < best_key:
                 best, best_key = client, key
         if best is not None:
             self._members.discard(best)

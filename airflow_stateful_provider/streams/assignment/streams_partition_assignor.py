@@ -72,6 +72,7 @@ from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.errors import (
     ConfigError,
     GroupProtocolError,
+    IllegalStateError,
     TopologyError,
     UnsupportedGroupProtocolVersionError,
 )
@@ -149,7 +150,8 @@ class AssignorContext:
 
     def __post_init__(self) -> None:
         if not isinstance(self.process_id, uuid.UUID):
-            raise ConfigError(f"process_id must be a uuid.UUID, got {type(self.process_id).__name__} {self.process_id!r}")
+            raise ConfigError(f"process_id must be a uuid.UUID, "
+                              f"got {type(self.process_id).__name__} {self.process_id!r}")
         if not isinstance(self.application_id, str) or not self.application_id:
             raise ConfigError(f"application_id must be a non-empty str, got {self.application_id!r}")
         if not isinstance(self.topology, Topology):
@@ -192,6 +194,13 @@ class _Member:
     info: SubscriptionInfo | None = None
     future_version: tuple[int, int] | None = None  # (used, latest) of an unreadable newer subscription
     problem: str | None = None  # why its subscription could not be read
+
+    @property
+    def subscription(self) -> SubscriptionInfo:
+        """The subscription of a member whose subscription was read (``info`` is not None)."""
+        if self.info is None:
+            raise IllegalStateError(f"member {self.member_id}: its subscription was not read ({self.problem})")
+        return self.info
 
 
 def _owned_partitions(metadata: Any) -> frozenset[TopicPartition]:
@@ -356,8 +365,8 @@ class StreamsPartitionAssignor(AbstractPartitionAssignor):
         read = sorted((_read_member(m) for m in members), key=lambda m: m.member_id)
         readable = [m for m in read if m.info is not None]
         out: dict[str, ConsumerProtocolAssignment] = {}
-        encode_version = min([m.info.version for m in readable] or [LATEST_SUPPORTED_VERSION])
-        common_version = min([m.info.latest_supported_version for m in readable] + [LATEST_SUPPORTED_VERSION])
+        encode_version = min([m.subscription.version for m in readable] or [LATEST_SUPPORTED_VERSION])
+        common_version = min([m.subscription.latest_supported_version for m in readable] + [LATEST_SUPPORTED_VERSION])
 
         def info_for(**fields: Any) -> AssignmentInfo:
             return AssignmentInfo(version=encode_version, latest_supported_version=common_version, **fields)
@@ -379,9 +388,9 @@ class StreamsPartitionAssignor(AbstractPartitionAssignor):
             out.update({m.member_id: _consumer_assignment((), info_for(error_code=error)) for m in readable})
             return out
 
-        if any(m.info.error_code == AssignorError.SHUTDOWN_REQUESTED for m in readable):
-            asking = sorted(str(m.info.process_id) for m in readable
-                            if m.info.error_code == AssignorError.SHUTDOWN_REQUESTED)
+        if any(m.subscription.error_code == AssignorError.SHUTDOWN_REQUESTED for m in readable):
+            asking = sorted(str(m.subscription.process_id) for m in readable
+                            if m.subscription.error_code == AssignorError.SHUTDOWN_REQUESTED)
             log.warning("application shutdown requested by %s; telling every member", asking)
             return everyone(AssignorError.SHUTDOWN_REQUESTED)
 
@@ -392,7 +401,7 @@ class StreamsPartitionAssignor(AbstractPartitionAssignor):
         now_ms = self.context.clock_ms()
         clients: dict[uuid.UUID, list[_Member]] = {}
         for m in readable:
-            clients.setdefault(m.info.process_id, []).append(m)
+            clients.setdefault(m.subscription.process_id, []).append(m)
         result = self._assign_tasks(clients, tasks, now_ms)
         self.last_result = result
         out.update(self._member_assignments(clients, tasks, result, read, info_for))
@@ -448,7 +457,7 @@ class StreamsPartitionAssignor(AbstractPartitionAssignor):
         end_sums = self._end_offset_sums(tasks)
         states = []
         for pid, members in sorted(clients.items()):
-            infos = [m.info for m in members]
+            infos = [m.subscription for m in members]
             active = frozenset().union(*(i.previous_active_tasks for i in infos))
             standby = frozenset().union(*(i.previous_standby_tasks for i in infos)) - active
             tags = infos[0].client_tags
@@ -477,7 +486,7 @@ class StreamsPartitionAssignor(AbstractPartitionAssignor):
         partitions_by_host: dict[str, set[TopicPartition]] = {}
         standby_partitions_by_host: dict[str, set[TopicPartition]] = {}
         for pid, members in clients.items():
-            endpoint = members[0].info.endpoint
+            endpoint = members[0].subscription.endpoint
             if endpoint:
                 client = result.clients[pid]
                 partitions_by_host.setdefault(endpoint, set()).update(
@@ -496,10 +505,10 @@ class StreamsPartitionAssignor(AbstractPartitionAssignor):
                 client.active_tasks & stateful,
                 client.active_tasks - stateful,
                 client.standby_tasks,
-                {m.member_id: m.info.previous_active_tasks for m in members},
-                {m.member_id: m.info.previous_standby_tasks for m in members},
+                {m.member_id: m.subscription.previous_active_tasks for m in members},
+                {m.member_id: m.subscription.previous_standby_tasks for m in members},
             )
-            probe_pending = result.next_probing_rebalance_ms is not None
+            probe_at = result.next_probing_rebalance_ms  # one member carries it; None once given
             for m in members:
                 given = threads[m.member_id]
                 active: dict[TaskId, frozenset[TopicPartition]] = {}
@@ -512,16 +521,15 @@ class StreamsPartitionAssignor(AbstractPartitionAssignor):
                         active[task] = parts
                 standby = {t: tasks.changelog_partitions[t] for t in given.standby_tasks}
                 for task in withheld:
-                    if task in stateful and task in m.info.previous_standby_tasks:
+                    if task in stateful and task in m.subscription.previous_standby_tasks:
                         standby[task] = tasks.changelog_partitions[task]  # keep its copy warm meanwhile
                 if withheld:
                     next_ms = REBALANCE_IMMEDIATELY
-                    probe_pending = False
+                    probe_at = None
                     log.info("member %s: tasks %s wait for their current owners to revoke them; follow-up "
                              "rebalance requested", m.member_id, [str(t) for t in withheld])
-                elif probe_pending:
-                    next_ms = result.next_probing_rebalance_ms
-                    probe_pending = False
+                elif probe_at is not None:
+                    next_ms, probe_at = probe_at, None
                 else:
                     next_ms = NO_FOLLOWUP_REBALANCE
                 info = info_for(

@@ -49,7 +49,7 @@ def check_endpoint(endpoint: object, field: str = "endpoint") -> str:
 def _task_set(field: str, value: object) -> frozenset[TaskId]:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise GroupProtocolError(f"{field} must be a collection of TaskId, got {value!r}")
-    tasks = frozenset(value)  # type: ignore[arg-type]
+    tasks = frozenset(value)
     for task in tasks:
         if not isinstance(task, TaskId):
             raise GroupProtocolError(f"{field} must hold TaskId objects, got {type(task).__name__} {task!r}")
@@ -118,12 +118,12 @@ class SubscriptionInfo:
                 raise GroupProtocolError(f"client_tags must map str to str, got {key!r}: {value!r}")
         set_(self, "client_tags", MappingProxyType(tags))
         check_endpoint(self.endpoint)
-        for field, value, low, high in (("error_code", self.error_code, -(2**31), 2**31 - 1),
+        for field, number, low, high in (("error_code", self.error_code, -(2**31), 2**31 - 1),
                                         ("unique_field", self.unique_field, 0, 255),
                                         ("version", self.version, 1, 2**31 - 1),
                                         ("latest_supported_version", self.latest_supported_version, 1, 2**31 - 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise GroupProtocolError(f"{field} must be an int in [{low}, {high}], got {value!r}")
+            if isinstance(number, bool) or not isinstance(number, int) or not low <= number <= high:
+                raise GroupProtocolError(f"{field} must be an int in [{low}, {high}], got {number!r}")
         if self.latest_supported_version < self.version:
             raise GroupProtocolError(
                 f"latest_supported_version ({self.latest_supported_version}) is older than the used "

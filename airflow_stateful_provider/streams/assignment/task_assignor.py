@@ -120,6 +120,12 @@ def _validate_tasks(name: str, tasks: Iterable[TaskId]) -> frozenset[TaskId]:
     return result
 
 
+def _least_lag_first(states: Mapping[ProcessId, AssignedClient], task: TaskId,
+                     ) -> Callable[[ProcessId], tuple[int, ProcessId]]:
+    """Sort key of clients for ``task``: the least lag on it first, then by process id."""
+    return lambda pid: (states[pid].lag_for(task), pid)
+
+
 def _sorted_clients(clients: Iterable[ClientState]) -> dict[ProcessId, AssignedClient]:
     states = list(clients)
     if not states:
@@ -139,7 +145,7 @@ def _sorted_clients(clients: Iterable[ClientState]) -> dict[ProcessId, AssignedC
             "process ids must be all str or all uuid.UUID (they are sorted), got "
             f"{sorted(map(str, by_pid))}"
         )
-    return {pid: AssignedClient(by_pid[pid]) for pid in sorted(by_pid)}  # type: ignore[type-var]
+    return {pid: AssignedClient(by_pid[pid]) for pid in sorted(by_pid)}
 
 
 def _should_move_a_task(source: AssignedClient, destination: AssignedClient) -> bool:
@@ -276,7 +282,7 @@ def assign(
         for task in sorted_stateful
     }
     clients_by_lag = {
-        task: tuple(sorted(states, key=lambda pid, task=task: (states[pid].lag_for(task), pid)))
+        task: tuple(sorted(states, key=_least_lag_first(states, task)))
         for task in sorted_stateful
     }
     warmups: dict[ProcessId, set[TaskId]] = {}

@@ -133,7 +133,7 @@ def assign_active_task_movements(
         task, dest_pid = movement.task, movement.destination
         destination = clients[dest_pid]
 
-        source_pid = by_load.poll(task, lambda pid: clients[pid].has_standby_task(task))
+        source_pid = by_load.poll(task, lambda pid: clients[pid].has_standby_task(task))  # noqa: B023 - called here
         if source_pid is not None:
             _swap_standby_and_active(task, clients[source_pid], destination)
         else:

@@ -131,6 +131,7 @@ def wait_for_command(
         left_ms = int((deadline - time.monotonic()) * 1000)
         if left_ms <= 0:
             if documents is None:
-                raise last_error  # type: ignore[misc]
+                raise last_error or StatusReadTimeoutError(
+                    f"no status of application {command.application_id!r} read before the deadline")
             return outcome
         time.sleep(min(interval, left_ms) / 1000)

@@ -153,9 +153,9 @@ class ControlCommand:
             raise _bad(cid, "format_version", f"is newer than the {CONTROL_FORMAT_VERSION} this instance "
                                               f"understands (upgrade airflow-stateful-provider on the instances)",
                        version)
-        return cls(command_id=cid, command_type=data["command_type"], application_id=data["application_id"],
-                   issued_at_ms=data["issued_at_ms"], instances=data.get("instances"), stores=data.get("stores"),
-                   now_ms=data.get("now_ms"))
+        return cls(command_id=data["command_id"], command_type=data["command_type"],
+                   application_id=data["application_id"], issued_at_ms=data["issued_at_ms"],
+                   instances=data.get("instances"), stores=data.get("stores"), now_ms=data.get("now_ms"))
 
 
 def new_command(

@@ -109,7 +109,7 @@ class ControlListener:
             while not self._stopping.is_set():
                 try:
                     fetched = consumer.poll(timeout_ms=CONTROL_POLL_MS)
-                except Exception:  # noqa: BLE001 - control must never take the instance down
+                except Exception:  # control must never take the instance down
                     log.exception("control listener of %s: polling %s failed; retrying", self.instance_id, self.topic)
                     self._stopping.wait(1.0)
                     continue
@@ -119,12 +119,12 @@ class ControlListener:
                             return
                         try:
                             self._apply_record(record)
-                        except Exception:  # noqa: BLE001 - a bug here must not end control
+                        except Exception:  # a bug here must not end control
                             log.exception("%s offset %d: applying the record failed", self.topic, record.offset)
         finally:
             try:
                 consumer.close(autocommit=False)
-            except Exception:  # noqa: BLE001 - closing anyway
+            except Exception:  # closing anyway
                 log.exception("control listener of %s: error closing its consumer", self.instance_id)
 
     def _apply_record(self, record: Any) -> None:
@@ -148,7 +148,7 @@ class ControlListener:
                 self._stop_instance(command)
             else:
                 self._dispatch(command)
-        except Exception as exc:  # noqa: BLE001 - answered "failed"; the instance runs on
+        except Exception as exc:  # answered "failed"; the instance runs on
             if isinstance(exc, StreamsError):  # a bad request (e.g. unknown store), not a bug
                 log.warning("command %s failed: %s", command.command_id, exc)
             else:

@@ -4,7 +4,7 @@ into a session store (merging, grace, emit on update or on window close; docs/se
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, cast
 
 from airflow_stateful_provider.streams.dsl.change import Change
 from airflow_stateful_provider.streams.dsl.dropped import log_dropped
@@ -15,10 +15,19 @@ from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindo
 __all__ = ["SessionWindowAggregateProcessor", "StreamAggregateProcessor"]
 
 
+class _NodeSwitchingContext(Protocol):
+    """The runtime's context, whose current node a flush outside process() sets to forward as this node."""
+
+    current_node: Any
+
+    def forward(self, record: Any, child_name: str | None = None) -> None: ...
+
+
 class StreamAggregateProcessor(Processor):
     """Non-windowed aggregation into a key-value store; forwards Change(new, old)."""
 
-    def __init__(self, store_name: str, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any]) -> None:
+    def __init__(self, store_name: str, initializer: Callable[[], Any],
+                 aggregator: Callable[[Any, Any, Any], Any]) -> None:
         self._store_name = store_name
         self._initializer = initializer
         self._aggregator = aggregator
@@ -106,12 +115,13 @@ class SessionWindowAggregateProcessor(Processor):
         merged = store.find_sessions(key, ts - self._gap, ts + self._gap)
         agg = self._initializer()
         start = end = ts
-        for session, value in merged:
-            agg = self._merger(key, agg, value)
+        for session, _ in merged:
             if session.window.start < start:
                 start = session.window.start
             if session.window.end > end:
                 end = session.window.end
+        for _, value in merged if len(merged) < 2 else _outermost(merged):
+            agg = self._merger(key, agg, value)
         if end < close_time:
             log_dropped(
                 self.context,
@@ -120,20 +130,29 @@ class SessionWindowAggregateProcessor(Processor):
                 f"(stream time {self._observed_stream_time}, timestamp {ts})",
             )
         else:
-            if start != ts or end != ts:  # merged with stored sessions (0 <= start <= ts <= end)
-                for session, value in merged:
-                    store.remove(session)
-                    self._forward_update(session, None, value)
             agg = self._aggregator(key, record.value, agg)
             windowed = trusted_windowed(key, start, end)
-            store.put(windowed, agg)
+            # merged with stored sessions (0 <= start <= ts <= end): they are replaced
+            replaced = merged if start != ts or end != ts else ()
+            if self._cached:  # the cache writes the merged session first (state/caching.py)
+                for session, _ in replaced:
+                    store.remove(session)
+                store.put(windowed, agg)
+            else:  # each write goes to the changelog at once: the merged session first, so
+                # that a crash between the writes never leaves the store without the clicks
+                store.put(windowed, agg)
+                for session, _ in replaced:
+                    if session.window.start != start or session.window.end != end:
+                        store.remove(session)
+            for session, value in replaced:
+                self._forward_update(session, None, value)
             self._forward_update(windowed, agg, None)
         if self._on_close:
             self._maybe_forward_final(record, close_time)
 
     def _forward_flushed(self, windowed: Windowed, new: Any, old: Any) -> None:
         """A cached session written through (commit or eviction): forward it as this node."""
-        context = self.context
+        context = cast(_NodeSwitchingContext, self.context)
         previous = context.current_node
         context.current_node = self._node
         try:
@@ -196,3 +215,13 @@ class SessionWindowAggregateProcessor(Processor):
             return
         self._forward_closed(record, lower, upper)
         self._set_last_emitted(close_time)
+
+
+def _outermost(merged: list) -> list:
+    """The sessions of ``merged`` that lie inside no other one. Sessions of a key never
+    overlap, except after an at-least-once crash cut the changelog between a merged
+    session and the removal of the sessions it replaced (state/caching.py): the restored
+    store holds both, and the inner ones' aggregates are in the outer one already."""
+    return [(session, value) for session, value in merged
+            if not any(other is not session and other.window.start <= session.window.start
+                       and session.window.end <= other.window.end for other, _ in merged)]

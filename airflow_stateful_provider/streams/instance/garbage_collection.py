@@ -28,7 +28,7 @@ def raise_gc_thresholds() -> bool:
     ones set by the application stay; a disabled collector stays disabled). Returns whether
     anything changed."""
     current = gc.get_threshold()
-    wanted = tuple(max(have, least) for have, least in zip(current, STREAMS_GC_THRESHOLDS))
+    wanted = tuple(max(have, least) for have, least in zip(current, STREAMS_GC_THRESHOLDS, strict=False))
     if current[0] == 0 or wanted == current:  # threshold 0 disables collection: leave it
         return False
     gc.set_threshold(*wanted)

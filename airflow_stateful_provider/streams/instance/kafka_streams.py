@@ -60,7 +60,8 @@ from airflow_stateful_provider.streams.restoration.changelog_reader import (
     StandbyUpdateListener,
     StateRestoreListener,
 )
-from airflow_stateful_provider.streams.status.document import status_topic_name
+from airflow_stateful_provider.streams.status.document import InstanceStatus, status_topic_name
+from airflow_stateful_provider.streams.status.metrics_endpoint import InstanceMetricsEndpoint
 from airflow_stateful_provider.streams.status.publisher import (
     StatusPublisher,
     ensure_control_topic,
@@ -131,6 +132,9 @@ class KafkaStreams:
         #: This instance's key in the status topic.
         self.instance_id = self.config.instance_id or f"{socket.gethostname()}-{os.getpid()}"
         self.status_publisher: StatusPublisher | None = None
+        #: The instance's own metrics endpoint (StreamsConfig.metrics_port) and its URL.
+        self._metrics_server: InstanceMetricsEndpoint | None = None
+        self.metrics_endpoint: str | None = None
         #: Reads ``<application_id>-control`` (docs/control-topic.md) while the instance runs.
         self.control_listener: ControlListener | None = None
         #: Answers remote queries from ``<application_id>-queries`` (docs/interactive-queries.md).
@@ -192,7 +196,7 @@ class KafkaStreams:
         if self._state_listener is not None:
             try:
                 self._state_listener(new, old)
-            except Exception:  # noqa: BLE001 - a listener must not break the state machine
+            except Exception:  # a listener must not break the state machine
                 log.exception("state listener failed on %s -> %s", old.value, new.value)
         return True
 
@@ -262,13 +266,18 @@ class KafkaStreams:
         MissingTopicError)."""
         self._require_created("start")
         check_state_directory(self.topology, self.config)
-        admin = open_admin(self.config, self._new_admin)
+        self._start_metrics_endpoint()
         try:
-            check_replication_factor(admin, self.config)
-            self._prepare_topics(admin)
-        finally:
-            admin.close()
-        self._check_epoch()
+            admin = open_admin(self.config, self._new_admin)
+            try:
+                check_replication_factor(admin, self.config)
+                self._prepare_topics(admin)
+            finally:
+                admin.close()
+            self._check_epoch()
+        except BaseException:
+            self._close_metrics_endpoint()
+            raise
         self._set_state(KafkaStreamsState.REBALANCING)
         for index in range(1, self.config.num_stream_threads + 1):
             thread = StreamThread(
@@ -289,12 +298,29 @@ class KafkaStreams:
             self._close_listeners()
             self.control_listener = self.query_responder = None
             self._close_status_publisher(clean=True)
+            self._close_metrics_endpoint()
             raise
         raise_gc_thresholds()  # fewer collections while processing (garbage_collection.py)
         for thread in self.threads:
             thread.start()
         log.info("stream-client %s started %d stream thread(s) on %s", self.client_id, len(self.threads),
                  socket.gethostname())
+
+    def _start_metrics_endpoint(self) -> None:
+        """Bind StreamsConfig.metrics_port, if set, before anything is created on the brokers."""
+        if self.config.metrics_port is None:
+            return
+        self._metrics_server = InstanceMetricsEndpoint(self.config.application_id, self.config.metrics_port,
+                                                       self._last_status_document)
+        self.metrics_endpoint = self._metrics_server.start()
+
+    def _last_status_document(self) -> InstanceStatus | None:
+        return None if self.status_publisher is None else self.status_publisher.last_document
+
+    def _close_metrics_endpoint(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+            self._metrics_server = None
 
     def _prepare_topics(self, admin: Any) -> None:
         external = [self.topology.decorate_topic(t, self.config.application_id)
@@ -356,6 +382,7 @@ class KafkaStreams:
             if stopped:
                 self._set_state(KafkaStreamsState.NOT_RUNNING)
             self._close_status_publisher(clean=stopped)
+            self._close_metrics_endpoint()
             return stopped
         finally:
             self._close_lock.release()
@@ -372,7 +399,7 @@ class KafkaStreams:
         if self.status_publisher is not None:
             try:
                 self.status_publisher.close(clean=clean)
-            except Exception:  # noqa: BLE001 - status is best effort while stopping
+            except Exception:  # status is best effort while stopping
                 log.exception("closing the status publisher of %s failed", self.instance_id)
 
     def _wait_for_threads(self, timeout: float | None) -> bool:
@@ -408,7 +435,7 @@ class KafkaStreams:
         if self._exception_handler is not None:
             try:
                 self._exception_handler(error)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("uncaught exception handler failed")
 
         def shut_down() -> None:
@@ -416,6 +443,7 @@ class KafkaStreams:
             self._wait_for_threads(None)
             self._set_state(KafkaStreamsState.ERROR)
             self._close_status_publisher(clean=False)
+            self._close_metrics_endpoint()
 
         self._error_closer = threading.Thread(target=shut_down, name=f"{self.client_id}-error-shutdown", daemon=True)
         self._error_closer.start()

@@ -6,8 +6,8 @@ task starts processing as soon as its *own* stores are restored), process buffer
 records in timestamp order, fire punctuations, and commit when the commit interval has
 passed or a processor asked for it.
 
-Commit (at-least-once): flush stores, flush the producer, commit input offsets, then
-write the checkpoint. On revocation the same happens before the partitions are given up.
+Commits (offsets, or one transaction under exactly-once) are the task committer's
+(``task_committer.py``); on revocation a commit happens before the partitions are given up.
 
 kafka-python 3 runs rebalance callbacks on the consumer's IO thread while this thread
 is blocked inside ``poll()``; blocking consumer calls are refused there. Revocation
@@ -37,12 +37,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, cast
 
 from kafka import AsyncConsumerRebalanceListener
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaError
-from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 
 from airflow_stateful_provider.streams.assignment.assignment_info import AssignmentInfo, AssignorError
 from airflow_stateful_provider.streams.assignment.streams_partition_assignor import (
@@ -52,9 +51,15 @@ from airflow_stateful_provider.streams.assignment.streams_partition_assignor imp
 )
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.errors import MissingTopicError, StreamsError, TransactionFailedError
+from airflow_stateful_provider.streams.errors import (
+    IllegalStateError,
+    MissingTopicError,
+    StreamsError,
+    TransactionFailedError,
+)
 from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
 from airflow_stateful_provider.streams.instance.snapshotting import snapshot_clients
+from airflow_stateful_provider.streams.instance.task_committer import TaskCommitter, kafka_offsets
 from airflow_stateful_provider.streams.instance.task_manager import TaskManager
 from airflow_stateful_provider.streams.instance.topic_watch import TopicWatch
 from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
@@ -64,8 +69,7 @@ from airflow_stateful_provider.streams.kafka.group_join import (
     request_rebalance,
 )
 from airflow_stateful_provider.streams.kafka.parked_fetches import release_parked_fetches
-from airflow_stateful_provider.streams.processing.record_collector import ProductionError
-from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata
+from airflow_stateful_provider.streams.processing.metrics import ThreadMetrics
 from airflow_stateful_provider.streams.processing.streams_producer import StreamsProducer, transactional_id
 from airflow_stateful_provider.streams.processing.task import StreamTask, TaskState
 from airflow_stateful_provider.streams.restoration.changelog_reader import (
@@ -176,27 +180,20 @@ class StreamThread(threading.Thread):
         self.task_manager = TaskManager(self, topology, config, wall_clock)
         #: Wall-clock ms at which to trigger the next rebalance (probing or follow-up), or None.
         self.next_probing_rebalance_ms: int | None = None
-        self._repartition_topics = {topology.decorate_topic(raw, config.application_id)
-                                    for raw, kind in topology.internal_topics.items() if kind == "repartition"}
-        #: Committed offsets of repartition partitions not yet purged.
-        self._purgeable: dict[TopicPartition, int] = {}
-        self._last_purge_ms = 0
+        repartition_topics = {topology.decorate_topic(raw, config.application_id)
+                              for raw, kind in topology.internal_topics.items() if kind == "repartition"}
+        #: Thread-level metrics (processed records, commit latency, poll sizes, aborts).
+        self.metrics = ThreadMetrics()
+        #: Commits the tasks, and purges the repartition records they committed.
+        self.committer = TaskCommitter(self, config, repartition_topics,
+                                       self._admin_client if admin_factory is not None else None, self.metrics)
         self._pending_assignment: AssignmentInfo | None = None
-        #: Set when the group refused a commit because it is rebalancing; cleared by the
-        #: next assignment. A failed commit makes kafka-python rejoin, so retrying it
-        #: before the rebalance completes would restart the rebalance again and again.
-        self._commit_blocked = False
-        #: When commits started being refused (monotonic s); see _recover_if_outside_group.
-        self._commit_blocked_since: float | None = None
-        self._last_commit_ms = 0
         self.consumer: Any = None
         self.restore_consumer: Any = None
         self.producer: StreamsProducer | None = None
         #: How long one iteration processes before it commits (when due) and polls again:
         #: the commit interval, at most PROCESSING_BUDGET_MAX_MS.
-        self._processing_budget_ms = max(1, min(config.commit_interval_ms, PROCESSING_BUDGET_MAX_MS))
-        #: Exactly-once: commit early once the stores' buffered writes pass this many bytes.
-        self._uncommitted_max_bytes = config.statestore_uncommitted_max_bytes // config.num_stream_threads
+        self._processing_budget_ms = max(1, min(cast(int, config.commit_interval_ms), PROCESSING_BUDGET_MAX_MS))
         self.changelog_reader: ChangelogReader | None = None
         self.snapshot_taker: SnapshotTaker | None = None
         self.error: BaseException | None = None
@@ -204,7 +201,6 @@ class StreamThread(threading.Thread):
         #: (benchmarks measure processing throughput between the two).
         self.first_records_polled_at: float | None = None
         self._main_polled_at = 0.0  # monotonic time of the last main consumer poll
-        self.last_committed_at: float | None = None
         #: Actions (control commands) waiting for the next safe point; see run_at_safe_point.
         self._safe_points = SafePointActions(self.name)
         #: Set when the thread closes after an error: from then on nothing commits (_close).
@@ -252,7 +248,7 @@ class StreamThread(threading.Thread):
         return self._safe_points.submit(action)
 
     def _run_safe_point_actions(self) -> None:
-        if self._commit_blocked or group_rejoining(self.consumer):
+        if self.committer.blocked or group_rejoining(self.consumer):
             return  # mid-rebalance: the next iteration after it
         self._safe_points.run(self)
 
@@ -265,7 +261,7 @@ class StreamThread(threading.Thread):
             self._create_clients()
             self._run_loop()
             clean = True
-        except BaseException as exc:  # noqa: BLE001 - reported to the instance, which decides
+        except BaseException as exc:  # reported to the instance, which decides
             self.error = self._explain(exc)
             log.error("%s failed", self.name, exc_info=self.error)
         finally:
@@ -279,8 +275,8 @@ class StreamThread(threading.Thread):
         """The error the thread dies with: a missing topic, when one is behind ``exc``."""
         if isinstance(exc, (StreamsError, KafkaError)) and not isinstance(exc, MissingTopicError):
             try:
-                self.topic_watch.check(exc, extra=[getattr(exc, "topic", None)] if getattr(exc, "topic", None)
-                                       else ())
+                topic: str | None = getattr(exc, "topic", None)
+                self.topic_watch.check(exc, extra=[topic] if topic else ())
             except MissingTopicError as missing:
                 return missing
         return exc
@@ -304,7 +300,8 @@ class StreamThread(threading.Thread):
             {"group_instance_id": f"{self.config.group_instance_id}-{self.index}"}
         self.consumer = self._consumer_factory(
             client_id=f"{prefix}-consumer", group_id=self.config.application_id, auto_offset_reset="earliest",
-            enable_auto_commit=False, partition_assignment_strategy=[StreamsPartitionAssignor(self._assignor_context())],
+            enable_auto_commit=False,
+            partition_assignment_strategy=[StreamsPartitionAssignor(self._assignor_context())],
             **static, **isolation)
         # kafka-python 3.0.12 loses joins that finish after the poll that started them
         # returned, and can leave a leader's join unfinished (group_join.py).
@@ -330,22 +327,34 @@ class StreamThread(threading.Thread):
         committed records only: its end offsets are the last stable offsets)."""
         from kafka.admin import OffsetSpec
 
-        if self._admin is None:
-            self._admin = self._admin_factory()
-        found = self._admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
+        found = self._admin_client().list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
         return {tp: result.offset for tp, result in found.items()}
 
+    def _admin_client(self) -> Any:
+        """The thread's admin client, created on first use."""
+        if self._admin is None:
+            if self._admin_factory is None:
+                raise IllegalStateError(f"{self.name}: this thread was given no admin client")
+            self._admin = self._admin_factory()
+        return self._admin
+
     def _run_loop(self) -> None:
-        self._last_commit_ms = self.wall_clock_ms()
+        self.committer.last_commit_ms = self.wall_clock_ms()
         while not self._shutdown_requested.is_set():
             self.run_once()
+
+    def started_changelog_reader(self) -> ChangelogReader:
+        """The changelog reader, created with the thread's clients before its loop runs."""
+        if self.changelog_reader is None:
+            raise IllegalStateError(f"{self.name}: the changelog reader is created when the thread starts")
+        return self.changelog_reader
 
     def run_once(self) -> None:
         """One iteration of the loop (see module docstring)."""
         if self._check_topics:
             self._check_topics = False
             self.topic_watch.check()  # a failed transaction may be a deleted topic: stop, do not loop
-        reader = self.changelog_reader
+        reader = self.started_changelog_reader()
         restoring = bool(reader.restoring_tasks)  # as of before this poll's assignment
         busy = restoring or self.task_manager.has_processable()
         # An idle thread with standbys splits its wait between the two consumers.
@@ -373,14 +382,14 @@ class StreamThread(threading.Thread):
             wait = 0 if self.task_manager.has_processable() else (50 if reader.restoring_tasks else idle_wait)
             self._apply_changelogs(reader.poll(poll_timeout_ms=wait))
         try:
-            self.task_manager.process(self._processing_budget_ms)
+            self.metrics.record_processed(self.task_manager.process(self._processing_budget_ms))
             for task in self.task_manager.running_tasks():
                 task.maybe_punctuate_system_time()
         except TransactionFailedError as exc:
-            self._roll_back(exc)
+            self.roll_back(exc)
         now = self.wall_clock_ms()
-        self._maybe_commit(now)
-        self._maybe_purge_repartition_topics(now)
+        self.committer.maybe_commit(now)
+        self.committer.maybe_purge_repartition_topics(now)
         self._maybe_request_rebalance(now)
         self.task_manager.resume_drained_partitions()
         if self._safe_points:
@@ -408,144 +417,29 @@ class StreamThread(threading.Thread):
             self.task_manager.revive_tasks()
         if fetched and self.first_records_polled_at is None:
             self.first_records_polled_at = time.monotonic()
+        self.metrics.record_poll(sum(len(records) for records in fetched.values()))
         for kafka_tp, records in fetched.items():
             self.task_manager.add_records(TopicPartition(kafka_tp.topic, kafka_tp.partition), records)
 
     def _apply_changelogs(self, fetched: dict) -> None:
         """Write what the restore consumer fetched into the stores; restored tasks start."""
         with self.tasks_lock:
-            for task_id in self.changelog_reader.apply(fetched):
+            for task_id in self.started_changelog_reader().apply(fetched):
                 self.task_manager.restoration_completed(task_id)
 
     # ------------------------------------------------------------------ commit
 
-    def _block_commits(self) -> None:
-        self._commit_blocked = True
-        if self._commit_blocked_since is None:
-            self._commit_blocked_since = time.monotonic()
-
-    def _recover_if_outside_group(self) -> None:
-        """A member whose commits stay refused for longer than the session timeout, with no
-        new assignment arriving, is no longer in the group: kafka-python 3.0.12 can finish a
-        join after the poll that started it gave up and then believe it needs no rejoin,
-        with heartbeats off. Its tasks belong to other members by now, so processing them
-        would duplicate output and write the same changelogs twice: drop them without
-        committing (their next owner reprocesses from the last commit) and rejoin."""
-        since = self._commit_blocked_since
-        limit = self.consumer.config.get("session_timeout_ms", 45_000) / 1000 + 5
-        if since is None or time.monotonic() - since < limit:
-            return
-        log.error("%s: commits refused for %.0f s without a new assignment: this member is outside its group; "
-                  "dropping its active tasks without committing and rejoining", self.name, time.monotonic() - since)
-        if self.producer is not None:
-            self.producer.abort_transaction()
-        self.task_manager.drop_active_tasks()
-        # Rewind to the last commits and fetch nothing until the new assignment: if these
-        # partitions come back, their records since the commit are processed again, not skipped.
-        assigned = list(self.consumer.assignment())
-        for kafka_tp in assigned:
-            committed = self.consumer.committed(kafka_tp)
-            if committed is None or committed < 0:
-                self.consumer.seek_to_beginning(kafka_tp)
-            else:
-                self.consumer.seek(kafka_tp, committed)
-        self.task_manager.pause([TopicPartition(tp.topic, tp.partition) for tp in assigned])
-        self._commit_blocked_since = time.monotonic()  # give the rejoin a full period
-        request_rebalance(self.consumer)
-
-    def _maybe_commit(self, now: int) -> None:
-        if self._commit_blocked:
-            self._recover_if_outside_group()
-            return
-        requested = any(t.commit_requested for t in self.tasks.values()) or self._uncommitted_over_limit()
-        if not requested and now - self._last_commit_ms < self.config.commit_interval_ms:
-            return
-        if self.commit() is None:
-            return  # the group is rebalancing: commit once the new assignment arrives
-        for standby in self.standby_tasks.values():
-            standby.checkpoint()
-        self.task_manager.snapshot_idle()
-        self._last_commit_ms = now
-
-    def _uncommitted_over_limit(self) -> bool:
-        if not self.config.exactly_once:
-            return False
-        return self.task_manager.uncommitted_bytes() > self._uncommitted_max_bytes
-
     def commit(self, tasks: Iterable[StreamTask] | None = None, *, enforce_checkpoint: bool = False) -> int | None:
-        """Commit the running tasks that processed or punctuated since their last commit.
-        Returns how many offsets were committed, or None when the group refused the commit
-        because it is rebalancing (the tasks stay "commit needed" and the caller retries)
-        or, exactly-once, when the transaction failed and the tasks were rolled back."""
-        if self.config.exactly_once:
-            return self._commit_transaction(tasks, enforce_checkpoint=enforce_checkpoint)
-        from kafka.errors import (
-            CommitFailedError,
-            IllegalGenerationError,
-            RebalanceInProgressError,
-            UnknownMemberIdError,
-        )
+        """Commit the running tasks that processed since their last commit (task_committer.py).
+        None when the group refused the commit (rebalancing) or the transaction failed."""
+        return self.committer.commit(tasks, enforce_checkpoint=enforce_checkpoint)
 
-        tasks = [t for t in (self.task_manager.running_tasks() if tasks is None else tasks)
-                 if t.commit_needed or t.commit_requested or enforce_checkpoint]
-        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-        for task in tasks:
-            offsets.update(task.prepare_commit())
-        if offsets:
-            try:
-                self.consumer.commit(_kafka_offsets(offsets))
-            except RebalanceInProgressError:
-                # Cooperative rebalancing: tasks keep running meanwhile; commit after it.
-                log.info("%s: commit deferred until the rebalance completes", self.name)
-                self._block_commits()
-                return None
-            except (CommitFailedError, IllegalGenerationError, UnknownMemberIdError) as exc:
-                # This member's generation is gone (e.g. evicted): its tasks are about to be
-                # reported lost and their uncommitted records reprocessed by their next owner.
-                log.warning("%s: commit rejected by the group (%s); uncommitted records will be processed "
-                            "again", self.name, type(exc).__name__)
-                self._block_commits()
-                return None
-        return self._committed(offsets, tasks, enforce_checkpoint=enforce_checkpoint)
+    @property
+    def last_committed_at(self) -> float | None:
+        """time.monotonic() of the last successful commit."""
+        return self.committer.last_committed_at
 
-    def _committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], tasks: Iterable[StreamTask], *,
-                   enforce_checkpoint: bool) -> int:
-        """After a successful commit (either guarantee): note what may be purged, then let the
-        tasks finish their commit (stores, checkpoints). Returns how many offsets were committed."""
-        if offsets:
-            self.last_committed_at = time.monotonic()
-            for tp, om in offsets.items():
-                if tp.topic in self._repartition_topics:
-                    self._purgeable[tp] = om.offset
-        for task in tasks:
-            task.post_commit(enforce_checkpoint=enforce_checkpoint)
-        self.task_manager.snapshot_committed(tasks)
-        return len(offsets)
-
-    def _commit_transaction(self, tasks: Iterable[StreamTask] | None, *, enforce_checkpoint: bool) -> int | None:
-        """Exactly-once commit: one transaction holds what every task of the thread wrote
-        since the last commit, so every task that processed commits now, with the input
-        offsets inside the transaction. Only after the transaction committed do the stores
-        write their buffered writes and checkpoints (``post_commit``); if it fails, every
-        task goes back to the last commit (:meth:`_roll_back`)."""
-        given = [] if tasks is None else [t for t in tasks if t.state is TaskState.RUNNING]
-        committing = [t for t in self.task_manager.running_tasks() if t.commit_needed or t.commit_requested]
-        committing += [t for t in given if enforce_checkpoint and t not in committing]
-        producer = self.producer
-        assert producer is not None
-        if not committing and not producer.in_transaction:
-            return 0
-        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-        try:
-            for task in committing:
-                offsets.update(task.prepare_commit())
-            producer.commit_transaction(_kafka_offsets(offsets), self.consumer.group_metadata())
-        except (TransactionFailedError, ProductionError) as exc:
-            self._roll_back(exc)
-            return None
-        return self._committed(offsets, committing, enforce_checkpoint=enforce_checkpoint)
-
-    def _roll_back(self, cause: BaseException) -> None:
+    def roll_back(self, cause: BaseException) -> None:
         """Exactly-once: the transaction is aborted, so what the running tasks did since the
         last commit never happened. Close them without committing (their stores drop the
         buffered writes and stay at the last commit) and run them again from the committed
@@ -554,28 +448,9 @@ class StreamThread(threading.Thread):
                     self.name, len(self.task_manager.running_tasks()), cause)
         assert self.producer is not None
         self.producer.abort_transaction()
+        self.metrics.record_transaction_abort()
         self.task_manager.close_running_for_revival()
         self._check_topics = True
-
-    def _maybe_purge_repartition_topics(self, now: int) -> None:
-        """Delete repartition records below the committed offsets: this application is
-        their only reader, and it will never read them again."""
-        interval = self.config.repartition_purge_interval_ms
-        if not self._purgeable or now - self._last_purge_ms < interval:
-            return
-        self._last_purge_ms = now
-        if self._admin_factory is None:
-            return
-        purge, self._purgeable = self._purgeable, {}
-        try:
-            if self._admin is None:
-                self._admin = self._admin_factory()
-            self._admin.delete_records({KafkaTopicPartition(tp.topic, tp.partition): offset
-                                        for tp, offset in purge.items()})
-        except Exception as exc:  # noqa: BLE001 - purging is housekeeping; retry next interval
-            log.warning("%s: purging repartition topics failed (%r); retrying in %d ms", self.name, exc, interval)
-            for tp, offset in purge.items():
-                self._purgeable.setdefault(tp, offset)
 
     # ------------------------------------------------------------------ rebalance
 
@@ -593,7 +468,7 @@ class StreamThread(threading.Thread):
             # them all now (a blocking call on the producer's own network thread).
             self.commit()
             return {}
-        return _kafka_offsets(offsets)
+        return kafka_offsets(offsets)
 
     def _complete_revocation(self, revoked: Iterable[Any]) -> None:
         self.task_manager.complete_revocation(revoked)
@@ -604,7 +479,7 @@ class StreamThread(threading.Thread):
         if self.config.exactly_once:
             # the open transaction holds the lost tasks' output too: abort it, and roll the
             # tasks that stay back to their last commit
-            self._roll_back(StreamsError("partitions lost (evicted from the group)"))
+            self.roll_back(StreamsError("partitions lost (evicted from the group)"))
         self.task_manager.handle_lost(lost)
 
     # ------------------------------------------------------------------ assignment
@@ -627,8 +502,7 @@ class StreamThread(threading.Thread):
     def _on_assignment(self, info: AssignmentInfo, partitions: frozenset) -> None:
         """Assignor callback (consumer IO thread, inside poll): record it for the loop."""
         self._pending_assignment = info
-        self._commit_blocked = False
-        self._commit_blocked_since = None
+        self.committer.unblock()
 
     def _apply_assignment(self, info: AssignmentInfo) -> None:
         """Turn the group's decision into tasks: close what left, keep what stays, promote
@@ -677,7 +551,7 @@ class StreamThread(threading.Thread):
             try:
                 self.commit([t for t in self.tasks.values() if t.state is TaskState.RUNNING],
                             enforce_checkpoint=True)
-            except Exception as exc:  # noqa: BLE001 - fall back to a dirty close
+            except Exception as exc:  # fall back to a dirty close
                 log.exception("%s: final commit failed; closing tasks without committing", self.name)
                 self.error = self.error or exc
                 clean = False
@@ -696,10 +570,5 @@ class StreamThread(threading.Thread):
                 continue
             try:
                 close(client)
-            except Exception:  # noqa: BLE001 - best effort while shutting down
+            except Exception:  # best effort while shutting down
                 log.exception("%s: error closing %s", self.name, type(client).__name__)
-
-
-def _kafka_offsets(offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict:
-    return {KafkaTopicPartition(tp.topic, tp.partition): KafkaOffsetAndMetadata(om.offset, om.metadata, -1)
-            for tp, om in offsets.items()}

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from kafka import TopicPartition as KafkaTopicPartition
 
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.errors import ChangelogLostError, CorruptCheckpointError
+from airflow_stateful_provider.streams.errors import ChangelogLostError, CorruptCheckpointError, IllegalStateError
 from airflow_stateful_provider.streams.kafka.positions import local_position
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata
@@ -56,6 +56,8 @@ class TaskOwner(Protocol):
     producer: Any
     changelog_reader: ChangelogReader | None
     snapshot_taker: SnapshotTaker | None
+
+    def started_changelog_reader(self) -> ChangelogReader: ...
 
     def commit(self, tasks: Iterable[StreamTask] | None = None, *,
                enforce_checkpoint: bool = False) -> int | None: ...
@@ -99,7 +101,7 @@ class TaskManager:
 
     @property
     def changelog_reader(self) -> ChangelogReader:
-        return self._owner.changelog_reader  # type: ignore[return-value]
+        return self._owner.started_changelog_reader()
 
     # ------------------------------------------------------------------ input
 
@@ -166,7 +168,7 @@ class TaskManager:
 
     def uncommitted_bytes(self) -> int:
         """Exactly-once: memory held by the running tasks' buffered store writes."""
-        return sum(t.stores.uncommitted_bytes() for t in self.running_tasks())
+        return sum(_state_manager(t).uncommitted_bytes() for t in self.running_tasks())
 
     def restoration_completed(self, task_id: TaskId) -> None:
         task = self.tasks[task_id]
@@ -315,7 +317,7 @@ class TaskManager:
                 else:
                     task.close(clean=True)
             if keep_standby:
-                self._add_standby(task_id, task.stores, task.record_collector, warmup=task_id in warmups)
+                self._add_standby(task_id, _state_manager(task), task.record_collector, warmup=task_id in warmups)
             else:
                 log.info("%s: closed task %s (no longer assigned)", self.name, task_id)
         for task_id in sorted(set(self.standby_tasks) - set(standby) - set(active)):
@@ -333,8 +335,8 @@ class TaskManager:
         lost: list[ChangelogLostError] = []
         try:
             for task_id, partitions in sorted(active.items()):
-                task = self.tasks.get(task_id)
-                if task is not None and task.state is not TaskState.SUSPENDED:
+                current = self.tasks.get(task_id)
+                if current is not None and current.state is not TaskState.SUSPENDED:
                     continue  # unchanged: never revoked under the cooperative protocol
                 try:
                     self._start_active(task_id, sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions),
@@ -383,7 +385,7 @@ class TaskManager:
     def _open_stores(self, task_id: TaskId, task: StreamTask) -> None:
         """A new task's state from local files, a snapshot or (left to restoration) the
         changelog, then its stores opened: a loaded snapshot replaces their directories."""
-        self.changelog_reader.prepare_stores(task_id, task.stores)
+        self.changelog_reader.prepare_stores(task_id, _state_manager(task))
         task.initialize()
 
     def _start_active(self, task_id: TaskId, partitions: list[TopicPartition], *, rewind: bool = False,
@@ -407,9 +409,9 @@ class TaskManager:
         if suspended is not None:
             task = suspended
             reader.keeps_local_state(task_id)
-            restored = reader.register(task_id, task.stores)
+            restored = reader.register(task_id, _state_manager(task))
         elif standby is not None:
-            task = self._create_task(task_id, partitions, standby.stores, standby.collector)
+            task = self._create_task(task_id, partitions, (standby.collector, standby.stores))
             task.initialize()
             restored = reader.promote(task_id)
         else:
@@ -417,7 +419,7 @@ class TaskManager:
             try:
                 if opened is None:
                     self._open_stores(task_id, task)
-                restored = reader.register(task_id, task.stores)
+                restored = reader.register(task_id, _state_manager(task))
             except BaseException:
                 task.close(clean=False)  # not in tasks yet: nobody else would close its stores
                 raise
@@ -452,10 +454,10 @@ class TaskManager:
         collector = RecordCollector(self._owner.producer, task_id=task_id)
         return collector, TaskStateManager(task_id, self.topology, self.config, record_collector=collector)
 
-    def _create_task(self, task_id: TaskId, partitions: list[TopicPartition], stores: TaskStateManager | None = None,
-                     collector: RecordCollector | None = None) -> StreamTask:
-        if stores is None:
-            collector, stores = self._new_stores(task_id)
+    def _create_task(self, task_id: TaskId, partitions: list[TopicPartition],
+                     built: tuple[RecordCollector, TaskStateManager] | None = None) -> StreamTask:
+        """An active task over ``built`` (a promoted standby's collector and stores) or new ones."""
+        collector, stores = built if built is not None else self._new_stores(task_id)
         return StreamTask(task_id, self.topology, self.config, record_collector=collector, stores=stores,
                           partitions=partitions, wall_clock=self.wall_clock_ms,
                           consumer_position=self._consumer_position)
@@ -473,7 +475,8 @@ class TaskManager:
             return
         for task in tasks:
             if task.state is TaskState.RUNNING:
-                taker.after_commit(task.id, task.stores.task_dir, task.stores.snapshot_stores())
+                stores = _state_manager(task)
+                taker.after_commit(task.id, stores.task_dir, stores.snapshot_stores())
 
     def snapshot_idle(self) -> None:
         """After a commit round: running tasks with nothing uncommitted (their stores hold
@@ -483,7 +486,8 @@ class TaskManager:
             return
         for task in self.running_tasks():
             if not task.commit_needed and not task.commit_requested:
-                taker.after_commit(task.id, task.stores.task_dir, task.stores.snapshot_stores(), count_commit=False)
+                stores = _state_manager(task)
+                taker.after_commit(task.id, stores.task_dir, stores.snapshot_stores(), count_commit=False)
 
     # ------------------------------------------------------------------ close
 
@@ -493,10 +497,19 @@ class TaskManager:
         with self.tasks_lock:
             if self._owner.changelog_reader is not None and clean:
                 self._owner.changelog_reader.close()
-            for task in [*self.tasks.values(), *self.standby_tasks.values()]:
+            closing: list[StreamTask | StandbyTask] = [*self.tasks.values(), *self.standby_tasks.values()]
+            for task in closing:
                 try:
                     task.close(clean=clean)
-                except Exception:  # noqa: BLE001 - close the other tasks too
+                except Exception:  # close the other tasks too
                     log.exception("%s: error closing task %s", self.name, task.id)
             self.tasks.clear()
             self.standby_tasks.clear()
+
+
+def _state_manager(task: StreamTask) -> TaskStateManager:
+    """The stores of a task this manager created: always a TaskStateManager (_new_stores)."""
+    stores = task.stores
+    if not isinstance(stores, TaskStateManager):
+        raise IllegalStateError(f"task {task.id} has stores of type {type(stores).__name__}, not a TaskStateManager")
+    return stores

@@ -73,6 +73,6 @@ class TopicWatch:
         if self._admin is not None:
             try:
                 self._admin.close()
-            except Exception:  # noqa: BLE001 - closing
+            except Exception:  # closing
                 log.debug("closing the topic watch's admin client", exc_info=True)
             self._admin = None

@@ -17,6 +17,7 @@ private kafka-python name is used anywhere else in the provider.
 - ``parked_fetches``: fetched records of a paused partition handed back.
 - ``positions``: a consumer's position, read without a network call.
 - ``producer_abort``: a bounded transaction abort, and a producer closed without flushing.
+- ``batched_send``: many records for one partition appended to the producer at once.
 
 The stores, the topology, the DSL and the snapshots never import it; nor do the modules the
 Airflow side loads to read a status or send a command (tests/unit/test_layers.py).

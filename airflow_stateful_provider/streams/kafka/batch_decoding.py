@@ -54,7 +54,7 @@ def _batch_decoding_partition_records(stock: type) -> type:
     if stock in _classes:
         return _classes[stock]
 
-    class BatchDecodingPartitionRecords(stock):  # type: ignore[misc, valid-type]
+    class BatchDecodingPartitionRecords(stock):
         decodes_batches_at_once = True
 
         def _unpack_records(self, tp: Any, records: Any, key_deserializer: Any,

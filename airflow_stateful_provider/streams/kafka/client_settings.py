@@ -69,7 +69,8 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "security_protocol": ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
 }
 #: Settings whose kafka-python default is None, by the type a value must have (None allowed).
-_STRING_SETTINGS = ("client_id", "group_id", "group_instance_id", "transactional_id", "sasl_plain_username", "sasl_plain_password", "sasl_kerberos_domain_name", "ssl_cafile",
+_STRING_SETTINGS = ("client_id", "group_id", "group_instance_id", "transactional_id", "sasl_plain_username",
+                    "sasl_plain_password", "sasl_kerberos_domain_name", "ssl_cafile",
                     "ssl_certfile", "ssl_keyfile", "ssl_crlfile", "ssl_password", "ssl_ciphers", "proxy_url",
                     "socks5_proxy")
 _COUNT_SETTINGS = ("receive_buffer_bytes", "send_buffer_bytes")

@@ -179,5 +179,5 @@ def _close(created: list[Any], client_class: Any) -> None:
     for client in created:
         try:
             client.close()
-        except Exception:  # noqa: BLE001 - already failing; the original error matters
+        except Exception:  # already failing; the original error matters
             log.debug("closing the network client of a failed %s", client_class.__name__, exc_info=True)

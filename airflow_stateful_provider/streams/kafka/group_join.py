@@ -117,7 +117,7 @@ def keep_completed_join_results(consumer: Any) -> bool:
             coordinator._join_task = coordinator._manager.call_soon(completed)
         return await original(timeout_ms=timeout_ms)
 
-    join_group_async._keeps_completed_joins = True  # type: ignore[attr-defined]
+    join_group_async._keeps_completed_joins = True  # type: ignore[attr-defined]  # marks the patch as applied
     coordinator.join_group_async = join_group_async
 
     need_rejoin = getattr(coordinator, "need_rejoin", None)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kafka.net.sasl.oauth import AbstractTokenProvider
 

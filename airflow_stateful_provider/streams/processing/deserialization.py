@@ -91,6 +91,7 @@ def deserialization_handler_from_config(value: Any) -> DeserializationExceptionH
         return LogAndContinueExceptionHandler()
     if isinstance(value, str) and value.startswith("dead_letter:"):
         return DeadLetterQueueExceptionHandler(value[len("dead_letter:"):].strip())
-    if callable(getattr(value, "handle", None)):
-        return value
+    if callable(getattr(value, "handle", None)):  # a user's handler: any object with handle()
+        handler: DeserializationExceptionHandler = value
+        return handler
     raise ConfigError(f"unknown deserialization_exception_handler {value!r}")

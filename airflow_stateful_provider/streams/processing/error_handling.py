@@ -207,8 +207,9 @@ def processing_handler_from_config(value: Any) -> ProcessingExceptionHandler:
         return LogAndContinueProcessingExceptionHandler()
     if isinstance(value, str) and value.startswith("dead_letter:"):
         return ProcessingDeadLetterHandler(value[len("dead_letter:"):].strip())
-    if callable(getattr(value, "handle", None)):
-        return value
+    if callable(getattr(value, "handle", None)):  # a user's handler: any object with handle()
+        handler: ProcessingExceptionHandler = value
+        return handler
     raise ConfigError(f"unknown processing_exception_handler {value!r}")
 
 
@@ -218,8 +219,9 @@ def production_handler_from_config(value: Any) -> ProductionExceptionHandler:
         return LogAndFailProductionExceptionHandler()
     if value == "log_and_continue":
         return LogAndContinueProductionExceptionHandler()
-    if callable(getattr(value, "handle", None)):
-        return value
+    if callable(getattr(value, "handle", None)):  # a user's handler: any object with handle()
+        handler: ProductionExceptionHandler = value
+        return handler
     raise ConfigError(f"unknown production_exception_handler {value!r}")
 
 

@@ -26,7 +26,7 @@ UNKNOWN = -1
 #: ``deserialize(raw, partition_time)``: a raw consumed record as a typed Record, or None
 #: when it is to be skipped (deserialization error handled by CONTINUE, invalid timestamp
 #: skipped); raises to fail the task.
-RecordDeserializer = Callable[[Any, int], Record | None]
+RecordDeserializer = Callable[[Any, int], Record[Any, Any] | None]
 
 
 class RecordQueue:
@@ -40,7 +40,7 @@ class RecordQueue:
         self.source_node = source_node
         self._deserialize = deserialize
         self._raw: deque[Any] = deque()
-        self._head: Record | None = None
+        self._head: Record[Any, Any] | None = None
         self._head_raw: Any = None
         #: Largest timestamp polled from this partition (-1 unknown).
         self.partition_time = UNKNOWN
@@ -50,7 +50,7 @@ class RecordQueue:
         self._update_head()
         return self.size()
 
-    def poll(self) -> tuple[Record, Any] | None:
+    def poll(self) -> tuple[Record[Any, Any], Any] | None:
         """Remove and return the head (typed record, raw record)."""
         head, raw = self._head, self._head_raw
         if head is None:
@@ -127,7 +127,7 @@ class PartitionGroup:
         self._buffered += after - before
         return after
 
-    def next_record(self) -> tuple[Record, Any, RecordQueue] | None:
+    def next_record(self) -> tuple[Record[Any, Any], Any, RecordQueue] | None:
         """Pop the buffered record with the smallest timestamp (ties: partition order)."""
         best: RecordQueue | None = None
         best_ts = 0

@@ -7,10 +7,11 @@ calling into a node, so ``forward`` knows whose children to call and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
+from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import IllegalStateError, StreamsError
 from airflow_stateful_provider.streams.processing.error_handling import ErrorHandlerContext
@@ -33,9 +34,9 @@ class ContextTask(Protocol):
     context, so the context names only this much of it."""
 
     id: TaskId
-    config: Any
+    config: StreamsConfig
     metrics: Any
-    processor_metadata: MutableMapping[str, int]
+    processor_metadata: dict[str, int]
     commit_needed: bool
 
     @property
@@ -64,7 +65,7 @@ class ProcessorContextImpl(ProcessorContext):
         #: The input record being processed, raw (topic, partition, offset) and typed; its
         #: RecordMetadata is built only when asked for (most records never are).
         self._input_raw: Any = None
-        self._input_record: Record | None = None
+        self._input_record: Record[Any, Any] | None = None
         #: Timestamp of the record being processed (the forwarded record's, downstream of a
         #: forward; the punctuation time in a punctuator). Changelog records carry it.
         self.timestamp = -1
@@ -93,6 +94,7 @@ class ProcessorContextImpl(ProcessorContext):
         metadata = self._record_context
         if metadata is None and self._input_raw is not None:
             raw, record = self._input_raw, self._input_record
+            # _input_record is set together with _input_raw (set_input)
             metadata = self._record_context = RecordMetadata(
                 raw.topic, raw.partition, raw.offset, record.timestamp, record.headers)  # type: ignore[union-attr]
         return metadata
@@ -102,7 +104,7 @@ class ProcessorContextImpl(ProcessorContext):
         self._record_context = metadata
         self._input_raw = self._input_record = None
 
-    def set_input(self, raw: Any, record: Record) -> None:
+    def set_input(self, raw: Any, record: Record[Any, Any]) -> None:
         """The input record about to be processed (``raw``: topic, partition, offset)."""
         self._record_context = None
         self._input_raw = raw
@@ -138,7 +140,7 @@ class ProcessorContextImpl(ProcessorContext):
         return self._standby
 
     # -- actions ---------------------------------------------------------------
-    def forward(self, record: Record, child_name: str | None = None) -> None:
+    def forward(self, record: Record[Any, Any], child_name: str | None = None) -> None:
         node = self.current_node
         if node is None:
             raise IllegalStateError(
@@ -146,6 +148,7 @@ class ProcessorContextImpl(ProcessorContext):
             )
         if not isinstance(record, Record):
             raise TypeError(f"forward() needs a Record, got {type(record).__name__} {record!r}")
+        children: Sequence[ProcessorNode]
         if child_name is None:
             children = node.children
         else:

@@ -30,17 +30,17 @@ PASS_THROUGH = (ProcessingError, ProductionError, DeserializationError, Transact
 
 #: ``on_error(node, record, exception)``: returns to skip the record below ``node``
 #: (processing exception handler said CONTINUE), raises ProcessingError to fail.
-ErrorCallback = Callable[["ProcessorNode", Record, Exception], None]
+ErrorCallback = Callable[["ProcessorNode", Record[Any, Any], Exception], None]
 
 
-def _fail(node: ProcessorNode, record: Record, exc: Exception) -> None:
+def _fail(node: ProcessorNode, record: Record[Any, Any], exc: Exception) -> None:
     raise exc
 
 
 class ProcessorNode:
     __slots__ = ("name", "processor", "children", "children_by_name", "store_names", "context", "on_error")
 
-    def __init__(self, name: str, processor: Processor | None, store_names: tuple[str, ...] = ()) -> None:
+    def __init__(self, name: str, processor: Processor[Any, Any] | None, store_names: tuple[str, ...] = ()) -> None:
         self.name = name
         self.processor = processor
         self.children: list[ProcessorNode] = []
@@ -59,12 +59,13 @@ class ProcessorNode:
         if self.processor is not None:
             self.processor.init(context)
 
-    def process(self, record: Record) -> None:
+    def process(self, record: Record[Any, Any]) -> None:
         try:
+            # only source and sink nodes have no processor, and they override process(): no check per record
             self.processor.process(record)  # type: ignore[union-attr]
         except PASS_THROUGH:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the processing exception handler decides
             self.on_error(self, record, exc)
 
     def close(self) -> None:
@@ -86,8 +87,8 @@ class SourceNode(ProcessorNode):
         self.key_serde = key_serde
         self.value_serde = value_serde
 
-    def process(self, record: Record) -> None:
-        self.context.forward(record)  # type: ignore[union-attr]
+    def process(self, record: Record[Any, Any]) -> None:
+        self.context.forward(record)  # type: ignore[union-attr]  # init() set it before any record
 
 
 class SinkNode(ProcessorNode):
@@ -116,9 +117,10 @@ class SinkNode(ProcessorNode):
     def add_child(self, child: ProcessorNode) -> None:  # pragma: no cover - topology forbids it
         raise TopologyError(f"sink {self.name!r} cannot have children")
 
-    def process(self, record: Record) -> None:
+    def process(self, record: Record[Any, Any]) -> None:
         topic = self.topic
         if topic is None:
+            # init() set the context before any record; no None check per record
             topic = self.topic_extractor(record.key, record.value, self.context.record_metadata)  # type: ignore[union-attr]
             if not isinstance(topic, str) or not topic:
                 raise StreamsError(

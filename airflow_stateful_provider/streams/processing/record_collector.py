@@ -17,12 +17,21 @@ the send has already failed the transaction, so it fails the thread whatever the
 says; only what the producer refuses before sending can be skipped there. Fencing errors
 roll the thread back (TransactionFailedError); missing topics and timeouts are left to the
 stream thread, which checks which topics still exist.
+
+Inside :meth:`RecordCollector.batching` (a task's processing of a batch of input records,
+its record cache flush) records whose partition is known wait in one list per partition
+and reach the producer in one append per partition when the block ends: a few calls per
+record instead of a whole ``KafkaProducer.send``. Nothing waits past the block, so a flush
+or commit after it sees every record; a sink record that might be too large is sent at
+once (as one that may not go to the default partition), so the production exception
+handler still sees it with the input record it came from.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from airflow_stateful_provider.streams.errors import (
@@ -40,11 +49,15 @@ from airflow_stateful_provider.streams.processing.error_handling import (
     normalize_response,
 )
 from airflow_stateful_provider.streams.processing.streams_producer import is_fencing_error, is_record_error
+from airflow_stateful_provider.streams.serdes import Serde
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 __all__ = ["Producer", "RecordCollector", "SerializationError", "ProductionError"]
 
 log = logging.getLogger(__name__)
+
+#: What a failed send's errback needs to rebuild the record: key, value, timestamp, headers, partition.
+_SentRecord = tuple[bytes | None, bytes | None, int, Iterable[tuple[str, bytes | None]], int | None]
 
 
 class Producer(Protocol):
@@ -55,7 +68,7 @@ class Producer(Protocol):
         topic: str,
         value: bytes | None = None,
         key: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: list[tuple[str, bytes | None]] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> Any: ...
@@ -67,6 +80,9 @@ class Producer(Protocol):
 
 #: ``partitioner(topic, key, value, num_partitions) -> partition or None`` (None = default).
 StreamPartitioner = Callable[[str, Any, Any, int], int | None]
+
+#: Records waiting for one partition inside ``batching`` before they are sent anyway.
+MAX_WAITING_RECORDS = 5_000
 
 
 class RecordCollector:
@@ -91,6 +107,14 @@ class RecordCollector:
         #: for its offset: one callback per partition and checkpoint instead of one per record.
         self._last_sent: dict[tuple[str, int], Any] = {}
         self._send_error: BaseException | None = None
+        #: Inside ``batching``: (topic, partition) -> [(key, value, timestamp)] waiting, and
+        #: the processor node of each sink record among them ({index: node}); None outside.
+        self._waiting: dict[tuple[str, int], list[tuple[bytes | None, bytes | None, int]]] | None = None
+        self._waiting_nodes: dict[tuple[str, int], dict[int, str]] = {}
+        self._send_batch = getattr(producer, "send_batch", None)
+        self._default_partition = getattr(producer, "default_partition", None)
+        #: Sink records with more key and value bytes are sent at once (module docstring).
+        self._largest_waiting = getattr(producer, "largest_batched_record", 0)
 
     @property
     def producer(self) -> Producer:
@@ -143,13 +167,25 @@ class RecordCollector:
                     f"partitioner of node {processor_node_id!r} returned partition {partition} "
                     f"for topic {topic!r}, which has {len(partitions)} partitions"
                 )
+        if self._waiting is not None and not headers:
+            if partition is None and key_bytes is not None and self._default_partition is not None:
+                partition = self._default_partition(topic, key_bytes)
+            if partition is not None:
+                if _size(key_bytes, value_bytes) <= self._largest_waiting:
+                    self._wait(topic, partition, key_bytes, value_bytes, timestamp, processor_node_id)
+                    return
+                self._send_waiting((topic, partition))  # keeps the partition's order
+        self._send_sink(topic, key_bytes, value_bytes, timestamp, headers, partition, processor_node_id)
+
+    def _send_sink(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+                   headers: Iterable[tuple[str, bytes | None]], partition: int | None, node: str | None) -> None:
         try:
-            self._send(topic, key_bytes, value_bytes, timestamp, headers, partition, processor_node_id)
+            self._send(topic, key, value, timestamp, headers, partition, node)
         except StreamsError:
             raise
-        except Exception as exc:  # the record itself (see _send)
-            record = ProducedRecord(topic, key_bytes, value_bytes, timestamp, tuple(headers), partition)
-            self._skip_or_fail(record, exc, processor_node_id)
+        except Exception as exc:  # noqa: BLE001 - the record itself (see _send): the production handler decides
+            record = ProducedRecord(topic, key, value, timestamp, tuple(headers), partition)
+            self._skip_or_fail(record, exc, node)
 
     def send_bytes(
         self,
@@ -162,6 +198,13 @@ class RecordCollector:
         partition: int | None = None,
     ) -> None:
         """Send an already serialized changelog or dead-letter record: it cannot be skipped."""
+        if self._waiting is not None and partition is not None and not headers:
+            self._wait(topic, partition, key, value, timestamp, None)
+            return
+        self._send_bytes_now(topic, key, value, timestamp, headers, partition)
+
+    def _send_bytes_now(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+                        headers: Iterable[tuple[str, bytes | None]], partition: int | None) -> None:
         try:
             self._send(topic, key, value, timestamp, headers, partition, None)
         except StreamsError:
@@ -171,6 +214,99 @@ class RecordCollector:
                                   f"{self._task_id}: {exc}; a changelog or dead-letter record cannot be skipped "
                                   f"(raise max_request_size in producer_configs and the topic's "
                                   f"max.message.bytes, or keep the values smaller)", topic=topic) from exc
+
+    @contextmanager
+    def batching(self) -> Iterator[None]:
+        """Records sent inside the block wait per partition and are sent when it ends (module
+        docstring). Nested blocks are one; a producer without ``send_batch`` (the test
+        driver's) sends each record at once."""
+        if self._waiting is not None or self._send_batch is None:
+            yield
+            return
+        self._waiting = {}
+        try:
+            yield
+        except BaseException:
+            # what was sent before the error is sent, as without batching; an error of
+            # that send must not hide the one being raised
+            try:
+                self._send_all_waiting()
+            except Exception:
+                log.debug("task %s: sending the waiting records after an error failed", self._task_id,
+                          exc_info=True)
+            raise
+        self._send_all_waiting()
+
+    def _wait(self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int,
+              node: str | None) -> None:
+        assert self._waiting is not None
+        tp = (topic, partition)
+        records = self._waiting.get(tp)
+        if records is None:
+            records = self._waiting[tp] = []
+        if node is not None:
+            nodes = self._waiting_nodes.get(tp)
+            if nodes is None:
+                nodes = self._waiting_nodes[tp] = {}
+            nodes[len(records)] = node
+        records.append((key, value, timestamp))
+        if len(records) >= MAX_WAITING_RECORDS:
+            self._send_waiting(tp)
+
+    def _send_all_waiting(self) -> None:
+        waiting = self._waiting
+        try:
+            while waiting:
+                self._send_waiting(next(iter(waiting)))
+        finally:
+            self._waiting = None
+            self._waiting_nodes.clear()
+
+    def _send_waiting(self, tp: tuple[str, int]) -> None:
+        """Send the records waiting for one partition in one append; if the producer refuses
+        them (before appending any), one by one as without batching, so each refusal goes
+        where it would have gone (the production exception handler, or ProductionError)."""
+        assert self._waiting is not None and self._send_batch is not None
+        records = self._waiting.pop(tp, None)
+        nodes = self._waiting_nodes.pop(tp, {})
+        if not records:
+            return
+        topic, partition = tp
+        if self._send_error is not None:
+            self._check_error()
+        try:
+            futures, batch_ends = self._send_batch(topic, partition, records)
+        except StreamsError:
+            raise
+        except Exception:  # noqa: BLE001 - refused before anything was appended: see each record's fate
+            for i, (key, value, timestamp) in enumerate(records):
+                node = nodes.get(i)
+                if node is None:
+                    self._send_bytes_now(topic, key, value, timestamp, (), partition)
+                else:
+                    self._send_sink(topic, key, value, timestamp, (), partition, node)
+            return
+        on_error = self._on_error
+        # a changelog record's failure fails the task whichever record it is, and a failed
+        # producer batch fails each of its records: one errback on the batch's last changelog
+        # record; a sink record's failure goes to the handler with the record
+        start = 0
+        for end in batch_ends:
+            last = end
+            while last >= start and last in nodes:
+                last -= 1
+            if last >= start:
+                futures[last].add_errback(on_error, topic, None, None)
+            start = end + 1
+        for i, node in nodes.items():
+            key, value, timestamp = records[i]
+            futures[i].add_errback(on_error, topic, node, (key, value, timestamp, (), partition))
+        # the last changelog record's offset goes into the checkpoint (offsets())
+        last = len(futures) - 1
+        while last in nodes:
+            last -= 1
+        if last >= 0:
+            self._last_sent[tp] = futures[last]
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
               headers: Iterable[tuple[str, bytes | None]], partition: int | None, node: str | None) -> None:
@@ -232,7 +368,7 @@ class RecordCollector:
         if metadata.offset > self._offsets.get(tp, -1):
             self._offsets[tp] = metadata.offset
 
-    def _on_error(self, topic: str, node: str | None, sent: tuple | None, exc: BaseException) -> None:
+    def _on_error(self, topic: str, node: str | None, sent: _SentRecord | None, exc: Exception) -> None:
         """Producer IO thread: a send failed (``add_errback(fn, *args)`` calls ``fn(*args,
         exception)``). ``node`` and ``sent`` (key, value, timestamp, headers, partition) are
         None for a changelog or dead-letter record."""
@@ -277,6 +413,9 @@ class RecordCollector:
 
     def flush(self) -> None:
         """Block until every sent record is acknowledged; raises the first send error."""
+        if self._waiting:
+            self._send_all_waiting()
+            self._waiting = {}
         self._producer.flush()
         self._check_error()
 
@@ -293,7 +432,7 @@ class RecordCollector:
         """Nothing of its own to release; the producer belongs to the caller."""
 
 
-def _serialize(serde: Any, data: Any, topic: str, what: str, node: str | None, task_id: Any) -> bytes | None:
+def _serialize(serde: Serde | None, data: Any, topic: str, what: str, node: str | None, task_id: Any) -> bytes | None:
     if serde is None:
         if data is None or isinstance(data, (bytes, bytearray, memoryview)):
             return None if data is None else bytes(data)

@@ -37,13 +37,13 @@ log = logging.getLogger(__name__)
 
 def record_deserializer(source: SourceNode, task_id: Any, handler: Any,
                         timestamps: InvalidTimestampPolicy | TimestampExtractor, collector: RecordCollector,
-                        metrics: TaskMetrics) -> Callable[[Any, int], Record | None]:
+                        metrics: TaskMetrics) -> Callable[[Any, int], Record[Any, Any] | None]:
     """``deserialize(raw, partition_time)`` for the partitions ``source`` reads (see module
     docstring); ``handler`` is the deserialization exception handler."""
     key_serde, value_serde = source.key_serde, source.value_serde
     policy = timestamps if isinstance(timestamps, InvalidTimestampPolicy) else None
 
-    def deserialize(raw: Any, partition_time: int) -> Record | None:
+    def deserialize(raw: Any, partition_time: int) -> Record[Any, Any] | None:
         try:
             key = None if raw.key is None else key_serde.deserialize(raw.key)
             value = None if raw.value is None else value_serde.deserialize(raw.value)
@@ -90,7 +90,8 @@ def _extract_timestamp(extractor: Any, raw: Any, key: Any, value: Any, headers: 
 
 
 def _invalid_timestamp(raw: Any, key: Any, value: Any, headers: Any, timestamp: Any, partition_time: int,
-                       timestamps: Any, policy: InvalidTimestampPolicy | None, metrics: TaskMetrics) -> Record | None:
+                       timestamps: Any, policy: InvalidTimestampPolicy | None,
+                       metrics: TaskMetrics) -> Record[Any, Any] | None:
     """A negative (or not an int) timestamp: fail, skip, or take the partition time."""
     where = f"record at topic {raw.topic!r} partition {raw.partition} offset {raw.offset}"
     if policy is InvalidTimestampPolicy.USE_PARTITION_TIME and type(timestamp) is int:

@@ -40,7 +40,7 @@ class ConsumedRecord:
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...] | list = ()
+    headers: tuple[tuple[str, bytes | None], ...] | list[tuple[str, bytes | None]] = ()
 
 
 _PARTITION_TIME = struct.Struct(">bq")

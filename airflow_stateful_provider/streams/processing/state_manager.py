@@ -121,6 +121,8 @@ class TaskStateManager:
         #: Exactly-once with the buffer (the default): RocksDB stores take writes only at commit.
         self._transactional_stores = config.exactly_once and config.transactional_state_stores
         self._processing = False
+        #: the stream time of the last commit, once the task told it (resume_from_commit)
+        self._resume_time: int | None = None
 
     def bind_task(self, task: Any) -> None:
         """Called by StreamTask: changelog records take the timestamp of the record being
@@ -160,12 +162,16 @@ class TaskStateManager:
         self._open = True
 
     def flush(self) -> None:
-        """Write record caches through (changelog, downstream), then flush the stores."""
+        """Write record caches through (changelog, downstream), then hand the transactional
+        stores their in-memory state for the commit. The other stores flush their memtables
+        after the commit (:meth:`commit_transaction`), not before (Kafka Streams too flushes
+        its stores after the commit, when it checkpoints)."""
         for entry in self._entries.values():
             if entry.cache is not None:
                 entry.cache.flush_cache()
         for entry in self._entries.values():
-            entry.raw.flush()
+            if entry.raw.transactional:
+                entry.raw.flush()
 
     def close(self) -> None:
         """Close every store. Under exactly-once, writes not yet committed are dropped: the
@@ -188,11 +194,32 @@ class TaskStateManager:
         self._processing = False
 
     def commit_transaction(self) -> None:
-        """Exactly-once, after the Kafka transaction committed: write each persistent store's
-        buffered writes to RocksDB (one write batch each, write-ahead logged), so a crash
-        from here on finds the stores at this commit. A no-op at-least-once."""
+        """After the commit: exactly-once, write each persistent store's buffered writes to
+        RocksDB (one write batch each, write-ahead logged); at-least-once, flush the stores'
+        memtables. Either way a crash from here on finds the stores at this commit, and a
+        crash before it at the previous one: at-least-once, files flushed before the input
+        offsets committed would hold writes of records the task then processes again, and a
+        session store would have expired (dropped) sessions those records belong to."""
         for entry in self._entries.values():
-            entry.raw.commit_transaction()
+            if entry.raw.transactional:
+                entry.raw.commit_transaction()
+            else:
+                entry.raw.flush()
+
+    def resume_from_commit(self, stream_time: int) -> None:
+        """The task resumes processing from its last commit, whose stream time (from the
+        committed offsets' metadata) was ``stream_time``. At-least-once, the changelogs may
+        hold writes of the records after that commit, which the task processes again: the
+        session stores restore them without moving their clock past ``stream_time``
+        (state/session.py). Before restoration."""
+        self._resume_time = stream_time
+        for entry in self._entries.values():
+            self._resume(entry)
+
+    def _resume(self, entry: StoreEntry) -> None:
+        resume = getattr(entry.raw, "resume_from_commit", None)
+        if resume is not None and self._resume_time is not None:
+            resume(self._resume_time)
 
     def uncommitted_bytes(self) -> int:
         """Memory held by the stores' buffered writes (exactly-once; 0 otherwise)."""
@@ -203,7 +230,7 @@ class TaskStateManager:
         for entry in self._entries.values():
             try:
                 entry.raw.close()
-            except Exception as exc:  # noqa: BLE001 - close every store, report the first failure
+            except Exception as exc:  # close every store, report the first failure
                 log.exception("error closing store %s of task %s", entry.name, self.task_id)
                 first = first or exc
         self._entries.clear()
@@ -263,7 +290,8 @@ class TaskStateManager:
         entry.raw.restore_batch(records)
         if not records:
             return 0
-        self._checkpointed[entry.changelog] = records[-1].offset  # type: ignore[index]
+        if entry.changelog is not None:  # always: the entry was found by its changelog
+            self._checkpointed[entry.changelog] = records[-1].offset
         return len(records) - countOf(map(_record_key, records), None)
 
     def wipe_store(self, name: str) -> None:
@@ -278,6 +306,7 @@ class TaskStateManager:
         if entry.changelog is not None:
             self._checkpointed.pop(entry.changelog, None)
         self._entries[name] = self._build(entry.builder)
+        self._resume(self._entries[name])
 
     # ------------------------------------------------------------------ snapshots
 
@@ -315,9 +344,10 @@ class TaskStateManager:
             return False
         new = dict(self._checkpointed)
         for entry in persistent:
-            offset = changelog_offsets.get(entry.changelog)  # type: ignore[arg-type]
-            if offset is not None:
-                new[entry.changelog] = offset  # type: ignore[index]
+            changelog = entry.changelog
+            offset = None if changelog is None else changelog_offsets.get(changelog)
+            if changelog is not None and offset is not None:
+                new[changelog] = offset
         written = self._written
         delta = sum(max(0, off - written.get(tp, -1)) for tp, off in new.items())
         self._checkpointed = new

@@ -22,10 +22,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow_stateful_provider.streams.errors import StreamsError, TransactionFailedError
+from airflow_stateful_provider.streams.kafka.batched_send import (
+    append_records,
+    default_partition,
+    largest_unchecked_record,
+)
 from airflow_stateful_provider.streams.kafka.producer_abort import abort_transaction_within, discard_unsent_records
 
 __all__ = ["EOS_TRANSACTION_TIMEOUT_MS", "StreamsProducer", "TransactionFailedError", "is_fencing_error",
@@ -65,7 +70,7 @@ class StreamsProducer:
         self._in_transaction = False
         if transactional_id is None:
             # at-least-once: nothing to add to each send (one call less per record)
-            self.send = self._producer.send  # type: ignore[method-assign]
+            self.send = self._producer.send  # type: ignore[method-assign]  # the same signature, one call less
 
     def _new_producer(self) -> Any:
         if self.transactional_id is None:
@@ -83,17 +88,39 @@ class StreamsProducer:
     def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
              headers: list[tuple[str, bytes]] | None = None, partition: int | None = None,
              timestamp_ms: int | None = None) -> Any:
+        return self._in_transaction_do(topic, self._producer.send, topic, value=value, key=key, headers=headers,
+                                       partition=partition, timestamp_ms=timestamp_ms)
+
+    def send_batch(self, topic: str, partition: int,
+                   records: Sequence[tuple[bytes | None, bytes | None, int]]) -> tuple[list[Any], list[int]]:
+        """Send ``records`` ((key, value, timestamp), in order) to one partition at once;
+        returns their futures and where each producer batch ends (kafka/batched_send.py)."""
+        sent: tuple[list[Any], list[int]] = self._in_transaction_do(topic, append_records, self._producer, topic,
+                                                                    partition, records)
+        return sent
+
+    def default_partition(self, topic: str, key: bytes) -> int | None:
+        """The partition ``send`` picks for a keyed record without a partition, or None when
+        only sending can tell (kafka/batched_send.py)."""
+        return default_partition(self._producer, topic, key)
+
+    @property
+    def largest_batched_record(self) -> int:
+        """Key plus value bytes up to which ``send_batch`` cannot refuse a record as too large."""
+        return largest_unchecked_record(self._producer)
+
+    def _in_transaction_do(self, topic: str, send: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``send(*args, **kwargs)``; under exactly-once inside the transaction (begun first
+        if needed), a failure of the transaction raised as TransactionFailedError."""
         if self.transactional_id is None:
-            return self._producer.send(topic, value=value, key=key, headers=headers, partition=partition,
-                                       timestamp_ms=timestamp_ms)
+            return send(*args, **kwargs)
         from kafka.errors import KafkaError, KafkaTimeoutError
 
         try:
             if not self._in_transaction:
                 self._producer.begin_transaction()
                 self._in_transaction = True
-            return self._producer.send(topic, value=value, key=key, headers=headers, partition=partition,
-                                       timestamp_ms=timestamp_ms)
+            return send(*args, **kwargs)
         except KafkaError as exc:
             if is_record_error(exc) or isinstance(exc, KafkaTimeoutError):
                 # refused before it was appended (too large; no metadata for the topic within
@@ -206,7 +233,7 @@ class StreamsProducer:
         if self._in_transaction:
             try:
                 self._abort_after_failure(None)
-            except Exception:  # noqa: BLE001 - closing anyway: the coordinator aborts it on timeout
+            except Exception:  # closing anyway: the coordinator aborts it on timeout
                 log.info("%s: abort on close failed", self.transactional_id, exc_info=True)
         self._producer.close(timeout=timeout)
 
@@ -242,5 +269,5 @@ def _close_quietly(producer: Any) -> None:
     discard_unsent_records(producer)
     try:
         producer.close(timeout=5)
-    except Exception:  # noqa: BLE001 - replacing a broken producer
+    except Exception:  # replacing a broken producer
         log.debug("closing a broken producer", exc_info=True)

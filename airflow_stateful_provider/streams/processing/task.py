@@ -29,7 +29,7 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
@@ -160,14 +160,15 @@ class StreamTask:
         for name in self.subtopology.nodes:
             spec = topology.node(name)
             if isinstance(spec, SourceNodeSpec):
-                node: ProcessorNode = SourceNode(
+                source_node = SourceNode(
                     name,
                     tuple(topology.decorate_topic(t, app) for t in spec.topics),
                     resolve_serde(spec.key_serde, config.default_key_serde, f"key serde of source {name!r}"),
                     resolve_serde(spec.value_serde, config.default_value_serde, f"value serde of source {name!r}"),
                 )
-                for topic in node.topics:  # type: ignore[attr-defined]
-                    self._sources_by_topic[topic] = node  # type: ignore[assignment]
+                for topic in source_node.topics:
+                    self._sources_by_topic[topic] = source_node
+                node: ProcessorNode = source_node
             elif isinstance(spec, SinkNodeSpec):
                 fixed = spec.topic if isinstance(spec.topic, str) else None
                 node = SinkNode(
@@ -207,9 +208,8 @@ class StreamTask:
             queues[tp] = RecordQueue(tp, source.name, record_deserializer(
                 source, task_id, self._handler, self._timestamps, self.record_collector, self.metrics))
         self.partitions = list(queues)
-        self._partition_group = PartitionGroup(
-            queues, max_task_idle_ms=config.max_task_idle_ms, fetched_lag=fetched_lag
-        )
+        idle_ms = cast(int, config.max_task_idle_ms)  # StreamsConfig.__post_init__ made every duration an int
+        self._partition_group = PartitionGroup(queues, max_task_idle_ms=idle_ms, fetched_lag=fetched_lag)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -247,7 +247,8 @@ class StreamTask:
     def initialize_task_time(self, committed: Mapping[TopicPartition, Any]) -> None:
         """Restore partition (and so stream) time and processor metadata from the committed
         offsets' metadata (values: OffsetAndMetadata, a metadata string, or kafka-python's
-        OffsetAndMetadata). Call before :meth:`complete_restoration`."""
+        OffsetAndMetadata), and tell the stores the stream time processing resumes from
+        (``resume_from_commit``). Call before restoration and :meth:`complete_restoration`."""
         for tp, value in committed.items():
             tp = TopicPartition(tp[0], tp[1])
             if tp not in self._partition_group.partitions or value is None:
@@ -262,6 +263,9 @@ class StreamTask:
             for key, number in processor_metadata.items():
                 if number > self.processor_metadata.get(key, UNKNOWN):
                     self.processor_metadata[key] = number
+        resume = getattr(self.stores, "resume_from_commit", None)
+        if resume is not None and self.stream_time != UNKNOWN:
+            resume(self.stream_time)
 
     def suspend(self) -> None:
         """Stop processing (revocation): close the processors, drop buffered input and
@@ -301,7 +305,7 @@ class StreamTask:
         finally:
             try:
                 self.stores.close()
-            except Exception:  # noqa: BLE001 - report, unless it is the only error of a clean close
+            except Exception:  # report, unless it is the only error of a clean close
                 if clean and not failed:
                     raise
                 log.exception("error closing the stores of task %s", self.id)
@@ -362,15 +366,17 @@ class StreamTask:
         group = self._partition_group
         stream_queue = self._stream_queue
         done = 0
+        # what the batch writes reaches the producer per partition at its end (record_collector.py)
         try:
-            while done < max_records and self.state is TaskState.RUNNING and group.ready_to_process(wall_clock_ms):
-                if not self._process_next():
-                    break
-                done += 1
-                if stream_queue:  # no stream-time schedule: nothing can be due
-                    self.maybe_punctuate_stream_time()
-                if deadline is not None and not done & 31 and time.monotonic() > deadline:
-                    break
+            with self.record_collector.batching():
+                while done < max_records and self.state is TaskState.RUNNING and group.ready_to_process(wall_clock_ms):
+                    if not self._process_next():
+                        break
+                    done += 1
+                    if stream_queue:  # no stream-time schedule: nothing can be due
+                        self.maybe_punctuate_stream_time()
+                    if deadline is not None and not done & 31 and time.monotonic() > deadline:
+                        break
         finally:
             self.metrics.process_total += done
         return done
@@ -388,7 +394,7 @@ class StreamTask:
             source.process(record)
         except PASS_THROUGH:
             raise
-        except Exception as exc:  # a sink right below the source (processor nodes handle their own)
+        except Exception as exc:  # noqa: BLE001 - a sink right below the source (processor nodes handle their own)
             self._processing_failed(ctx.current_node or source, record, exc)
         finally:
             ctx.current_node = None
@@ -445,7 +451,7 @@ class StreamTask:
             punctuator(now)
         except PASS_THROUGH:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the processing exception handler decides
             self._punctuation_failed(node, exc, f"{type_.value} at {now}")
         finally:
             ctx.current_node = None
@@ -453,7 +459,7 @@ class StreamTask:
 
     # ------------------------------------------------------------------ processing errors
 
-    def _processing_failed(self, node: ProcessorNode, record: Record, exc: Exception) -> None:
+    def _processing_failed(self, node: ProcessorNode, record: Record[Any, Any], exc: Exception) -> None:
         """A processor (or a sink right below a source) raised on ``record``: the processing
         exception handler decides (KIP-1033). CONTINUE skips the record below ``node`` (what
         was forwarded before stays) and counts it as dropped; FAIL raises ProcessingError."""
@@ -478,7 +484,8 @@ class StreamTask:
         raise ProcessingError(f"exception caught while punctuating processor {node.name!r} in task {self.id} "
                               f"({when}): {exc!r}") from exc
 
-    def _handle_processing_error(self, context: ErrorHandlerContext, record: Record | None, exc: Exception) -> bool:
+    def _handle_processing_error(self, context: ErrorHandlerContext, record: Record[Any, Any] | None,
+                                 exc: Exception) -> bool:
         """Ask the handler; send its dead-letter records. True to continue."""
         handler = self._processing_handler
         try:
@@ -500,7 +507,8 @@ class StreamTask:
         to read, with the partition time as metadata). Commit them, then :meth:`post_commit`."""
         if self.state is TaskState.CLOSED:
             raise IllegalStateError(f"task {self.id} is closed; cannot commit")
-        self.stores.flush()
+        with self.record_collector.batching():
+            self.stores.flush()
         self.record_collector.flush()
         return self.committable_offsets()
 
@@ -564,7 +572,8 @@ class StreamTask:
     def _write_checkpoint(self) -> None:
         """Flush stores and producer, then checkpoint unconditionally (docs/semantics.md §1: on
         suspend and close)."""
-        self.stores.flush()
+        with self.record_collector.batching():
+            self.stores.flush()
         self.record_collector.flush()
         end = getattr(self.stores, "end_processing", None)
         if end is not None:
@@ -580,7 +589,7 @@ class StreamTask:
         for node in self._nodes.values():
             try:
                 node.close()
-            except Exception as exc:  # noqa: BLE001 - close every node, report the first failure
+            except Exception as exc:  # close every node, report the first failure
                 log.exception("error closing processor %s of task %s", node.name, self.id)
                 if first_error is None:
                     first_error = exc

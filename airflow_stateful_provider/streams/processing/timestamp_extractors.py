@@ -78,7 +78,8 @@ def extractor_from_config(value: Any, what: str) -> InvalidTimestampPolicy | Tim
         except ValueError:
             raise ConfigError(f"{what} must be one of {list(TIMESTAMP_EXTRACTOR_NAMES)} or an object with "
                               f"extract(record, partition_time), got {value!r}") from None
-    if callable(getattr(value, "extract", None)):
-        return value
+    if callable(getattr(value, "extract", None)):  # a user's extractor: any object with extract()
+        extractor: TimestampExtractor = value
+        return extractor
     raise ConfigError(f"{what} must be one of {list(TIMESTAMP_EXTRACTOR_NAMES)} or an object with "
                       f"extract(record, partition_time), got {value!r}")

@@ -30,7 +30,8 @@ __all__ = ["DEFAULT_MAX_LAG", "lookup_store"]
 #: Changelog records a standby may be behind when stale reads are allowed and no bound is given.
 DEFAULT_MAX_LAG = 10_000
 
-_KEY_QUERY_OF_KIND = {"key_value": KeyQuery, "versioned": VersionedKeyQuery, "session": SessionQuery}
+#: The query of one key that each store kind answers.
+_KEY_QUERY_OF_KIND: dict[str, Any] = {"key_value": KeyQuery, "versioned": VersionedKeyQuery, "session": SessionQuery}
 
 
 def lookup_store(bootstrap_servers: str | Sequence[str], application_id: str, store: str, key: Any = None, *,

@@ -348,7 +348,10 @@ class StateQueryRequest:
     def from_dict(cls, data: Any) -> StateQueryRequest:
         if not isinstance(data, Mapping):
             raise InvalidQueryError(f"request must be an object, got {data!r:.200}")
-        request = cls.in_store(data.get("store")).with_query(query_from_dict(data.get("query")))
+        store = data.get("store")
+        if not isinstance(store, str):
+            raise InvalidQueryError(f"request needs a store name, got {store!r:.100}")
+        request = cls.in_store(store).with_query(query_from_dict(data.get("query")))
         if data.get("partitions") is not None:
             request = request.with_partitions(set(data["partitions"]))
         if data.get("position_bound") is not None:

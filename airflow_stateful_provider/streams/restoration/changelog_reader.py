@@ -39,6 +39,8 @@ from typing import Any, Protocol
 
 from kafka import TopicPartition as KafkaTopicPartition
 
+from airflow_stateful_provider.streams.errors import IllegalStateError
+from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.restoration.changelog_loss import (
     LostChangelog,
     Verdict,
@@ -117,7 +119,7 @@ class ChangelogState:
     partition: TopicPartition
     task_id: TaskId
     store_name: str
-    state_manager: Any
+    state_manager: TaskStateManager
     role: TaskRole
     #: Offset of the first record to read (checkpoint + 1, or the log start).
     start_offset: int = 0
@@ -131,6 +133,17 @@ class ChangelogState:
     #: Active: on_restore_start was called (at the first poll that reads the partition).
     announced: bool = False
 
+    @property
+    def active_end_offset(self) -> int:
+        """Where an active restoration stops (captured when it started; only a standby's is None)."""
+        if self.end_offset is None:
+            raise IllegalStateError(f"changelog {self.partition} of task {self.task_id} is a standby's: it has no end")
+        return self.end_offset
+
+
+#: What one poll of the restore consumer returns: kafka-python's records per partition.
+FetchedRecords = dict[KafkaTopicPartition, list[Any]]
+
 
 class ChangelogReader:
     """Restores active tasks and updates standby tasks from one restore consumer."""
@@ -138,7 +151,8 @@ class ChangelogReader:
     def __init__(self, restore_consumer: Any, listener: StateRestoreListener | None = None,
                  standby_listener: StandbyUpdateListener | None = None, poll_timeout_ms: int = 100,
                  snapshot_loader: SnapshotLoader | None = None, *, on_changelog_loss: str = "fail",
-                 log_end_offsets: Callable[[list[KafkaTopicPartition]], dict] | None = None) -> None:
+                 log_end_offsets: Callable[[list[KafkaTopicPartition]], dict[KafkaTopicPartition, int]] | None = None,
+                 ) -> None:
         self._consumer = restore_consumer
         self._snapshot_loader = snapshot_loader
         #: StreamsConfig.on_changelog_loss: "fail" or "restore_from_changelog".
@@ -166,7 +180,7 @@ class ChangelogReader:
 
     # ------------------------------------------------------------------ registration
 
-    def prepare_stores(self, task_id: TaskId, state_manager: Any) -> RestoreSource | None:
+    def prepare_stores(self, task_id: TaskId, state_manager: TaskStateManager) -> RestoreSource | None:
         """Before a new task's stores open: keep usable local state, else load the newest
         valid snapshot, else leave it to the changelog (restore_source.py). None (and nothing
         reported) for a task without persistent logged stores. A task directory holding another
@@ -191,7 +205,7 @@ class ChangelogReader:
         if task_id in self.restore_sources:
             self.restore_sources[task_id] = RestoreSource(LOCAL)
 
-    def register(self, task_id: TaskId, state_manager: Any) -> bool:
+    def register(self, task_id: TaskId, state_manager: TaskStateManager) -> bool:
         """Start restoring an active task's logged stores. Returns True when there is
         nothing to restore (the task may run at once); otherwise it completes in :meth:`restore`."""
         states = self._initial_states(task_id, state_manager, TaskRole.ACTIVE)
@@ -199,7 +213,7 @@ class ChangelogReader:
             return True
         pending = False
         for state in states:
-            if state.position >= state.end_offset:
+            if state.position >= state.active_end_offset:
                 state.completed = True
             else:
                 pending = True
@@ -210,7 +224,7 @@ class ChangelogReader:
         self._reassign()
         return False
 
-    def register_standby(self, task_id: TaskId, state_manager: Any) -> None:
+    def register_standby(self, task_id: TaskId, state_manager: TaskStateManager) -> None:
         """Start updating a standby task's stores; they follow their changelogs until the
         task is unregistered or promoted."""
         states = self._initial_states(task_id, state_manager, TaskRole.STANDBY)
@@ -234,7 +248,8 @@ class ChangelogReader:
             state = self._changelogs[tp]
             self.standby_listener.on_update_suspended(tp, state.store_name, state.position, ends[tp],
                                                       SuspendReason.PROMOTED)
-            state.role, state.end_offset, state.start_offset, state.restored = TaskRole.ACTIVE, ends[tp], state.position, 0
+            state.role, state.end_offset = TaskRole.ACTIVE, ends[tp]
+            state.start_offset, state.restored = state.position, 0
             if state.position >= state.end_offset:
                 state.completed = True
             else:
@@ -267,7 +282,7 @@ class ChangelogReader:
         if partitions:
             self._reassign()
 
-    def _initial_states(self, task_id: TaskId, state_manager: Any, role: TaskRole) -> list[ChangelogState]:
+    def _initial_states(self, task_id: TaskId, state_manager: TaskStateManager, role: TaskRole) -> list[ChangelogState]:
         """Where each changelog partition of the task starts, after judging its checkpoint
         against the changelog's current offsets (changelog_loss.py)."""
         if task_id in self._tasks:
@@ -345,7 +360,7 @@ class ChangelogReader:
         active tasks whose restoration completed."""
         return self.apply(self.poll(poll_timeout_ms))
 
-    def poll(self, poll_timeout_ms: int | None = None) -> dict:
+    def poll(self, poll_timeout_ms: int | None = None) -> FetchedRecords:
         """Fetch the next changelog records (the network half of :meth:`restore`: no store is
         written and no task completes here)."""
         from kafka.errors import OffsetOutOfRangeError
@@ -364,14 +379,14 @@ class ChangelogReader:
             self._handle_out_of_range(exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {})
             return {}
 
-    def _note_cut(self, fetched: dict) -> dict:
+    def _note_cut(self, fetched: FetchedRecords) -> FetchedRecords:
         if sum(len(records) for records in fetched.values()) >= MAX_POLL_RECORDS:
             # The consumer returns fetched batches one after the other; a full poll stopped in
             # the middle of the last one, whose rest stays buffered for the next poll.
             self._cut_partition = next(reversed(fetched))
         return fetched
 
-    def apply(self, fetched: dict) -> list[TaskId]:
+    def apply(self, fetched: FetchedRecords) -> list[TaskId]:
         """Apply records :meth:`poll` fetched (local work only); returns the active tasks whose
         restoration completed, their checkpoints written."""
         for kafka_tp, records in fetched.items():
@@ -405,7 +420,8 @@ class ChangelogReader:
         for state in self._changelogs.values():
             if state.role is TaskRole.ACTIVE and not state.completed and not state.announced:
                 state.announced = True
-                self.listener.on_restore_start(state.partition, state.store_name, state.position, state.end_offset)
+                self.listener.on_restore_start(state.partition, state.store_name, state.position,
+                                               state.active_end_offset)
 
     def _give_standbys_their_turn(self) -> None:
         self._polls += 1
@@ -459,16 +475,17 @@ class ChangelogReader:
                                               state.end_offset)
 
     def _reached_end(self, state: ChangelogState) -> bool:
-        if state.position >= state.end_offset:
+        end = state.active_end_offset
+        if state.position >= end:
             return True
         # Transaction markers and compacted gaps have offsets but no records: ask the consumer.
         position = self._consumer.position(KafkaTopicPartition(*state.partition))
-        if position is not None and position >= state.end_offset:
+        if position is not None and position >= end:
             state.position = position
             return True
         return False
 
-    def _handle_out_of_range(self, offsets: dict) -> None:
+    def _handle_out_of_range(self, offsets: dict[KafkaTopicPartition, int]) -> None:
         """The consumer's position of some partitions is outside their changelog now: judge
         each like a checkpoint (changelog_loss.py): replay it, or fail when records the store
         holds are gone."""
@@ -540,5 +557,5 @@ def _kafka(partitions: Iterable[Any]) -> list[KafkaTopicPartition]:
     return [KafkaTopicPartition(tp[0], tp[1]) for tp in partitions]
 
 
-def _by_partition(offsets: dict) -> dict[TopicPartition, int]:
+def _by_partition(offsets: dict[KafkaTopicPartition, int]) -> dict[TopicPartition, int]:
     return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in offsets.items()}

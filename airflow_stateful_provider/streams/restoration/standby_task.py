@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
+from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.processing.task import TaskState
 from airflow_stateful_provider.streams.task_id import TaskId
 
@@ -21,7 +23,8 @@ __all__ = ["StandbyTask"]
 class StandbyTask:
     """Stores kept up to date for a task this thread does not run (see module docstring)."""
 
-    def __init__(self, task_id: TaskId, stores: Any, collector: Any, *, warmup: bool = False) -> None:
+    def __init__(self, task_id: TaskId, stores: TaskStateManager, collector: RecordCollector, *,
+                 warmup: bool = False) -> None:
         self.id = task_id
         #: The TaskStateManager; the ChangelogReader writes into it.
         self.stores = stores

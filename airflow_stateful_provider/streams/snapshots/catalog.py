@@ -32,7 +32,7 @@ def storage_options_from_env(environ: Mapping[str, str] | None = None) -> dict[s
         return {}
     try:
         options = json.loads(raw)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise SnapshotError(f"${SNAPSHOT_STORAGE_OPTIONS_ENV} is not valid JSON: {exc.msg} at {exc.pos}") from None
     if not isinstance(options, dict):
         raise SnapshotError(f"${SNAPSHOT_STORAGE_OPTIONS_ENV} must hold a JSON object, got {type(options).__name__}")

@@ -142,7 +142,7 @@ class SnapshotTaker:
                     name=s.name, changelog_topic=s.changelog_topic, changelog_partition=s.changelog_partition,
                     offset=s.offset, store_type=s.store.metadata.store_type,
                     approximate_entries=int(s.store.stats().approximate_num_entries)))
-        except Exception:  # noqa: BLE001 - a failed snapshot must never stop processing
+        except Exception:  # a failed snapshot must never stop processing
             log.exception("task %s: could not take the local checkpoint for snapshot %s; processing goes on",
                           key, snapshot_id)
             shutil.rmtree(local_dir, ignore_errors=True)
@@ -199,7 +199,7 @@ class SnapshotTaker:
         while (job := self._queue.get()) is not None:
             try:
                 self._upload(job)
-            except Exception:  # noqa: BLE001 - the next snapshot tries again
+            except Exception:  # the next snapshot tries again
                 log.exception("task %s: upload of snapshot %s failed; it stays partial and is skipped by restores",
                               job.task_id, self.storage.describe(self.application_id, job.task_id,
                                                                  job.manifest.snapshot_id))

@@ -23,7 +23,6 @@ from airflow_stateful_provider.streams.state.common.checkpoint import (
     CHECKPOINT_FILE_NAME,
     OFFSET_UNKNOWN,
     OffsetCheckpoint,
-    TopicPartition,
     read_checkpoint,
     write_checkpoint,
 )
@@ -71,6 +70,7 @@ from airflow_stateful_provider.streams.state.versioned import (
     VersionedRecord,
     versioned_segment_interval,
 )
+from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
 __all__ = [
     "CHECKPOINT_FILE_NAME",

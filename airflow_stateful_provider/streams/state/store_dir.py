@@ -43,6 +43,8 @@ def open_store(
     store_class = store_kind(metadata.store_type).persistent_store
     if store_class is None:
         raise InvalidStoreError(f"{path}: {metadata.store_type!r} stores are never persistent, yet it holds one")
+    # Every kind's store class opens a directory with these keywords; RocksDBStore.__init__ itself
+    # takes the requested metadata instead, which is all mypy sees of type[RocksDBStore].
     return store_class(path, name=metadata.name, key_serde=metadata.key_serde,  # type: ignore[call-arg]
                        value_serde=metadata.value_serde, read_only=read_only)
 

@@ -24,9 +24,14 @@ from airflow_stateful_provider.streams.status.document import (
     STATE_LOST,
     UNASSIGNED,
     ChangelogProgress,
+    CommandAcknowledgement,
+    HostApplication,
+    InputPartition,
     InstanceStatus,
     InstanceTask,
+    SnapshotReport,
     TaskRestore,
+    ThreadReport,
 )
 from airflow_stateful_provider.streams.status.readable import age_text
 from airflow_stateful_provider.streams.task_id import TaskId
@@ -99,6 +104,8 @@ class StandbyReplica:
     lag: int | None
     lag_basis: str
     stale: bool
+    #: Changelog offsets applied per second (Kafka Streams' task-level ``update-rate``).
+    update_rate: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,10 +126,26 @@ class TaskStatus:
     #: Records the active skipped, by reason ("deserialization", "processing", "production",
     #: "invalid-timestamp", "late", ...), since the task started on its owner.
     dropped_records: Mapping[str, int] = dataclasses.field(default_factory=dict, hash=False)
+    #: The owner's processed records (since the task started on it) and their rate, and its
+    #: input partitions' positions; None and () when its document does not say.
+    process_total: int | None = None
+    process_rate: float | None = None
+    input_partitions: tuple[InputPartition, ...] = ()
+    #: The newest snapshot of the task any claimant uploaded or the owner restored from.
+    newest_snapshot: SnapshotReport | None = None
 
     @property
     def warmups(self) -> tuple[StandbyReplica, ...]:
         return tuple(s for s in self.standbys if s.warmup)
+
+    @property
+    def input_lag(self) -> int | None:
+        """Records between the owner's input positions and the partitions' ends (None when
+        any partition's is unknown, or the owner reports none)."""
+        lags = [p.lag for p in self.input_partitions]
+        if not lags or any(lag is None for lag in lags):
+            return None
+        return sum(lag for lag in lags if lag is not None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +167,12 @@ class InstanceSummary:
     active_tasks: tuple[str, ...]
     standby_tasks: tuple[str, ...]
     warmup_tasks: tuple[str, ...]
+    #: From the document, when it says (optional fields): thread metrics, what hosts the
+    #: instance, its own metrics endpoint, its answers to control commands.
+    threads: tuple[ThreadReport, ...] = ()
+    host_application: HostApplication | None = None
+    metrics_endpoint: str | None = None
+    acknowledgements: tuple[CommandAcknowledgement, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,6 +243,12 @@ def _task_json(task: TaskStatus) -> dict[str, Any]:
         "standbys": [dataclasses.asdict(s) for s in task.standbys],
         "notes": list(task.notes),
         "restore": None if task.restore is None else task.restore.to_dict(),
+        "dropped_records": dict(task.dropped_records),
+        "process_total": task.process_total,
+        "process_rate": task.process_rate,
+        "input_partitions": [p.to_dict() | {"lag": p.lag} for p in task.input_partitions],
+        "input_lag": task.input_lag,
+        "newest_snapshot": None if task.newest_snapshot is None else task.newest_snapshot.to_dict(),
     }
 
 
@@ -272,10 +307,12 @@ def build_application_status(
     instances = tuple(
         InstanceSummary(
             instance_id=d.instance_id, host=d.host, pid=d.pid, process_id=d.process_id, epoch=d.epoch,
-            state=d.state, processing_guarantee=d.processing_guarantee, generation=d.generation, next_probing_rebalance_ms=d.next_probing_rebalance_ms,
+            state=d.state, processing_guarantee=d.processing_guarantee, generation=d.generation,
+            next_probing_rebalance_ms=d.next_probing_rebalance_ms,
             published_at=d.published_at, age_ms=age[d.instance_id], stale=stale[d.instance_id],
             active_tasks=_tasks_with_role(d, "active"), standby_tasks=_tasks_with_role(d, "standby"),
-            warmup_tasks=_tasks_with_role(d, "warmup"))
+            warmup_tasks=_tasks_with_role(d, "warmup"), threads=d.threads, host_application=d.host_application,
+            metrics_endpoint=d.metrics_endpoint, acknowledgements=d.acknowledgements)
         for d in sorted(docs, key=lambda d: d.instance_id))
     return ApplicationStatus(application_id, now_ms, stale_after, instances, tuple(tasks))
 
@@ -333,9 +370,23 @@ def _task_status(task_id: str, claims: list[tuple[InstanceStatus, InstanceTask]]
         _standby(doc, task, partitions, ends, stale[doc.instance_id], notes)
         for doc, task in sorted(((d, t) for d, t in claims if t.role != "active"),
                                 key=lambda c: (c[1].role, c[0].instance_id)))
+    owned = None if owner is None else owner[1]
     return TaskStatus(task_id, state, active, restoration, standbys, tuple(notes),
-                      None if owner is None else owner[1].restore,
-                      {} if owner is None else dict(owner[1].dropped_records))
+                      None if owned is None else owned.restore,
+                      {} if owned is None else dict(owned.dropped_records),
+                      process_total=None if owned is None else owned.process_total,
+                      process_rate=None if owned is None else owned.process_rate,
+                      input_partitions=() if owned is None else owned.input_partitions,
+                      newest_snapshot=_newest_snapshot(claims, owned))
+
+
+def _newest_snapshot(claims: Sequence[tuple[InstanceStatus, InstanceTask]],
+                     owned: InstanceTask | None) -> SnapshotReport | None:
+    known = [t.last_snapshot for _, t in claims if t.last_snapshot is not None]
+    restore = None if owned is None else owned.restore
+    if restore is not None and restore.snapshot_id is not None and restore.snapshot_taken_at is not None:
+        known.append(SnapshotReport(restore.snapshot_id, restore.snapshot_taken_at))
+    return max(known, key=lambda s: s.taken_at, default=None)
 
 
 def restore_note(restore: TaskRestore, now_ms: int) -> str:
@@ -396,9 +447,11 @@ def _standby(doc: InstanceStatus, task: InstanceTask, partitions: Sequence[tuple
             notes.append(f"no end offset known for changelog {tp[0]}-{tp[1]}; lag of {doc.instance_id} unknown")
             lag, basis = None, "unknown"
             break
-        lag += max(0, end - entry.current_offset)
+        if lag is not None:  # always, here: every path that makes it None breaks out
+            lag += max(0, end - entry.current_offset)
     if basis == "reported":
         notes.append(f"lag of {doc.instance_id} measured against its last reported end (live end unavailable)")
     if is_stale:
         notes.append(f"{task.role} {doc.instance_id} is stale")
-    return StandbyReplica(doc.instance_id, doc.host, task.role == "warmup", task.state, lag, basis, is_stale)
+    return StandbyReplica(doc.instance_id, doc.host, task.role == "warmup", task.state, lag, basis, is_stale,
+                          update_rate=sum(c.restore_rate for c in task.changelogs))

@@ -2,7 +2,10 @@
 ``KafkaStreams`` and its threads, with a restore rate per changelog partition.
 
 The instance is read through the views of status/instance_view.py: this package sits below
-the runtime and does not import it."""
+the runtime and does not import it. Besides the tasks' states and changelog progress, the
+document carries the metrics on-call graphs (docs/status-topic.md, "Metrics"): per stream
+thread, Kafka Streams' thread-level counters and samples; per active task, processed records
+and the input partitions' lag; rates are computed here, from one document to the next."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.durations import duration_arg_ms
+from airflow_stateful_provider.streams.kafka.positions import local_lag
 from airflow_stateful_provider.streams.status.document import (
     STATE_LOST,
     TASK_STATES,
@@ -29,6 +33,7 @@ from airflow_stateful_provider.streams.status.instance_view import (
     InstanceView,
     RestoreSourceView,
     StreamThreadView,
+    TopicPartitionView,
 )
 from airflow_stateful_provider.streams.task_id import TaskId
 
@@ -38,11 +43,13 @@ log = logging.getLogger(__name__)
 
 
 class RestoreRateTracker:
-    """Offsets per second of each changelog partition over a sliding window.
+    """Offsets (or records) per second of each changelog partition (or counter) over a
+    sliding window.
 
     The rate is (newest position - oldest position) / elapsed time of the samples kept
     within ``window_ms``; it is 0.0 until two samples exist. A position that moves
-    backwards (store wiped and restored from the beginning) restarts the window.
+    backwards (store wiped and restored from the beginning, a counter of a task that moved
+    away and back) restarts the window.
     """
 
     def __init__(self, window_ms: int | timedelta = 30_000) -> None:
@@ -79,14 +86,18 @@ def _task_state(task_id: TaskId, state: enum.Enum) -> str | None:
     return name
 
 
-def _changelog_entry(entry: ChangelogProgressView, task_id: str, now_ms: int, tracker: RestoreRateTracker | None,
-                     observed: set[tuple[str, str, int]]) -> dict[str, Any]:
-    topic, number = entry.partition[0], entry.partition[1]
-    key = (task_id, topic, number)
+def _rate(tracker: RestoreRateTracker | None, key: tuple[Any, ...], value: int, now_ms: int,
+          observed: set[tuple[Any, ...]]) -> float:
     observed.add(key)
-    rate = tracker.observe(key, entry.position, now_ms) if tracker is not None else 0.0
+    return max(0.0, tracker.observe(key, value, now_ms)) if tracker is not None else 0.0
+
+
+def _changelog_entry(entry: ChangelogProgressView, task_id: str, now_ms: int, tracker: RestoreRateTracker | None,
+                     observed: set[tuple[Any, ...]]) -> dict[str, Any]:
+    topic, number = entry.partition[0], entry.partition[1]
+    rate = _rate(tracker, (task_id, topic, number), entry.position, now_ms, observed)
     return {"topic": topic, "partition": number, "store": entry.store_name, "start_offset": entry.start_offset,
-            "current_offset": entry.position, "end_offset": entry.end_offset, "restore_rate": max(0.0, rate)}
+            "current_offset": entry.position, "end_offset": entry.end_offset, "restore_rate": rate}
 
 
 def _restore_entry(source: RestoreSourceView | None) -> dict[str, Any]:
@@ -96,10 +107,54 @@ def _restore_entry(source: RestoreSourceView | None) -> dict[str, Any]:
     return {"restore": source.as_dict()}
 
 
-def _dropped_entry(task: ActiveTaskView) -> dict[str, Any]:
-    """``{"dropped_records": {reason: count}}`` for a task that skipped records (optional field)."""
-    dropped = task.metrics.dropped_records
-    return {"dropped_records": dict(dropped)} if dropped else {}
+def _activity_entry(task: ActiveTaskView, key: str, consumer: Any, now_ms: int, tracker: RestoreRateTracker | None,
+                    observed: set[tuple[Any, ...]]) -> dict[str, Any]:
+    """An active task's optional fields: records processed (and their rate), records dropped
+    by reason, and its input partitions' positions and high watermarks."""
+    metrics = task.metrics
+    out: dict[str, Any] = {"process_total": metrics.process_total,
+                           "process_rate": _rate(tracker, ("process", key), metrics.process_total, now_ms, observed)}
+    dropped = metrics.dropped_records
+    if dropped:
+        out["dropped_records"] = dict(dropped)
+    inputs = [_input_partition(consumer, tp) for tp in list(task.partitions)]
+    if inputs:
+        out["input_partitions"] = inputs
+    return out
+
+
+def _input_partition(consumer: Any, tp: TopicPartitionView) -> dict[str, Any]:
+    position = end = None
+    if consumer is not None:
+        try:
+            position, end = local_lag(consumer, tp.topic, tp.partition)
+        except Exception:
+            log.debug("input position of %s-%d unavailable", tp.topic, tp.partition, exc_info=True)
+    return {"topic": tp.topic, "partition": tp.partition, "position": position, "end_offset": end}
+
+
+def _snapshot_entry(uploaded: dict[str, tuple[str, int]], key: str) -> dict[str, Any]:
+    """``{"last_snapshot": ...}`` for a task this thread uploaded a snapshot of (optional field)."""
+    if key not in uploaded:
+        return {}
+    snapshot_id, taken_at = uploaded[key]
+    return {"last_snapshot": {"snapshot_id": snapshot_id, "taken_at": taken_at}}
+
+
+def _thread_entry(thread: StreamThreadView, tasks: list[dict[str, Any]], now_ms: int,
+                  tracker: RestoreRateTracker | None, observed: set[tuple[Any, ...]]) -> dict[str, Any]:
+    """The thread's ``threads[]`` entry; ``records_lag_max`` from its active tasks' entries."""
+    metrics = thread.metrics
+    commit_avg, commit_max = metrics.commit_latency.avg_max()
+    poll_avg, poll_max = metrics.poll_records.avg_max()
+    lags = [max(0, p["end_offset"] - p["position"]) for task in tasks for p in task.get("input_partitions", ())
+            if p["position"] is not None and p["end_offset"] is not None]
+    return {"thread_id": thread.name, "process_total": metrics.process_total,
+            "process_rate": _rate(tracker, ("thread", thread.name), metrics.process_total, now_ms, observed),
+            "commit_total": metrics.commit_total, "commit_latency_avg": commit_avg, "commit_latency_max": commit_max,
+            "poll_records_avg": poll_avg, "poll_records_max": poll_max,
+            "records_lag_max": max(lags) if lags else None,
+            "transaction_aborts_total": metrics.transaction_aborts_total}
 
 
 def _generation(thread: StreamThreadView) -> int | None:
@@ -114,7 +169,7 @@ def _generation(thread: StreamThreadView) -> int | None:
 
 
 def _thread_tasks(thread: StreamThreadView, now_ms: int, tracker: RestoreRateTracker | None,
-                  observed: set[tuple[str, str, int]]) -> list[dict[str, Any]]:
+                  observed: set[tuple[Any, ...]]) -> list[dict[str, Any]]:
     """The task entries of one stream thread (call with its ``tasks_lock`` held)."""
     reader = thread.changelog_reader
     by_task: dict[str, list[ChangelogProgressView]] = {}
@@ -125,6 +180,8 @@ def _thread_tasks(thread: StreamThreadView, now_ms: int, tracker: RestoreRateTra
     # Tasks refused because their changelog lost their stores' state: reported even after the
     # thread died of it (the instance's last document says why it stopped).
     lost = dict(reader.lost_tasks) if reader is not None else {}
+    taker = thread.snapshot_taker
+    uploaded = dict(taker.last_uploaded) if taker is not None else {}
     tasks: list[dict[str, Any]] = [
         {"task_id": str(task_id), "role": entries[0].role, "state": STATE_LOST, "changelogs": [],
          "lost_changelogs": [entry.to_dict() for entry in entries]}
@@ -137,7 +194,8 @@ def _thread_tasks(thread: StreamThreadView, now_ms: int, tracker: RestoreRateTra
         tasks.append({"task_id": key, "role": "active", "state": state,
                       "changelogs": [_changelog_entry(e, key, now_ms, tracker, observed)
                                      for e in by_task.get(key, [])], **_restore_entry(sources.get(key)),
-                      **_dropped_entry(task)})
+                      **_activity_entry(task, key, thread.consumer, now_ms, tracker, observed),
+                      **_snapshot_entry(uploaded, key)})
     for task_id, standby in sorted(thread.standby_tasks.items()):
         state = _task_state(task_id, standby.state)
         if state is None or task_id in lost:
@@ -146,7 +204,7 @@ def _thread_tasks(thread: StreamThreadView, now_ms: int, tracker: RestoreRateTra
         tasks.append({"task_id": key, "role": "warmup" if standby.warmup else "standby", "state": state,
                       "changelogs": [_changelog_entry(e, key, now_ms, tracker, observed)
                                      for e in by_task.get(key, [])],
-                      **_restore_entry(sources.get(key))})
+                      **_restore_entry(sources.get(key)), **_snapshot_entry(uploaded, key)})
     return tasks
 
 
@@ -166,8 +224,9 @@ def status_document_from_instance(
     overwrites it when sending.
     """
     now = wall_clock_ms() if now_ms is None else now_ms
-    observed: set[tuple[str, str, int]] = set()
+    observed: set[tuple[Any, ...]] = set()
     tasks: list[dict[str, Any]] = []
+    threads: list[dict[str, Any]] = []
     generations: list[int] = []
     probes: list[int] = []
     for thread in list(streams.threads):
@@ -179,10 +238,17 @@ def status_document_from_instance(
         # The thread changes its tasks and the reader's registrations under tasks_lock: copied
         # under it, a restoring task always comes with its changelog progress.
         with thread.tasks_lock:
-            tasks += _thread_tasks(thread, now, rate_tracker, observed)
+            thread_tasks = _thread_tasks(thread, now, rate_tracker, observed)
+        tasks += thread_tasks
+        threads.append(_thread_entry(thread, thread_tasks, now, rate_tracker, observed))
     if rate_tracker is not None:
         rate_tracker.retain(observed)
-    return {
+    optional: dict[str, Any] = {"threads": threads}
+    if streams.config.host_application is not None:
+        optional["host_application"] = dict(streams.config.host_application)
+    if streams.metrics_endpoint is not None:
+        optional["metrics_endpoint"] = streams.metrics_endpoint
+    return optional | {
         "format_version": document_format_version(task["state"] for task in tasks),
         "instance_id": instance_id,
         "application_id": streams.config.application_id,

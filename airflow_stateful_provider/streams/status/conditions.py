@@ -212,7 +212,7 @@ def _restoration_waiting_for(status: ApplicationStatus, task: TaskStatus | None,
         return ""
     if task.state == "restoring":
         r = task.restoration
-        if r.pending:
+        if r is None or r.remaining is None:  # pending: not every changelog end offset reported
             return "restoring; waiting for the owner to report its changelog end offsets"
         if r.remaining <= max_remaining:
             return ""
@@ -264,7 +264,7 @@ def standby_lag_condition(
         if not inferred:
             problems.append("no task reports a changelog (no standby, warmup or restoring active), so the stateful "
                             "tasks are unknown; pass task_ids to name them")
-        selected = [(t, status.task(t)) for t in inferred]
+        selected: list[tuple[str, TaskStatus | None]] = [(t, status.task(t)) for t in inferred]
     else:
         selected = _selected(status, wanted)
     checks = []

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from airflow_stateful_provider.streams.errors import StatusFormatError, UnsupportedStatusVersionError
 from airflow_stateful_provider.streams.task_id import TaskId
@@ -36,8 +36,12 @@ __all__ = [
     "control_topic_name",
     "ChangelogProgress",
     "LostChangelogReport",
+    "InputPartition",
+    "SnapshotReport",
     "InstanceTask",
     "CommandAcknowledgement",
+    "ThreadReport",
+    "HostApplication",
     "InstanceStatus",
 ]
 
@@ -156,6 +160,38 @@ class LostChangelogReport:
 
 
 @dataclasses.dataclass(frozen=True)
+class InputPartition:
+    """An input partition of an active task, as its main consumer knows it: ``position`` is
+    the next offset it will fetch, ``end_offset`` the partition's high watermark from the
+    last fetch response (None until the first); ``lag`` the records between them."""
+
+    topic: str
+    partition: int
+    position: int | None
+    end_offset: int | None
+
+    @property
+    def lag(self) -> int | None:
+        if self.position is None or self.end_offset is None:
+            return None
+        return max(0, self.end_offset - self.position)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class SnapshotReport:
+    """The newest snapshot this instance uploaded of a task (docs/snapshots.md)."""
+
+    snapshot_id: str
+    taken_at: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
 class InstanceTask:
     """A task an instance holds: its role, its state and its changelog partitions.
 
@@ -163,6 +199,9 @@ class InstanceTask:
     ``state_lost`` task lists what its changelogs lost in ``lost_changelogs``. An active task
     that skipped records (exception handlers, invalid timestamps, late or null-key records)
     counts them by reason in ``dropped_records`` (since the task started on this instance).
+    An active task also reports, optionally, the records it processed (``process_total``,
+    ``process_rate`` per second) and its ``input_partitions``; a task this instance
+    snapshotted, its ``last_snapshot``.
     """
 
     task_id: str
@@ -172,9 +211,13 @@ class InstanceTask:
     restore: TaskRestore | None = None
     lost_changelogs: tuple[LostChangelogReport, ...] = ()
     dropped_records: Mapping[str, int] = dataclasses.field(default_factory=dict, hash=False)
+    process_total: int | None = None
+    process_rate: float | None = None
+    input_partitions: tuple[InputPartition, ...] = ()
+    last_snapshot: SnapshotReport | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"task_id": self.task_id, "role": self.role, "state": self.state,
+        out: dict[str, Any] = {"task_id": self.task_id, "role": self.role, "state": self.state,
                "changelogs": [c.to_dict() for c in self.changelogs]}
         if self.restore is not None:
             out["restore"] = self.restore.to_dict()
@@ -182,6 +225,14 @@ class InstanceTask:
             out["lost_changelogs"] = [c.to_dict() for c in self.lost_changelogs]
         if self.dropped_records:
             out["dropped_records"] = dict(sorted(self.dropped_records.items()))
+        if self.process_total is not None:
+            out["process_total"] = self.process_total
+        if self.process_rate is not None:
+            out["process_rate"] = self.process_rate
+        if self.input_partitions:
+            out["input_partitions"] = [p.to_dict() for p in self.input_partitions]
+        if self.last_snapshot is not None:
+            out["last_snapshot"] = self.last_snapshot.to_dict()
         return out
 
 
@@ -197,6 +248,41 @@ class CommandAcknowledgement:
 
     def to_dict(self) -> dict[str, Any]:
         return {"command_id": self.command_id, "status": self.status, "result": self.result, "at": self.at}
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadReport:
+    """One stream thread's metrics (Kafka Streams' ``stream-thread-metrics``, and its main
+    consumer's ``records-lag-max``). Latencies in ms, rates per second; the averages and
+    maxima cover the last 30 s and are None when nothing happened in them."""
+
+    thread_id: str
+    process_total: int
+    process_rate: float
+    commit_total: int
+    commit_latency_avg: float | None
+    commit_latency_max: float | None
+    poll_records_avg: float | None
+    poll_records_max: float | None
+    #: The largest input lag of the thread's partitions as of the document (None: unknown).
+    records_lag_max: int | None
+    transaction_aborts_total: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class HostApplication:
+    """What hosts the instance, when something does: e.g. the Spark application (``kind``
+    "spark", its application id, its web UI address when the UI is enabled)."""
+
+    kind: str
+    application_id: str
+    ui_url: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,6 +304,11 @@ class InstanceStatus:
     next_probing_rebalance_ms: int | None = None
     tasks: tuple[InstanceTask, ...] = ()
     acknowledgements: tuple[CommandAcknowledgement, ...] = ()
+    #: Optional (earlier builds leave them out): thread metrics, the hosting application,
+    #: and the address of the instance's own metrics endpoint (StreamsConfig.metrics_port).
+    threads: tuple[ThreadReport, ...] = ()
+    host_application: HostApplication | None = None
+    metrics_endpoint: str | None = None
 
     @property
     def format_version(self) -> int:
@@ -225,7 +316,14 @@ class InstanceStatus:
         return document_format_version(t.state for t in self.tasks)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        optional: dict[str, Any] = {}
+        if self.threads:
+            optional["threads"] = [t.to_dict() for t in self.threads]
+        if self.host_application is not None:
+            optional["host_application"] = self.host_application.to_dict()
+        if self.metrics_endpoint is not None:
+            optional["metrics_endpoint"] = self.metrics_endpoint
+        return optional | {
             "format_version": self.format_version,
             "instance_id": self.instance_id,
             "application_id": self.application_id,
@@ -293,6 +391,14 @@ class _DocumentParser:
             raise self.fail(path, "is missing")
         return obj[name]
 
+    @overload
+    def integer(self, obj: Mapping[str, Any], name: str, path: str, *, minimum: int | None = 0,
+                nullable: Literal[False] = False) -> int: ...
+
+    @overload
+    def integer(self, obj: Mapping[str, Any], name: str, path: str, *, minimum: int | None = 0,
+                nullable: bool) -> int | None: ...
+
     def integer(self, obj: Mapping[str, Any], name: str, path: str, *, minimum: int | None = 0,
                 nullable: bool = False) -> int | None:
         value = self.field(obj, name, path)
@@ -311,11 +417,25 @@ class _DocumentParser:
             raise self.fail(path, f"must be one of {sorted(choices)}, got {value!r}")
         return value
 
-    def rate(self, obj: Mapping[str, Any], name: str, path: str) -> float:
+    @overload
+    def rate(self, obj: Mapping[str, Any], name: str, path: str, *, nullable: Literal[False] = False) -> float: ...
+
+    @overload
+    def rate(self, obj: Mapping[str, Any], name: str, path: str, *, nullable: bool) -> float | None: ...
+
+    def rate(self, obj: Mapping[str, Any], name: str, path: str, *, nullable: bool = False) -> float | None:
         value = self.field(obj, name, path)
+        if value is None and nullable:
+            return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise self.fail(path, f"must be a finite number >= 0, got {value!r}")
+            raise self.fail(path, f"must be a finite number >= 0{' or null' if nullable else ''}, got {value!r}")
         return float(value)
+
+    def optional_text(self, obj: Mapping[str, Any], name: str, path: str) -> str | None:
+        value = obj.get(name)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise self.fail(path, f"must be a non-empty string or null, got {value!r}")
+        return value
 
     def listing(self, obj: Mapping[str, Any], name: str, path: str) -> list[Any]:
         value = self.field(obj, name, path)
@@ -364,7 +484,39 @@ class _DocumentParser:
             published_at=self.integer(data, "published_at", "published_at"),
             tasks=tasks,
             acknowledgements=acks,
+            threads=tuple(self.thread(t, f"threads[{i}]")
+                          for i, t in enumerate(self.listing(data, "threads", "threads")))
+            if "threads" in data else (),
+            host_application=self.host_application(data["host_application"], "host_application")
+            if data.get("host_application") is not None else None,
+            metrics_endpoint=self.optional_text(data, "metrics_endpoint", "metrics_endpoint"),
         )
+
+    def thread(self, raw: Any, path: str) -> ThreadReport:
+        obj = self.mapping(raw, path)
+        def count(name: str) -> int:
+            return self.integer(obj, name, f"{path}.{name}")
+
+        def sample(name: str) -> float | None:
+            return self.rate(obj, name, f"{path}.{name}", nullable=True)
+
+        return ThreadReport(thread_id=self.text(obj, "thread_id", f"{path}.thread_id"),
+                            process_total=count("process_total"),
+                            process_rate=self.rate(obj, "process_rate", f"{path}.process_rate"),
+                            commit_total=count("commit_total"),
+                            commit_latency_avg=sample("commit_latency_avg"),
+                            commit_latency_max=sample("commit_latency_max"),
+                            poll_records_avg=sample("poll_records_avg"),
+                            poll_records_max=sample("poll_records_max"),
+                            records_lag_max=self.integer(obj, "records_lag_max", f"{path}.records_lag_max",
+                                                         nullable=True),
+                            transaction_aborts_total=count("transaction_aborts_total"))
+
+    def host_application(self, raw: Any, path: str) -> HostApplication:
+        obj = self.mapping(raw, path)
+        return HostApplication(kind=self.text(obj, "kind", f"{path}.kind"),
+                               application_id=self.text(obj, "application_id", f"{path}.application_id"),
+                               ui_url=self.optional_text(obj, "ui_url", f"{path}.ui_url"))
 
     def task(self, raw: Any, path: str) -> InstanceTask:
         obj = self.mapping(raw, path)
@@ -386,8 +538,28 @@ class _DocumentParser:
         dropped = self.mapping(obj["dropped_records"], f"{path}.dropped_records") if "dropped_records" in obj else {}
         dropped = {str(reason): self.integer(dropped, reason, f"{path}.dropped_records.{reason}")
                    for reason in dropped}
-        return InstanceTask(task_id, self.text(obj, "role", f"{path}.role", choices=TASK_ROLES), state, changelogs,
-                            restore, lost, dropped)
+        inputs = tuple(self.input_partition(p, f"{path}.input_partitions[{i}]") for i, p in
+                       enumerate(self.listing(obj, "input_partitions", f"{path}.input_partitions")))\
+            if "input_partitions" in obj else ()
+        snapshot = self.mapping(obj["last_snapshot"], f"{path}.last_snapshot") \
+            if obj.get("last_snapshot") is not None else None
+        return InstanceTask(
+            task_id, self.text(obj, "role", f"{path}.role", choices=TASK_ROLES), state, changelogs, restore, lost,
+            dropped,
+            process_total=self.integer(obj, "process_total", f"{path}.process_total") if "process_total" in obj
+            else None,
+            process_rate=self.rate(obj, "process_rate", f"{path}.process_rate") if "process_rate" in obj else None,
+            input_partitions=inputs,
+            last_snapshot=None if snapshot is None else SnapshotReport(
+                self.text(snapshot, "snapshot_id", f"{path}.last_snapshot.snapshot_id"),
+                self.integer(snapshot, "taken_at", f"{path}.last_snapshot.taken_at")))
+
+    def input_partition(self, raw: Any, path: str) -> InputPartition:
+        obj = self.mapping(raw, path)
+        return InputPartition(topic=self.text(obj, "topic", f"{path}.topic"),
+                              partition=self.integer(obj, "partition", f"{path}.partition"),
+                              position=self.integer(obj, "position", f"{path}.position", nullable=True),
+                              end_offset=self.integer(obj, "end_offset", f"{path}.end_offset", nullable=True))
 
     def lost_changelog(self, raw: Any, path: str) -> LostChangelogReport:
         obj = self.mapping(raw, path)

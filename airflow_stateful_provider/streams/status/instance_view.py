@@ -39,8 +39,12 @@ __all__ = [
     "PublishedInstanceView",
     "RestoreSourceView",
     "StandbyView",
+    "SnapshotTakerView",
     "StreamThreadView",
     "TaskMetricsView",
+    "ThreadMetricsView",
+    "TopicPartitionView",
+    "WindowedStatView",
 ]
 
 
@@ -49,6 +53,19 @@ class TaskMetricsView(Protocol):
     @property
     def dropped_records(self) -> Mapping[str, int]:
         """Records a processor skipped, by reason."""
+
+    @property
+    def process_total(self) -> int:
+        """Records the task processed since it started on this instance."""
+
+
+@runtime_checkable
+class TopicPartitionView(Protocol):
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
 
 
 @runtime_checkable
@@ -61,6 +78,10 @@ class ActiveTaskView(Protocol):
 
     @property
     def metrics(self) -> TaskMetricsView: ...
+
+    @property
+    def partitions(self) -> Sequence[TopicPartitionView]:
+        """Its input partitions."""
 
 
 @runtime_checkable
@@ -149,6 +170,41 @@ class GroupConsumerView(Protocol):
 
 
 @runtime_checkable
+class WindowedStatView(Protocol):
+    def avg_max(self) -> tuple[float | None, float | None]:
+        """Average and maximum over the recent window (None, None when empty)."""
+
+
+@runtime_checkable
+class ThreadMetricsView(Protocol):
+    """A stream thread's metrics (processing/metrics.py ``ThreadMetrics``)."""
+
+    @property
+    def process_total(self) -> int: ...
+
+    @property
+    def commit_total(self) -> int: ...
+
+    @property
+    def transaction_aborts_total(self) -> int: ...
+
+    @property
+    def commit_latency(self) -> WindowedStatView: ...
+
+    @property
+    def poll_records(self) -> WindowedStatView: ...
+
+
+@runtime_checkable
+class SnapshotTakerView(Protocol):
+    """A stream thread's snapshot taker (snapshots/taking.py ``SnapshotTaker``)."""
+
+    @property
+    def last_uploaded(self) -> Mapping[str, tuple[str, int]]:
+        """Newest uploaded snapshot per task id: (snapshot id, taken at epoch ms)."""
+
+
+@runtime_checkable
 class StreamThreadView(Protocol):
     """A stream thread (instance/stream_thread.py ``StreamThread``). Its tasks, standbys and
     the reader's registrations change under ``tasks_lock``: the collector reads them holding it."""
@@ -174,6 +230,17 @@ class StreamThreadView(Protocol):
     def next_probing_rebalance_ms(self) -> int | None:
         """When the assignor asked this member to rebalance next (wall clock), if it did."""
 
+    @property
+    def name(self) -> str:
+        """The thread id (``<client id>-StreamThread-<n>``)."""
+
+    @property
+    def metrics(self) -> ThreadMetricsView: ...
+
+    @property
+    def snapshot_taker(self) -> SnapshotTakerView | None:
+        """None when snapshots are off or the thread has not started."""
+
 
 @runtime_checkable
 class InstanceConfigView(Protocol):
@@ -182,6 +249,10 @@ class InstanceConfigView(Protocol):
 
     @property
     def processing_guarantee(self) -> enum.Enum | str: ...
+
+    @property
+    def host_application(self) -> Mapping[str, Any] | None:
+        """What hosts the instance (the document's ``host_application``), if set."""
 
 
 @runtime_checkable
@@ -199,6 +270,10 @@ class InstanceView(Protocol):
 
     @property
     def threads(self) -> Sequence[StreamThreadView]: ...
+
+    @property
+    def metrics_endpoint(self) -> str | None:
+        """URL of the instance's own metrics endpoint, when it serves one."""
 
 
 @runtime_checkable

@@ -192,7 +192,7 @@ class StatusPublisher:
                     if self._closed:
                         break
                     self._send_document()
-            except Exception:  # noqa: BLE001 - status must never take the instance down
+            except Exception:  # status must never take the instance down
                 log.exception("status publisher of %s failed to publish; retrying in %d ms",
                               self.instance_id, self.status_interval_ms)
             next_due = time.monotonic() + self.status_interval_ms / 1000
@@ -216,14 +216,14 @@ class StatusPublisher:
                 else:
                     self._send_document()
                 self._producer.flush(timeout=timeout)
-            except Exception:  # noqa: BLE001 - closing anyway; readers will see the document go stale
+            except Exception:  # closing anyway; readers will see the document go stale
                 log.exception("status publisher of %s: final %s not delivered", self.instance_id,
                               "tombstone" if clean else "document")
             finally:
                 if self._owns_producer:
                     try:
                         self._producer.close(timeout=timeout)
-                    except Exception:  # noqa: BLE001
+                    except Exception:
                         log.exception("status publisher of %s: error closing its producer", self.instance_id)
 
     def __enter__(self) -> StatusPublisher:

@@ -28,6 +28,7 @@ from airflow_stateful_provider.streams.status.application import ApplicationStat
 from airflow_stateful_provider.streams.status.document import (
     DEFAULT_STALE_AFTER_MS,
     InstanceStatus,
+    control_topic_name,
     status_topic_name,
 )
 from airflow_stateful_provider.streams.task_id import TaskId
@@ -36,6 +37,7 @@ __all__ = [
     "DEFAULT_READ_TIMEOUT_MS",
     "ConsumerFactory",
     "fetch_application_status",
+    "list_applications",
     "open_reader_consumer",
     "read_status_documents",
 ]
@@ -190,14 +192,16 @@ def fetch_application_status(
     timeout_ms: int | timedelta = DEFAULT_READ_TIMEOUT_MS,
     expected_tasks: Iterable[str | TaskId] = (),
     now_ms: int | None = None,
+    allow_empty: bool = False,
 ) -> ApplicationStatus:
     """Read every instance's document and the live end offsets of the changelog
     partitions they mention, and build the snapshot (see ``build_application_status``).
-    Raises UnknownApplicationError when there is no live document."""
+    Raises UnknownApplicationError when there is no status topic, or no live document
+    (unless ``allow_empty``: then the snapshot of an application whose instances all left)."""
     timeout = duration_arg_ms(timeout_ms, "timeout_ms", minimum=1)
     consumer, servers = open_reader_consumer(bootstrap_servers, application_id, timeout, client_configs)
     try:
-        documents = _read_documents(consumer, servers, application_id, timeout, allow_empty=False)
+        documents = _read_documents(consumer, servers, application_id, timeout, allow_empty=allow_empty)
         partitions = {c.topic_partition for d in documents.values() for t in d.tasks for c in t.changelogs}
         try:
             ends = _live_end_offsets(consumer, partitions, timeout)
@@ -208,3 +212,26 @@ def fetch_application_status(
         consumer.close()
     return build_application_status(documents, ends, wall_clock_ms() if now_ms is None else now_ms, stale_after_ms,
                                      application_id=application_id, expected_tasks=expected_tasks)
+
+
+def list_applications(
+    source: str | Sequence[str] | ConsumerFactory,
+    timeout_ms: int | timedelta = DEFAULT_READ_TIMEOUT_MS,
+    *,
+    client_configs: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """The ids of the applications on the cluster: every ``<id>`` with both an ``<id>-status``
+    and an ``<id>-control`` topic (an instance or the Spark driver creates the two together),
+    sorted. BrokerUnreachableError past ``timeout_ms``."""
+    timeout = duration_arg_ms(timeout_ms, "timeout_ms", minimum=1)
+    consumer, servers = open_reader_consumer(source, "applications", timeout, client_configs)
+    try:
+        topics = set(consumer.topics())
+    except connection_errors() as exc:
+        raise BrokerUnreachableError(f"lost Kafka at {servers} while listing its topics: {exc}") from exc
+    finally:
+        consumer.close()
+    suffix = status_topic_name("")
+    return sorted(topic[:-len(suffix)] for topic in topics
+                  if topic.endswith(suffix) and len(topic) > len(suffix)
+                  and control_topic_name(topic[:-len(suffix)]) in topics)

@@ -36,11 +36,12 @@ def restoration_cells(restoration: RestorationProgress | None, *, bar: bool = Fa
     if restoration is None:
         return "-", "-", "-"
     r = restoration
-    if r.pending:
+    fraction = r.fraction
+    if r.pending or fraction is None:  # the same: a pending restoration has no total
         progress = f"{r.restored:,}/? (pending)"
         eta = "?"
     else:
-        progress = f"{r.restored:,}/{r.total:,} ({int(r.fraction * 100)}%)"
+        progress = f"{r.restored:,}/{r.total:,} ({int(fraction * 100)}%)"
         eta = "?" if r.eta_seconds is None else duration_text(r.eta_seconds)
     if bar:
         progress = f"{progress_bar(r.fraction)} {progress}"

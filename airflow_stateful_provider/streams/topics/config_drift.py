@@ -229,6 +229,7 @@ def drift_table(drifts: Iterable[Drift]) -> str:
         return "no drift"
     header = ("TOPIC", "KEY", "EXPECTED", "ACTUAL", "ACTION")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+    lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+             for row in [header, *rows]]
     reasons = [f"- {d.topic} {d.key}: {d.reason}" for d in drifts if not d.repairable and d.reason]
     return "\n".join(lines + reasons)

@@ -75,8 +75,8 @@ def compute_subtopologies(nodes: Mapping[str, NodeSpec], store_users: Mapping[st
     for sub_id in sorted(members):
         names = members[sub_id]
         order = topological_order(nodes, names)
-        sources = [nodes[n] for n in order if isinstance(nodes[n], SourceNodeSpec)]
-        topics = tuple(t for s in sources for t in s.topics)  # type: ignore[union-attr]
+        sources = [spec for n in order if isinstance(spec := nodes[n], SourceNodeSpec)]
+        topics = tuple(t for s in sources for t in s.topics)
         sinks = tuple(
             dict.fromkeys(
                 spec.topic

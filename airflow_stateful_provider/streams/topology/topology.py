@@ -345,14 +345,14 @@ class Topology:
                 )
             tasks[sub.id] = distinct.pop()
         for group in self._copartition_groups:
-            per_topic = {
+            in_group = {
                 self.decorate_topic(t, application_id): counts.get(self.decorate_topic(t, application_id))
                 for t in sorted(group)
             }
-            if len({n for n in per_topic.values() if n is not None}) > 1:
+            if len({n for n in in_group.values() if n is not None}) > 1:
                 raise TopologyError(
-                    f"topics {sorted(per_topic)} must be co-partitioned (equal partition "
-                    f"counts), got {per_topic}"
+                    f"topics {sorted(in_group)} must be co-partitioned (equal partition "
+                    f"counts), got {in_group}"
                 )
         return tasks
 

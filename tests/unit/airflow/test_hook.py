@@ -234,8 +234,8 @@ def test_send_command_builds_and_sends_through_the_control_channel(sasl_conn):
     from airflow_stateful_provider.streams.control.commands import ControlCommand
 
     with mock.patch("airflow_stateful_provider.streams.control.channel.send_command") as send:
-        command = StatefulStreamsHook().send_command("clicks", "enforce_retention", instances=["i-1"], stores=["counts"],
-                                                     now_ms=123)
+        command = StatefulStreamsHook().send_command("clicks", "enforce_retention", instances=["i-1"],
+                                                     stores=["counts"], now_ms=123)
     assert isinstance(command, ControlCommand)
     assert (command.application_id, command.command_type, command.instances, command.stores, command.now_ms) == \
         ("clicks", "enforce_retention", ("i-1",), ("counts",), 123)

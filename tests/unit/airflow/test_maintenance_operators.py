@@ -6,7 +6,7 @@ client (dry run, repair, manual findings)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -49,7 +49,7 @@ def test_template_fields():
 @pytest.mark.parametrize(("now", "expected"), [
     (None, 42), ("", 42), (1_700_000_000_000, 1_700_000_000_000), ("1700000000000", 1_700_000_000_000),
     ("2026-01-01T00:00:00Z", 1_767_225_600_000), ("2026-01-01T01:00:00+01:00", 1_767_225_600_000),
-    (datetime(2026, 1, 1, tzinfo=timezone.utc), 1_767_225_600_000),
+    (datetime(2026, 1, 1, tzinfo=UTC), 1_767_225_600_000),
 ])
 def test_now_forms(now, expected):
     assert parse_now_ms(now, wall_clock_ms=42) == expected

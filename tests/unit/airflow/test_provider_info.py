@@ -50,7 +50,8 @@ def test_every_module_defining_a_concrete_class_of_the_section_is_listed(section
         module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             concrete = cls.__module__ == module.__name__ and not cls.__name__.startswith("_")
-            if concrete and issubclass(cls, base) and not (section == "operators" and issubclass(cls, BaseSensorOperator)):
+            sensor_among_operators = section == "operators" and issubclass(cls, BaseSensorOperator)
+            if concrete and issubclass(cls, base) and not sensor_among_operators:
                 defining.add(module.__name__)
     defining.discard("airflow_stateful_provider.sensors.base")  # the shared base, not a sensor of its own
     assert defining <= set(listed(section)), f"unlisted {section} modules: {sorted(defining - set(listed(section)))}"
@@ -122,3 +123,15 @@ def test_unreadable_airflow_version_is_refused():
 
 def test_the_installed_airflow_passes_the_guard():
     require_airflow()
+
+
+def test_every_extra_link_is_listed_and_imports():
+    from airflow.sdk import BaseOperatorLink
+
+    from airflow_stateful_provider.links import stateful_streams
+
+    listed_links = get_provider_info()["extra-links"]
+    defined = {f"{stateful_streams.__name__}.{name}"
+               for name, cls in inspect.getmembers(stateful_streams, inspect.isclass)
+               if issubclass(cls, BaseOperatorLink) and cls.__module__ == stateful_streams.__name__}
+    assert set(listed_links) == defined and len(defined) == 2

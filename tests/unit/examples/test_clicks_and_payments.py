@@ -165,10 +165,12 @@ def test_malformed_json_follows_the_configured_deserialization_handler():
         with pytest.raises(DeserializationError, match="topic 'clicks' partition 0 offset 0"):
             raw.pipe_input("user-000", b"{not json", START)
 
-    config = StreamsConfig.from_mapping({**_config().to_dict(), "deserialization_exception_handler": "log_and_continue"})
+    config = StreamsConfig.from_mapping({**_config().to_dict(),
+                                         "deserialization_exception_handler": "log_and_continue"})
     settings = ExampleSettings()
     with TopologyTestDriver(build_topology(config), config) as driver:
-        inputs = {CLICK: driver.create_input_topic("clicks", S, J), PAYMENT: driver.create_input_topic("payments", S, J),
+        inputs = {CLICK: driver.create_input_topic("clicks", S, J),
+                  PAYMENT: driver.create_input_topic("payments", S, J),
                   RATE: driver.create_input_topic("currency-rates", S, J)}
         raw_payments = driver.create_input_topic(settings.payments_topic, S, Serdes.bytes())
         for i, record in enumerate(records):

@@ -25,6 +25,8 @@ def test_config_values_merge_file_inline_json_and_overrides(tmp_path):
     ("{bad", [], "--config-json is not valid JSON"),
     (json.dumps(BASE), ["nokey"], "--set takes key=value, got 'nokey'"),
     (json.dumps({**BASE, "instance_id": "x"}), [], "'instance_id' is set by the supervisor"),
+    (json.dumps({**BASE, "host_application": {"kind": "k8s", "application_id": "x"}}), [],
+     "'host_application' is set by the supervisor"),
     (json.dumps({**BASE, "num_standby_replica": 1}), [], "unknown streams config key 'num_standby_replica'"),
 ])
 def test_bad_config_values_are_named(inline, sets, message):

@@ -71,6 +71,12 @@ def test_durations_accept_timedelta():
         ({"admin_configs": {"linger_ms": 1}}, "admin_configs: 'linger_ms' is a producer setting"),
         ({"producer_configs": {"client_id": "mine"}}, "producer_configs: 'client_id' cannot be set"),
         ({"default_key_serde": "avro"}, "default_key_serde: unknown serde name 'avro'"),
+        ({"metrics_port": 70000}, "metrics_port must be a TCP port 0..65535"),
+        ({"metrics_port": "9464"}, "metrics_port must be an int"),
+        ({"host_application": {"kind": "spark"}}, r"host_application\['application_id'\] must be a non-empty string"),
+        ({"host_application": {"kind": "spark", "application_id": "a", "url": "x"}}, "unknown keys \\['url'\\]"),
+        ({"host_application": {"kind": "spark", "application_id": "a", "ui_url": "driver:4040"}},
+         "must be an http\\(s\\) URL or None, got 'driver:4040'"),
     ],
 )
 def test_bad_values_are_named(changes, message):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -45,7 +45,7 @@ def test_read_api_and_empty_topic():
 
 def test_input_topic_time_auto_advance_and_datetime():
     with TopologyTestDriver(_passthrough()) as driver:
-        start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+        start = datetime(2024, 1, 1, tzinfo=UTC)
         topic = driver.create_input_topic("in", S, S, start_timestamp=start, auto_advance=timedelta(seconds=1))
         out = driver.create_output_topic("out", S, S)
         topic.pipe_value_list(["a", "b"])

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogWriter
 
@@ -46,11 +45,13 @@ class ChangeloggingStore:
 
     @property
     def name(self) -> str:
-        return self.inner.name  # type: ignore[no-any-return]
+        name: str = self.inner.name
+        return name
 
     @property
     def persistent(self) -> bool:
-        return self.inner.persistent  # type: ignore[no-any-return]
+        persistent: bool = self.inner.persistent
+        return persistent
 
     def __enter__(self) -> Any:
         return self

@@ -104,7 +104,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[TopicPartition, int]:
     return offsets
 
 
-def write_checkpoint(path: str | os.PathLike[str], offsets: Mapping[tuple[str, int], int]) -> None:
+def write_checkpoint(path: str | os.PathLike[str], offsets: Mapping[TopicPartition, int]) -> None:
     """Atomically replace the checkpoint at ``path`` with ``offsets``; empty deletes the file.
 
     Offsets must be >= 0 or :data:`OFFSET_UNKNOWN`; a topic must be non-empty without
@@ -176,7 +176,7 @@ class OffsetCheckpoint:
     def read(self) -> dict[TopicPartition, int]:
         return read_checkpoint(self.path)
 
-    def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
         write_checkpoint(self.path, offsets)
 
     def delete(self) -> None:

@@ -7,14 +7,17 @@ they are plain frozen dataclasses with :meth:`as_dict` giving JSON-ready dicts.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = ["CompactionResult", "RetentionResult", "SegmentInfo", "StoreStats"]
 
 
 class _AsDict:
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
+        return dataclasses.asdict(cast("DataclassInstance", self))  # every subclass is a dataclass
 
 
 @dataclasses.dataclass(frozen=True)

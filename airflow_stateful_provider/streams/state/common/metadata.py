@@ -73,7 +73,7 @@ def register_metadata_kind(kind: MetadataKind) -> None:
     _KINDS[kind.store_type] = kind
 
 
-def metadata_kind(store_type: str, source: str) -> MetadataKind:
+def metadata_kind(store_type: object, source: str) -> MetadataKind:
     """The registered kind of ``store_type``; an :class:`InvalidStoreError` naming ``source`` if none."""
     kind = _KINDS.get(store_type) if isinstance(store_type, str) else None
     if kind is None:
@@ -118,7 +118,7 @@ class StoreMetadata:
             raise InvalidStoreError(
                 f"{source}: unknown store format version {version}; this code reads version {FORMAT_VERSION}"
             )
-        kind = metadata_kind(doc.get("store_type"), source)  # type: ignore[arg-type]
+        kind = metadata_kind(doc.get("store_type"), source)
         name = doc.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidStoreError(f"{source}: store metadata needs a non-empty string 'name', got {name!r}")

@@ -40,7 +40,7 @@ from typing import Any, ClassVar, TypeVar
 import rocksdict
 
 from airflow_stateful_provider.streams.errors import ConfigError, InvalidStoreError, ReadOnlyStoreError
-from airflow_stateful_provider.streams.state.common.maintenance import CompactionResult
+from airflow_stateful_provider.streams.state.common.maintenance import CompactionResult, StoreStats
 from airflow_stateful_provider.streams.state.common.metadata import (
     DB_DIR_NAME,
     METADATA_FILE_NAME,
@@ -98,7 +98,7 @@ def _rdict(db_path: str, create: bool, access_type: rocksdict.AccessType | None 
 
 def _write_options(wal: bool = False) -> rocksdict.WriteOptions:
     wo = rocksdict.WriteOptions()
-    wo.disable_wal = not wal
+    wo.disable_wal = not wal  # type: ignore[method-assign, assignment]  # a setter; rocksdict's stub says method
     return wo
 
 
@@ -317,6 +317,10 @@ class RocksDBStore:
     def _on_refresh(self) -> None:
         """Hook: reload in-memory state from the RocksDB (after a secondary catch-up, or after
         a transactional store dropped its buffer)."""
+
+    def stats(self) -> StoreStats:
+        """What the maintenance operators and ``stateful-streams stores`` report (each kind's own)."""
+        raise NotImplementedError
 
     def close(self) -> None:
         """Flush and release the RocksDB; closing twice is harmless. A transactional store drops

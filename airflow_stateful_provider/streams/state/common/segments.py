@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import ClassVar
 
 from airflow_stateful_provider.streams.errors import InvalidRecordError
@@ -97,7 +97,7 @@ class SegmentSet:
         self._members.difference_update(dropped)
         return dropped
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[int]:
         return iter(list(self.ids))
 
     def __len__(self) -> int:

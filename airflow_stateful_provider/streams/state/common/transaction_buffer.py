@@ -32,7 +32,9 @@ _MISSING: Any = object()
 
 def _wal_write_options() -> rocksdict.WriteOptions:
     opts = rocksdict.WriteOptions()
-    opts.disable_wal = False  # a commit must survive a process kill; the stores' default skips the WAL
+    # A commit must survive a process kill; the stores' default skips the WAL. (rocksdict's
+    # stub declares disable_wal a method; the extension's attribute is a setter.)
+    opts.disable_wal = False  # type: ignore[method-assign, assignment]
     return opts
 
 
@@ -94,7 +96,7 @@ class TransactionBuffer:
 
     def get(self, key: bytes) -> bytes | None:
         if self._pending:
-            value = self._pending.get(key, _MISSING)
+            value: bytes | None = self._pending.get(key, _MISSING)
             if value is not _MISSING:
                 return value
         if self._begins and self._range_at(key) >= 0:
@@ -165,7 +167,7 @@ class TransactionBuffer:
             end = max(end, ends[j - 1])
         begins[i:j] = [begin]
         ends[i:j] = [end]
-        self._range_bytes = sum(len(b) + len(e) + ENTRY_OVERHEAD for b, e in zip(begins, ends))
+        self._range_bytes = sum(len(b) + len(e) + ENTRY_OVERHEAD for b, e in zip(begins, ends, strict=True))
         self._version += 1
 
     def write(self, batch: rocksdict.WriteBatch, *args: Any) -> None:
@@ -202,7 +204,7 @@ class TransactionBuffer:
         if not count:
             return 0
         batch = rocksdict.WriteBatch(raw_mode=True)
-        for begin, end in zip(self._begins, self._ends):
+        for begin, end in zip(self._begins, self._ends, strict=True):
             batch.delete_range(begin, end)
         put, delete = batch.put, batch.delete
         for key, value in self._pending.items():
@@ -241,7 +243,7 @@ class _MergedIter:
 
     __slots__ = ("_buf", "_base", "_bi", "_bk", "_pk", "_key", "_value", "_from_base", "_forward", "_version")
 
-    def __init__(self, buf: TransactionBuffer, base: Any) -> None:
+    def __init__(self, buf: TransactionBuffer, base: rocksdict.RdictIter) -> None:
         self._buf, self._base = buf, base
         self._bi = 0
         self._bk: bytes | None = None
@@ -272,7 +274,7 @@ class _MergedIter:
         base, buf = self._base, self._buf
         pending = buf._pending
         while base.valid():
-            key = base.key()
+            key: bytes = base.key()
             if key in pending:
                 base.next()
                 continue
@@ -288,7 +290,7 @@ class _MergedIter:
         base, buf = self._base, self._buf
         pending = buf._pending
         while base.valid():
-            key = base.key()
+            key: bytes = base.key()
             if key in pending:
                 base.prev()
                 continue

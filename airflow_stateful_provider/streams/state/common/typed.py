@@ -9,19 +9,34 @@ changelog) holds.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from airflow_stateful_provider.streams.errors import InvalidRecordError
+from airflow_stateful_provider.streams.serdes import Serde
 
-__all__ = ["TypedStore"]
+__all__ = ["ByteStore", "TypedStore"]
 
 
-class TypedStore:
+class ByteStore(Protocol):
+    """What every kind's byte store offers the typed view besides its own reads and writes."""
+
+    @property
+    def name(self) -> str: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+StoreT = TypeVar("StoreT", bound=ByteStore)
+
+
+class TypedStore(Generic[StoreT]):
     """The serdes of a byte store and the lifecycle calls, passed through."""
 
     __slots__ = ("inner", "key_serde", "value_serde", "_ks", "_vs", "_kd", "_vd")
 
-    def __init__(self, inner: Any, key_serde: Any, value_serde: Any) -> None:
+    def __init__(self, inner: StoreT, key_serde: Serde, value_serde: Serde) -> None:
         self.inner = inner
         self.key_serde = key_serde
         self.value_serde = value_serde

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogWriter
 from airflow_stateful_provider.streams.clock import wall_clock_ms
+from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogWriter
 from airflow_stateful_provider.streams.state.common.changelogging import ChangeloggingStore
 from airflow_stateful_provider.streams.state.keyvalue.store import KeyValueStore
 
@@ -35,10 +35,10 @@ class ChangeloggingKeyValueStore(ChangeloggingStore):
         self._send(key, value, self.timestamp_fn())
 
     def put_if_absent(self, key: bytes, value: bytes | None) -> bytes | None:
-        existing = self.inner.get(key)
+        existing: bytes | None = self.inner.get(key)
         if existing is None:
             self.put(key, value)
-        return existing  # type: ignore[no-any-return]
+        return existing
 
     def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
         entries = list(entries)

@@ -29,7 +29,8 @@ class InMemoryKeyValueStore(InMemoryStore, KeyValueStoreBase):
 
     store_type: ClassVar[str] = METADATA.store_type
 
-    def __init__(self, name: str = "in-memory-kv", *, key_serde: object = "bytes", value_serde: object = "bytes") -> None:
+    def __init__(self, name: str = "in-memory-kv", *, key_serde: object = "bytes",
+                 value_serde: object = "bytes") -> None:
         super().__init__(name, key_serde=key_serde, value_serde=value_serde)
         self._map: dict[bytes, bytes] = {}
         self._sorted: list[bytes] | None = []

@@ -59,9 +59,10 @@ class RocksDBKeyValueStore(RocksDBStore, KeyValueStoreBase):
         if type(key) is not bytes:
             raise bad_key(key)
         try:
-            return self._get(key)
+            value: bytes | None = self._get(key)
         except rocksdict.DbClosedError:
             raise InvalidStoreError(f"store {self.name!r} is closed") from None
+        return value
 
     def put(self, key: bytes, value: bytes | None) -> None:
         if type(key) is not bytes:

@@ -42,7 +42,9 @@ def bad_value(value: object) -> InvalidRecordError:
 class KeyValueStore(Protocol):
     """Kafka Streams' ``KeyValueStore<Bytes, byte[]>`` in snake_case."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
+
 
     @property
     def persistent(self) -> bool: ...

@@ -7,11 +7,12 @@ from typing import Any
 
 from airflow_stateful_provider.streams.processor import KeyValue
 from airflow_stateful_provider.streams.state.common.typed import TypedStore
+from airflow_stateful_provider.streams.state.keyvalue.store import KeyValueStore
 
 __all__ = ["TypedKeyValueStore"]
 
 
-class TypedKeyValueStore(TypedStore):
+class TypedKeyValueStore(TypedStore[KeyValueStore]):
     """``KeyValueStore<K, V>``: get, put (None deletes), put_if_absent, put_all, delete,
     range/all (ordered by serialized key bytes), approximate_num_entries."""
 
@@ -39,7 +40,8 @@ class TypedKeyValueStore(TypedStore):
 
     def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[KeyValue]:
         return self._iter(
-            self.inner.range(None if from_key is None else self._key(from_key), None if to_key is None else self._key(to_key))
+            self.inner.range(None if from_key is None else self._key(from_key),
+                             None if to_key is None else self._key(to_key))
         )
 
     def reverse_range(self, from_key: Any = None, to_key: Any = None) -> Iterator[KeyValue]:

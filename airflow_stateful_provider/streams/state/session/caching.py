@@ -13,6 +13,13 @@ Invariants:
 - a flush writes entries in the order they were last touched, each with the timestamp of
   the record that last touched it (so changelog records carry the same timestamps as
   without caching), then calls the flush listener with (session, new value, old value);
+- except that a removal is never written before the sessions cached for its key: those
+  touched after it go into the store (and the changelog) right before it, and downstream
+  at their turn. A session merged into a larger one thus leaves the changelog only after
+  the larger one is in it: at-least-once, a crash may cut the changelog anywhere in a
+  flush, and a cut between the two leaves both to the restored store (whose merge by
+  the records processed again counts the inner one once: SessionWindowAggregateProcessor),
+  where the other order would leave neither and lose the clicks of the last commit;
 - removal of a session the store never had is dropped (nothing to retract). The cache
   knows a session is absent from the store, without a lookup, when it is put right after
   a ``find_sessions`` over a range containing it that did not return it from the store
@@ -28,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_stateful_provider.streams.state.session.key import SessionKey
+from airflow_stateful_provider.streams.state.session.store import SessionStore
 
 __all__ = ["CachingSessionStore", "SessionFlushListener"]
 
@@ -44,7 +52,7 @@ _UNKNOWN, _IN_STORE, _NOT_IN_STORE = 0, 1, 2
 class CachingSessionStore:
     """Write-back cache over a (changelogging) byte session store."""
 
-    def __init__(self, inner: Any, max_bytes: int, *, record_timestamp: Callable[[], int],
+    def __init__(self, inner: SessionStore, max_bytes: int, *, record_timestamp: Callable[[], int],
                  set_record_timestamp: Callable[[int | None], None]) -> None:
         self.inner = inner
         self.max_bytes = max_bytes
@@ -109,16 +117,28 @@ class CachingSessionStore:
         return _NOT_IN_STORE
 
     def _evict(self) -> None:
-        """Write through the least recently touched entries until under 90 % of the budget."""
+        """Write through the least recently touched entries until under 90 % of the budget;
+        with a removal, the sessions cached for its key (module docstring). The entry just
+        cached stays, whatever the budget: a merge caches the removal first, then the session
+        that replaces it, which must not reach the changelog after the removal."""
         target = self.max_bytes * 0.9
-        while self._dirty and self._bytes > target:
+        while len(self._dirty) > 1 and self._bytes > target:
             session, (value, timestamp, in_store) = self._dirty.popitem(last=False)
             self._forget(session, value)
-            self._write_through(session, value, timestamp, in_store)
+            entries = [(session, value, timestamp, in_store)]
+            if value is None:
+                for other in sorted(self._by_key.get(session.key, ())):
+                    other_value, other_timestamp, other_in_store = self._dirty[other]
+                    if other_value is not None:
+                        del self._dirty[other]
+                        self._forget(other, other_value)
+                        entries.append((other, other_value, other_timestamp, other_in_store))
+            self._write_out(entries)
 
     # ------------------------------------------------------------------ reads
 
-    def find_sessions(self, key: bytes, earliest_session_end: int, latest_session_start: int) -> list:
+    def find_sessions(self, key: bytes, earliest_session_end: int,
+                      latest_session_start: int) -> list[tuple[SessionKey, bytes]]:
         stored = self.inner.find_sessions(key, earliest_session_end, latest_session_start)
         self._last_find = (key, earliest_session_end, latest_session_start, stored)
         cached = self._by_key.get(key)
@@ -136,7 +156,7 @@ class CachingSessionStore:
             return list(merged.items())
         return sorted(merged.items(), key=_end_then_start)
 
-    def fetch(self, key: bytes) -> list:
+    def fetch(self, key: bytes) -> list[tuple[SessionKey, bytes]]:
         return self.find_sessions(key, 0, 2**63 - 1)
 
     def fetch_session(self, key: bytes, start: int, end: int) -> bytes | None:
@@ -145,22 +165,21 @@ class CachingSessionStore:
             return entry[0]
         return self.inner.fetch_session(key, start, end)
 
-    def find_sessions_by_end(self, earliest_session_end: int, latest_session_end: int) -> list:
+    def find_sessions_by_end(self, earliest_session_end: int,
+                             latest_session_end: int) -> list[tuple[SessionKey, bytes]]:
         self.flush_cache()
         return self.inner.find_sessions_by_end(earliest_session_end, latest_session_end)
 
-    def all(self) -> list:
+    def all(self) -> list[tuple[SessionKey, bytes]]:
         self.flush_cache()
         return self.inner.all()
 
     # ------------------------------------------------------------------ flush
 
     def flush_cache(self) -> int:
-        """Write every cached entry through, in order of last touch; returns how many."""
+        """Write every cached entry through (module docstring); returns how many."""
         entries, self._dirty, self._by_key, self._bytes = self._dirty, OrderedDict(), {}, 0
-        self._last_find = None
-        for session, (value, timestamp, in_store) in entries.items():
-            self._write_through(session, value, timestamp, in_store)
+        self._write_out([(session, *entry) for session, entry in entries.items()])
         return len(entries)
 
     def flush(self) -> None:
@@ -187,21 +206,42 @@ class CachingSessionStore:
             if not sessions:
                 del self._by_key[session.key]
 
-    def _write_through(self, session: SessionKey, value: bytes | None, timestamp: int, in_store: int) -> None:
+    def _write_out(self, entries: list[tuple[SessionKey, bytes | None, int, int]]) -> None:
+        """Write ``entries`` (session, value or None, timestamp, in_store), given in order of
+        last touch, through to the store and the flush listener (module docstring). What
+        each removal retracts is read first: the sessions written before it (those of its
+        key too now) move the store's stream time, which may hide it."""
         self._last_find = None  # the store changes: what the last find saw no longer holds
-        old = None
-        if value is None:
-            old = None if in_store == _NOT_IN_STORE else self.inner.fetch_session(session.key, session.start, session.end)
-            if old is None:
-                return  # created and removed between two flushes: nothing to retract
+        retracted = [None if value is not None or in_store == _NOT_IN_STORE
+                     else self.inner.fetch_session(session.key, session.start, session.end)
+                     for session, value, _, in_store in entries]
+        puts_of: dict[bytes, list[int]] | None = None  # key -> indices of its sessions' entries
+        written_early: set[int] = set()
+        for i, ((session, value, timestamp, _), old) in enumerate(zip(entries, retracted, strict=True)):
+            if value is None:
+                if old is None:
+                    continue  # created and removed between two flushes: nothing to retract
+                if puts_of is None:
+                    puts_of = {}
+                    for j, entry in enumerate(entries):
+                        if entry[1] is not None:
+                            puts_of.setdefault(entry[0].key, []).append(j)
+                for j in puts_of.get(session.key, ()):
+                    if j > i and j not in written_early:
+                        later, later_value, later_timestamp, _ = entries[j]
+                        self._stamped(later_timestamp, self.inner.put, later, later_value)
+                        written_early.add(j)
+                self._stamped(timestamp, self.inner.remove, session)
+            elif i not in written_early:
+                self._stamped(timestamp, self.inner.put, session, value)
+            if self._listener is not None:
+                self._stamped(timestamp, self._listener, session, value, old)
+
+    def _stamped(self, timestamp: int, write: Callable[..., None], *args: Any) -> None:
+        """``write(*args)`` with the timestamp of the record that last touched the entry."""
         self._set_record_timestamp(timestamp)
         try:
-            if value is None:
-                self.inner.remove(session)
-            else:
-                self.inner.put(session, value)
-            if self._listener is not None:
-                self._listener(session, value, old)
+            write(*args)
         finally:
             self._set_record_timestamp(None)
 

@@ -123,23 +123,27 @@ class InMemorySessionStore(InMemoryStore, SessionStoreBase):
         sessions = []
         max_end = self._observed
         for record in batch_records:
-            if len(record.key) < 16:
+            key = record.key
+            assert key is not None  # filtered above
+            if len(key) < 16:
                 raise short_key_error(record)
-            session = session_key_from_bytes(record.key)
+            session = session_key_from_bytes(key)
             if session.start < 0 or session.end < session.start:
                 raise bad_window_error(record, session.start, session.end)
             sessions.append((session, record.value))
             max_end = max(max_end, session.end)
-        if max_end > self._observed:
-            self._advance(max_end)
+        restored_time = self._restored_time(max_end)
+        if restored_time > self._observed:
+            self._advance(restored_time)
         applied = 0
         for session, value in sessions:
-            if session.end // self.segment_interval_ms < self._min_live:
+            segment_id = session.end // self.segment_interval_ms
+            if segment_id < self._min_live:
                 continue
             if value is None:
-                self.remove(session)
+                self._drop_session(segment_id, session.key, session.start, session.end)
             else:
-                self.put(session, value)
+                self._store_session(segment_id, session.key, session.start, session.end, value)
             applied += 1
         return applied
 

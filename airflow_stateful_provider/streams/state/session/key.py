@@ -34,8 +34,10 @@ class SessionKey(NamedTuple):
 
 def as_session_key(windowed: Any) -> SessionKey:
     """Validate a session key given as SessionKey, (key, start, end) or Windowed-like."""
+    session: SessionKey
     if type(windowed) is SessionKey:
-        key, start, end = windowed
+        session = windowed
+        key, start, end = session
     else:
         window = getattr(windowed, "window", None)
         if window is not None:
@@ -44,7 +46,7 @@ def as_session_key(windowed: Any) -> SessionKey:
             key, start, end = windowed
         else:
             raise InvalidRecordError(f"expected a SessionKey or Windowed session key, got {windowed!r:.100}")
-        windowed = SessionKey(key, start, end)
+        session = SessionKey(key, start, end)
     if type(key) is not bytes:
         if key is None:
             raise InvalidRecordError("session key cannot be null (None)")
@@ -53,7 +55,7 @@ def as_session_key(windowed: Any) -> SessionKey:
         raise InvalidRecordError(
             f"session window needs 0 <= start <= end < 2**63 (ints), got [{start!r}, {end!r}]"
         )
-    return windowed  # type: ignore[no-any-return]
+    return session
 
 
 def session_key_to_bytes(windowed: SessionKey) -> bytes:

@@ -219,7 +219,9 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
         segment_id = session_end // self.segment_interval_ms
         if segment_id not in self._segments:
             return None
-        return self._db.get(_SEGP.pack(_SEG_MARK, segment_id) + key + _TS2.pack(session_end, session_start))
+        row_key = _SEGP.pack(_SEG_MARK, segment_id) + key + _TS2.pack(session_end, session_start)
+        value: bytes | None = self._db.get(row_key)
+        return value
 
     def _ending_between(self, actual_from: int, latest_session_end: int) -> list[tuple[SessionKey, bytes]]:
         if not self._indexed:
@@ -283,9 +285,9 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
     def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
         """Apply changelog records (key = key + end + start) in one RocksDB write batch.
 
-        Like Kafka, observed stream time first advances to the batch's largest end, then
-        records for dead segments are skipped. Null keys are skipped. Returns how many
-        records were applied.
+        Like Kafka, observed stream time first advances to the batch's largest end (at most
+        to the stream time processing resumes from, module docstring), then records for dead
+        segments are skipped. Null keys are skipped. Returns how many records were applied.
 
         The session windows are read for the whole batch at once (numpy): replaying a long
         changelog, most records land in segments that are dead by the batch's end, and only
@@ -295,35 +297,36 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
         records = records if isinstance(records, list) else list(records)
         keys = list(map(_record_key, records))
         if None in keys:
-            records = [record for record, key in zip(records, keys) if key is not None]
+            records = [record for record, key in zip(records, keys, strict=True) if key is not None]
             keys = list(map(_record_key, records))
         if not keys:
             return 0
         ends = _session_ends(keys, records)
-        max_end = int(ends.max())
-        if max_end > self._observed:
-            self._advance(max_end)
+        restored_time = self._restored_time(int(ends.max()))
+        if restored_time > self._observed:
+            self._advance(restored_time)
         segment_ids = ends // self.segment_interval_ms
         live_at = np.flatnonzero(segment_ids >= self._min_live)
         live, live_segment_ids = live_at.tolist(), segment_ids[live_at].tolist()
         if not live:
             return 0
         prefixes = {segment_id: _SEGP.pack(_SEG_MARK, segment_id) for segment_id in set(live_segment_ids)}
-        row_keys = [prefixes[segment_id] + keys[i] for i, segment_id in zip(live, live_segment_ids)]
+        row_keys = [prefixes[segment_id] + keys[i] for i, segment_id in zip(live, live_segment_ids, strict=True)]
         values = [records[i].value for i in live]
         batch = rocksdict.WriteBatch(raw_mode=True)
-        for row_key, value in zip(row_keys, values):
+        for row_key, value in zip(row_keys, values, strict=True):
             if value is None:
                 batch.delete(row_key)
             else:
                 batch.put(row_key, value)
         if self._indexed:  # the index rows, derived from the changelog keys (index.py)
-            for i, value in zip(live, values):
+            for i, value in zip(live, values, strict=True):
                 if value is None:
                     batch.delete(index_row(keys[i]))
                 else:
                     batch.put(index_row(keys[i]), b"")
-        for segment_id in {segment_id for segment_id, value in zip(live_segment_ids, values) if value is not None}:
+        for segment_id in {segment_id for segment_id, value in zip(live_segment_ids, values, strict=True)
+                           if value is not None}:
             self._segments.add(segment_id)  # the segments that got a row
         self._db.write(batch)
         return len(row_keys)
@@ -343,7 +346,7 @@ def _session_ends(keys: list[bytes], records: list[Any]) -> np.ndarray:
         raise short_key_error(records[short[0]])
     blob = np.frombuffer(b"".join(keys), dtype=np.uint8)
     suffix_at = np.cumsum(lengths) - 16
-    windows = blob[suffix_at[:, None] + _WINDOW_BYTES].view(">i8").astype(np.int64)  # rows: end, start
+    windows: np.ndarray = blob[suffix_at[:, None] + _WINDOW_BYTES].view(">i8").astype(np.int64)  # rows: end, start
     ends, starts = windows[:, 0], windows[:, 1]
     bad = np.flatnonzero((starts < 0) | (ends < starts))
     if len(bad):

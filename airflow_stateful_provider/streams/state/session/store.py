@@ -14,7 +14,11 @@ whole and writes into them are discarded. Reads additionally hide sessions with
 returns never depends on segment boundaries.
 
 Observed stream time advances on every put and remove (with the session end) and
-is persisted on flush, so expiry continues correctly after a restart.
+is persisted on flush, so expiry continues correctly after a restart. Restoring moves it
+to the restored sessions' largest end, but never past the stream time the task resumes
+processing from (:meth:`SessionStoreBase.resume_from_commit`): after an at-least-once
+crash the changelog holds writes of records the task processes again, and a clock moved
+by them would hide (and drop the segments of) the sessions those records belong to.
 """
 
 from __future__ import annotations
@@ -90,7 +94,9 @@ class SessionStore(Protocol):
     Results are lists of ``(SessionKey, aggregate)`` ordered by (end, start) for one key.
     """
 
-    name: str
+    @property
+    def name(self) -> str: ...
+
 
     @property
     def persistent(self) -> bool: ...
@@ -139,6 +145,24 @@ class SessionStoreBase(SegmentedStore):
     find_sessions: Callable[[bytes, int, int], list[tuple[SessionKey, bytes]]]
     #: sessions of all keys with ``actual_from <= end <= latest_session_end``, any order
     _ending_between: Callable[[int, int], list[tuple[SessionKey, bytes]]]
+
+    #: what restoring may move observed stream time to at most (resume_from_commit)
+    _restore_limit: int | None = None
+
+    def resume_from_commit(self, stream_time: int) -> None:
+        """The task resumes processing from its last commit, whose stream time was
+        ``stream_time``: observed stream time goes back to it if it is ahead (the store's
+        files held writes of later records) and restoring no longer moves it past it, so the
+        records processed again find their sessions as they did the first time. The sessions
+        restored from later writes stay, ahead of the clock, as they were."""
+        self._restore_limit = stream_time
+        if self._observed > stream_time:
+            self._set_observed(stream_time)
+
+    def _restored_time(self, max_end: int) -> int:
+        """Observed stream time after restoring sessions ending at ``max_end`` at most."""
+        limit = self._restore_limit
+        return max_end if limit is None or max_end < limit else limit
 
     def _visible_from(self) -> int:
         """Smallest session end a read may return (Kafka's actualFrom)."""

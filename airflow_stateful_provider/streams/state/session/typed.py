@@ -9,12 +9,13 @@ from airflow_stateful_provider.streams.errors import InvalidRecordError
 from airflow_stateful_provider.streams.processor import KeyValue
 from airflow_stateful_provider.streams.state.common.typed import TypedStore
 from airflow_stateful_provider.streams.state.session.key import SessionKey
+from airflow_stateful_provider.streams.state.session.store import SessionStore
 from airflow_stateful_provider.streams.windows import Windowed, trusted_windowed
 
 __all__ = ["TypedSessionStore"]
 
 
-class TypedSessionStore(TypedStore):
+class TypedSessionStore(TypedStore[SessionStore]):
     """``SessionStore<K, AGG>`` with :class:`Windowed` keys. Results are lists of
     ``KeyValue(Windowed(key, SessionWindow(start, end)), aggregate)`` in store order
     (by end, then start, for one key)."""
@@ -25,7 +26,7 @@ class TypedSessionStore(TypedStore):
         kd, vd = self._kd, self._vd
         return [KeyValue(trusted_windowed(kd(s.key), s.start, s.end), vd(agg)) for s, agg in rows]
 
-    def _session_key(self, windowed: Windowed) -> tuple[bytes, int, int]:
+    def _session_key(self, windowed: Windowed[Any]) -> tuple[bytes, int, int]:
         if not isinstance(windowed, Windowed):
             raise InvalidRecordError(f"store {self.name!r}: session keys must be Windowed, got {windowed!r}")
         return (self._key(windowed.key), windowed.window.start, windowed.window.end)
@@ -52,16 +53,16 @@ class TypedSessionStore(TypedStore):
     def fetch_session(self, key: Any, session_start: int, session_end: int) -> Any:
         return self._out(self.inner.fetch_session(self._key(key), session_start, session_end))
 
-    def put(self, windowed: Windowed, aggregate: Any) -> None:
+    def put(self, windowed: Windowed[Any], aggregate: Any) -> None:
         self.inner.put(self._raw_session(windowed), self._value(aggregate))
 
-    def remove(self, windowed: Windowed) -> None:
+    def remove(self, windowed: Windowed[Any]) -> None:
         self.inner.remove(self._raw_session(windowed))
 
     def all(self) -> list[KeyValue]:
         return self._sessions(self.inner.all())
 
-    def set_flush_listener(self, listener: Callable[[Windowed, Any, Any], None]) -> bool:
+    def set_flush_listener(self, listener: Callable[[Windowed[Any], Any, Any], None]) -> bool:
         """``listener(windowed, new, old)`` for each cached session written through.
         Returns False (and does nothing) when the store is not cached: then every
         update is written, and should be forwarded, at once."""
@@ -77,5 +78,5 @@ class TypedSessionStore(TypedStore):
         set_listener(decode)
         return True
 
-    def _raw_session(self, windowed: Windowed) -> SessionKey:
+    def _raw_session(self, windowed: Windowed[Any]) -> SessionKey:
         return SessionKey(*self._session_key(windowed))

@@ -29,7 +29,7 @@ class ChangeloggingVersionedKeyValueStore(ChangeloggingStore):
         self._send(key, value, timestamp)
         return result
 
-    def delete(self, key: bytes, timestamp: int) -> VersionedRecord | None:
-        existing: VersionedRecord | None = self.inner.delete(key, timestamp)
+    def delete(self, key: bytes, timestamp: int) -> VersionedRecord[bytes] | None:
+        existing: VersionedRecord[bytes] | None = self.inner.delete(key, timestamp)
         self._send(key, None, timestamp)
         return existing

@@ -39,7 +39,7 @@ def encode_entry(valid_from: int, value: bytes | None) -> bytes:
 
 def encode_row(next_ts: int, froms: list[int], values: list[bytes | None]) -> bytes:
     parts = [_header_pack(next_ts, len(froms))]
-    for valid_from, value in zip(froms, values):
+    for valid_from, value in zip(froms, values, strict=True):
         if value is None:
             parts.append(_entry_pack(valid_from, -1))
         else:
@@ -67,11 +67,13 @@ def decode_row(row: bytes) -> tuple[int, list[int], list[bytes | None]]:
 
 
 def row_next_ts(row: bytes) -> int:
-    return _header_unpack_from(row, 0)[0]
+    next_ts: int = _header_unpack_from(row, 0)[0]
+    return next_ts
 
 
 def row_first_from(row: bytes) -> int:
-    return _entry_unpack_from(row, _HEADER_SIZE)[0]
+    first_from: int = _entry_unpack_from(row, _HEADER_SIZE)[0]
+    return first_from
 
 
 def row_append(row: bytes | None, entries: bytes, count: int, next_ts: int) -> bytes:

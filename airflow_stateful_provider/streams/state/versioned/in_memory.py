@@ -81,7 +81,7 @@ class InMemoryVersionedKeyValueStore(InMemoryStore, VersionedStoreBase):
         cutoff = self._min_live * self.segment_interval_ms
         return max(bisect.bisect_left(froms, cutoff, 1) - 1, 0)
 
-    def get(self, key: bytes, as_of: int | None = None) -> VersionedRecord | None:
+    def get(self, key: bytes, as_of: int | None = None) -> VersionedRecord[bytes] | None:
         check_key(key)
         check_time(as_of, "as_of")
         self._check_open()
@@ -97,13 +97,14 @@ class InMemoryVersionedKeyValueStore(InMemoryStore, VersionedStoreBase):
         if as_of < self._observed - self.history_retention_ms:
             return None
         index = bisect.bisect_right(froms, as_of) - 1
-        if index < self._retained_from(froms) or values[index] is None:
+        value = values[index]
+        if index < self._retained_from(froms) or value is None:
             return None
-        return VersionedRecord(values[index], froms[index], froms[index + 1])  # type: ignore[arg-type]
+        return VersionedRecord(value, froms[index], froms[index + 1])
 
     def get_versions(
         self, key: bytes, from_time: int | None = None, to_time: int | None = None, ascending: bool = False
-    ) -> list[VersionedRecord]:
+    ) -> list[VersionedRecord[bytes]]:
         lo, hi = self._version_range(key, from_time, to_time)
         entry = self._versions.get(key)
         if entry is None or lo > hi:

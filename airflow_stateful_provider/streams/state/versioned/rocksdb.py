@@ -78,7 +78,8 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
         settings: dict[str, int] = {}  # none given: the stored ones
         if history_retention is not None:
             hr_ms = history_retention_ms(history_retention)
-            settings = {"history_retention_ms": hr_ms, "segment_interval_ms": segment_interval_ms(segment_interval, hr_ms)}
+            settings = {"history_retention_ms": hr_ms,
+                        "segment_interval_ms": segment_interval_ms(segment_interval, hr_ms)}
         elif segment_interval is not None:
             raise ConfigError("segment_interval given without history_retention")
         elif not os.path.isdir(path):
@@ -170,7 +171,8 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
         else:
             self._put(row_key, HEADER.pack(ts, HEADER.unpack_from(row, 0)[1] + 1) + row[_HDR_SIZE:] + entry)
 
-    def _write_row(self, row_key: bytes, segment_id: int, next_ts: int, froms: list[int], values: list) -> None:
+    def _write_row(self, row_key: bytes, segment_id: int, next_ts: int, froms: list[int],
+                   values: list[bytes | None]) -> None:
         if froms:
             self._segments.add(segment_id)
             self._put(row_key, encode_row(next_ts, froms, values))
@@ -323,7 +325,7 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
 
     # -- reads -----------------------------------------------------------------------------
 
-    def get(self, key: bytes, as_of: int | None = None) -> VersionedRecord | None:
+    def get(self, key: bytes, as_of: int | None = None) -> VersionedRecord[bytes] | None:
         """Newest non-tombstone version (``as_of`` None), or the version valid at ``as_of``."""
         if type(key) is not bytes:
             check_key(key)
@@ -355,11 +357,11 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
 
     def get_versions(
         self, key: bytes, from_time: int | None = None, to_time: int | None = None, ascending: bool = False
-    ) -> list[VersionedRecord]:
+    ) -> list[VersionedRecord[bytes]]:
         """Non-tombstone versions valid at some point in ``[from_time, to_time]``
         (valid_from <= to_time and valid_to > from_time), newest first unless ``ascending``."""
         lo, hi = self._version_range(key, from_time, to_time)
-        result: list[VersionedRecord] = []
+        result: list[VersionedRecord[bytes]] = []
         raw = self._get(_LATEST + key)
         latest = None
         if raw is not None:
@@ -400,13 +402,12 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
         self._check_writable()
         overlay: dict[bytes, bytes | None] = {}
         db_get = self._db.get
-        missing = object()
 
         def get(row_key: bytes) -> bytes | None:
-            value = overlay.get(row_key, missing)
-            if value is missing:
-                return db_get(row_key)
-            return value  # type: ignore[return-value]
+            if row_key in overlay:
+                return overlay[row_key]
+            stored: bytes | None = db_get(row_key)
+            return stored
 
         def put(row_key: bytes, value: bytes) -> None:
             overlay[row_key] = value

@@ -64,7 +64,9 @@ class VersionedRecord(NamedTuple, Generic[V]):
 class VersionedKeyValueStore(Protocol):
     """Kafka Streams' ``VersionedKeyValueStore<Bytes, byte[]>`` in snake_case."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
+
     history_retention_ms: int
 
     @property
@@ -72,13 +74,13 @@ class VersionedKeyValueStore(Protocol):
 
     def put(self, key: bytes, value: bytes | None, timestamp: int) -> int: ...
 
-    def delete(self, key: bytes, timestamp: int) -> VersionedRecord | None: ...
+    def delete(self, key: bytes, timestamp: int) -> VersionedRecord[bytes] | None: ...
 
-    def get(self, key: bytes, as_of: int | None = None) -> VersionedRecord | None: ...
+    def get(self, key: bytes, as_of: int | None = None) -> VersionedRecord[bytes] | None: ...
 
     def get_versions(
         self, key: bytes, from_time: int | None = None, to_time: int | None = None, ascending: bool = False
-    ) -> list[VersionedRecord]: ...
+    ) -> list[VersionedRecord[bytes]]: ...
 
     def restore_batch(self, records: Iterable[ChangelogRecord]) -> int: ...
 
@@ -146,7 +148,7 @@ class VersionedStoreBase(SegmentedStore):
     _open: bool
     _check_open: Callable[[], None]
     _do_put: Callable[[bytes, bytes | None, int], int]
-    get: Callable[[bytes, int | None], VersionedRecord | None]
+    get: Callable[[bytes, int | None], VersionedRecord[bytes] | None]
 
     def put(self, key: bytes, value: bytes | None, timestamp: int) -> int:
         """Insert or replace the version of ``key`` at ``timestamp`` (None = tombstone).
@@ -172,7 +174,7 @@ class VersionedStoreBase(SegmentedStore):
             self._advance(timestamp)
         return self._do_put(key, value, timestamp)
 
-    def delete(self, key: bytes, timestamp: int) -> VersionedRecord | None:
+    def delete(self, key: bytes, timestamp: int) -> VersionedRecord[bytes] | None:
         """Put a tombstone at ``timestamp``; returns the version that was valid there before
         (None when none, or when ``timestamp`` is beyond history retention)."""
         if type(key) is not bytes or type(timestamp) is not int or timestamp < 0 or timestamp > MAX_TIMESTAMP:

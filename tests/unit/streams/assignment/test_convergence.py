@@ -20,7 +20,6 @@ import dataclasses
 import random
 
 import pytest
-
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -53,7 +52,8 @@ def pid(i: int) -> str:
 
 
 @st.composite
-def clusters(draw: st.DrawFn, max_clients: int = 10) -> tuple[list[ClientState], frozenset[TaskId], frozenset[TaskId], AssignmentConfigs, bool]:
+def clusters(draw: st.DrawFn, max_clients: int = 10
+             ) -> tuple[list[ClientState], frozenset[TaskId], frozenset[TaskId], AssignmentConfigs, bool]:
     num_clients = draw(st.integers(1, max_clients))
     num_stateful = draw(st.integers(1, 30))
     num_stateless = draw(st.integers(0, 10))

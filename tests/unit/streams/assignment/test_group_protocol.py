@@ -15,6 +15,8 @@ from kafka.structs import TopicPartition as TP
 
 from airflow_stateful_provider.streams.assignment import (
     assignment_info as assignment_module,
+)
+from airflow_stateful_provider.streams.assignment import (
     subscription_info as subscription_module,
 )
 from airflow_stateful_provider.streams.assignment.assignment_info import AssignmentInfo, AssignorError
@@ -263,7 +265,8 @@ def test_invalid_utf8_is_refused():
     ({"endpoint": "localhost"}, "endpoint must look like 'host:port' .* got 'localhost'"),
     ({"endpoint": "h:99999"}, "got 'h:99999'"),
     ({"unique_field": 256}, r"unique_field must be an int in \[0, 255\], got 256"),
-    ({"version": 2, "latest_supported_version": 1}, r"latest_supported_version \(1\) is older than the used version \(2\)"),
+    ({"version": 2, "latest_supported_version": 1},
+     r"latest_supported_version \(1\) is older than the used version \(2\)"),
 ])
 def test_subscription_values_are_checked(overrides, message):
     with pytest.raises(GroupProtocolError, match=message):

@@ -36,7 +36,8 @@ def tasks(*texts: str) -> frozenset[TaskId]:
     return frozenset(t(x) for x in texts)
 
 
-def owned(active: tuple[str, ...] = (), standby: tuple[str, ...] = (), warmup: tuple[str, ...] = ()) -> ClientAssignment:
+def owned(active: tuple[str, ...] = (), standby: tuple[str, ...] = (),
+          warmup: tuple[str, ...] = ()) -> ClientAssignment:
     return ClientAssignment(tasks(*active), tasks(*standby), tasks(*warmup))
 
 

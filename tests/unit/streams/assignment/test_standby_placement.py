@@ -123,7 +123,8 @@ def test_no_client_differing_in_every_tag_falls_back_to_least_loaded(caplog: pyt
     placed(clients, {"p1": ["0_0"], "p3": ["0_1"]})
     assign_standby_tasks(clients, [t("0_0")], 1, ("zone", "cluster"))
     assert clients["p2"].standby_tasks == {t("0_0")}
-    assert "Rack-aware standby placement over tags ['zone', 'cluster'] could not place all standbys of ['0_0']" in caplog.text
+    assert ("Rack-aware standby placement over tags ['zone', 'cluster'] could not place all standbys of ['0_0']"
+            in caplog.text)
 
 
 def test_tags_outside_the_configured_keys_do_not_constrain_placement() -> None:

@@ -200,7 +200,8 @@ def test_same_input_same_output_whatever_the_order() -> None:
                     client_tags={"zone": rng.choice("ab")})
         for i in range(6)
     ]
-    configs = AssignmentConfigs(acceptable_recovery_lag=100, num_standby_replicas=1, rack_aware_assignment_tags=("zone",))
+    configs = AssignmentConfigs(acceptable_recovery_lag=100, num_standby_replicas=1,
+                                rack_aware_assignment_tags=("zone",))
     first = assign(states, stateful, stateless, configs, 0)
     for _ in range(5):
         rng.shuffle(states)

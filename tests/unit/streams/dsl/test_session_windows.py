@@ -30,7 +30,8 @@ def _topology(windows: SessionWindows, emit: EmitStrategy | None = None, retenti
     materialized = Materialized.as_("sessions")
     if retention is not None:
         materialized = materialized.with_retention(retention)
-    windowed = builder.stream("clicks", Consumed.with_(Serdes.string(), Serdes.string())).group_by_key().windowed_by(windows)
+    stream = builder.stream("clicks", Consumed.with_(Serdes.string(), Serdes.string()))
+    windowed = stream.group_by_key().windowed_by(windows)
     if emit is not None:
         windowed = windowed.emit_strategy(emit)
     windowed.count(materialized).to_stream().to("counts", Produced.with_(KEY_SERDE, Serdes.int64()))
@@ -187,7 +188,8 @@ def test_stream_time_is_per_processor_max(run):
 def test_on_window_close_example(run):
     """a@0, a@G+1, a@G+1, a@2G+2 x3 -> only ([0,0], 1)@0 then ([G+1,G+1], 2)@G+1, with the
     3 x gap retention of Kafka's own tests (see the default-retention test below)."""
-    r = run(_topology(SessionWindows.of_inactivity_gap_with_no_grace(G), EmitStrategy.on_window_close(), retention=3 * G))
+    r = run(_topology(SessionWindows.of_inactivity_gap_with_no_grace(G), EmitStrategy.on_window_close(),
+                      retention=3 * G))
     outputs = []
     for ts in (0, G + 1, G + 1, 2 * G + 2, 2 * G + 2, 2 * G + 2):
         r.pipe("a", ts)
@@ -270,7 +272,8 @@ def test_on_window_close_throttle_never_lets_the_store_drop_unemitted_sessions(s
 
 
 def test_on_window_close_never_emits_tombstones_or_updates(run):
-    r = run(_topology(SessionWindows.of_inactivity_gap_with_no_grace(10), EmitStrategy.on_window_close(), retention=100))
+    r = run(_topology(SessionWindows.of_inactivity_gap_with_no_grace(10), EmitStrategy.on_window_close(),
+                      retention=100))
     for ts in (0, 5, 8):
         r.pipe("a", ts)
     assert r.out() == []
@@ -281,7 +284,8 @@ def test_on_window_close_never_emits_tombstones_or_updates(run):
 def test_on_window_close_is_throttled_by_wall_clock_interval(store_type):
     """Kafka checks for closed windows at most every emit interval of wall-clock time
     (internal config, default 1000 ms); the driver's wall clock only moves when told."""
-    topology = _topology(SessionWindows.of_inactivity_gap_with_no_grace(10), EmitStrategy.on_window_close(), retention=1000)
+    topology = _topology(SessionWindows.of_inactivity_gap_with_no_grace(10), EmitStrategy.on_window_close(),
+                         retention=1000)
     with TopologyTestDriver(topology, store_type=store_type) as driver:
         topic = driver.create_input_topic("clicks", Serdes.string(), Serdes.string())
         out = driver.create_output_topic("counts", KEY_SERDE, Serdes.int64())

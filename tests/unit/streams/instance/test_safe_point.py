@@ -40,10 +40,10 @@ def test_actions_run_in_order_and_report_results_and_errors(thread):
 
 def test_actions_wait_while_commits_are_refused(thread):
     future = thread.run_at_safe_point(lambda t: "ran")
-    thread._commit_blocked = True  # the group is rebalancing
+    thread.committer.blocked = True  # the group is rebalancing
     thread._run_safe_point_actions()
     assert not future.done()
-    thread._commit_blocked = False
+    thread.committer.blocked = False
     thread._run_safe_point_actions()
     assert future.result(0) == "ran"
 

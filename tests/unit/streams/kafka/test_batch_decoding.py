@@ -64,7 +64,7 @@ def assert_same(data: bytes, **kwargs) -> list:
     stock = read(Fetcher.PartitionRecords, data, **kwargs)
     fast = read(BatchDecoding, data, **kwargs)
     assert fast == stock
-    assert all(type(record) is type(expected) for record, expected in zip(fast[0], stock[0]))
+    assert all(type(record) is type(expected) for record, expected in zip(fast[0], stock[0], strict=True))
     return fast[0]
 
 

@@ -13,7 +13,11 @@ from kafka.net.sasl.oauth import AbstractTokenProvider
 from airflow_stateful_provider.streams import ConfigError, StreamsConfig
 from airflow_stateful_provider.streams.kafka.client_settings import CONSUMER, settings_for
 from airflow_stateful_provider.streams.kafka.clients import check_client_environment
-from airflow_stateful_provider.streams.kafka.oauth_tokens import StaticTokenProvider, TokenProviderReference, token_provider
+from airflow_stateful_provider.streams.kafka.oauth_tokens import (
+    StaticTokenProvider,
+    TokenProviderReference,
+    token_provider,
+)
 from tools.kafka.certificates import CertificateAuthority
 
 HERE = "tests.unit.streams.kafka.test_client_security"

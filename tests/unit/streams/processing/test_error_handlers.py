@@ -86,7 +86,7 @@ def branching_task(producer: Producer, **values) -> StreamTask:
 def feed(task: StreamTask, *values: str, timestamps: list[int] | None = None) -> None:
     timestamps = timestamps or [10 + i for i in range(len(values))]
     task.add_records(IN, [ConsumedRecord("in", 0, i, ts, b"k", v.encode()) for i, (v, ts) in
-                          enumerate(zip(values, timestamps))])
+                          enumerate(zip(values, timestamps, strict=True))])
     task.process_batch(0, 1_000)  # as the stream thread does: records, then due stream-time punctuations
 
 

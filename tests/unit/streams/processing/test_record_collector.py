@@ -89,3 +89,84 @@ def test_a_fenced_send_fails_the_transaction_instead_of_the_task(fencing):
     with pytest.raises(TransactionFailedError, match="app-s-changelog.*0_2.*fenced") as raised:
         collector.send_bytes("out", b"k", b"2", 11)
     assert raised.value.migrated and not isinstance(raised.value, ProductionError)
+
+
+class BatchingProducer(PendingProducer):
+    """Also takes a partition's records at once (the runtime's StreamsProducer.send_batch),
+    noting each call; every ``batch_size`` records make one producer batch."""
+
+    largest_batched_record = 100
+
+    def __init__(self, batch_size=2):
+        super().__init__()
+        self.calls = []
+        self.batch_size = batch_size
+
+    def send_batch(self, topic, partition, records):
+        self.calls.append((topic, partition, list(records)))
+        futures = []
+        for _ in records:
+            futures.append(Future())
+            self.futures.append((topic, partition, None, futures[-1]))
+        return futures, [i for i in range(len(records)) if i % self.batch_size == self.batch_size - 1
+                         or i == len(records) - 1]
+
+    def default_partition(self, topic, key):
+        return len(key) % 2
+
+
+def test_batching_sends_each_partitions_records_in_one_call_in_order_when_the_block_ends():
+    producer = BatchingProducer()
+    collector = RecordCollector(producer)
+    with collector.batching():
+        collector.send_bytes("log", b"a", b"1", 1, partition=0)
+        collector.send("out", b"kk", b"x", 2, processor_node_id="sink")  # default partition 0
+        collector.send_bytes("log", b"b", b"2", 3, partition=0)
+        collector.send_bytes("log", b"c", b"3", 4, partition=1)
+        collector.send("out", b"k", b"y", 5, processor_node_id="sink", headers=[("h", b"v")])  # headers: at once
+        with collector.batching():  # nested: one block
+            collector.send_bytes("log", b"d", b"4", 6, partition=0)
+        assert producer.calls == [] and len(producer.futures) == 1
+    assert producer.calls == [("log", 0, [(b"a", b"1", 1), (b"b", b"2", 3), (b"d", b"4", 6)]),
+                              ("out", 0, [(b"kk", b"x", 2)]), ("log", 1, [(b"c", b"3", 4)])]
+    collector.send_bytes("log", b"e", b"5", 7, partition=0)  # outside the block: at once
+    assert len(producer.calls) == 3
+
+
+def test_a_failed_batch_of_changelog_records_fails_the_next_flush():
+    producer = BatchingProducer(batch_size=2)
+    collector = RecordCollector(producer, task_id="0_1")
+    with collector.batching():
+        for i in range(3):
+            collector.send_bytes("log", b"k%d" % i, b"v", i, partition=0)
+    futures = [f for _, _, _, f in producer.futures]
+    futures[0].failure(ValueError("not the batch's last: no errback"))
+    collector.flush()
+    futures[1].failure(ValueError("batch lost"))  # the last record of the first producer batch
+    with pytest.raises(ProductionError, match="batch lost"):
+        collector.flush()
+
+
+def test_an_error_inside_the_block_sends_what_waited_and_raises_the_error():
+    producer = BatchingProducer()
+    collector = RecordCollector(producer)
+    with pytest.raises(RuntimeError, match="processing failed"):
+        with collector.batching():
+            collector.send_bytes("log", b"a", b"1", 1, partition=0)
+            raise RuntimeError("processing failed")
+    assert producer.calls == [("log", 0, [(b"a", b"1", 1)])]
+
+
+def test_a_record_the_batch_refuses_is_sent_on_its_own_and_a_sink_record_too_large_to_wait_keeps_its_order():
+    class Refusing(BatchingProducer):
+        def send_batch(self, topic, partition, records):
+            raise ValueError("refused")
+
+    producer = Refusing()
+    collector = RecordCollector(producer)
+    with collector.batching():
+        collector.send_bytes("log", b"a", b"1", 1, partition=0)
+        collector.send("out", b"kk", b"small", 2, processor_node_id="sink")
+        collector.send("out", b"kk", b"x" * 200, 3, processor_node_id="sink")  # too large to wait
+    # the partition's waiting record went first, each record on its own after the refusal
+    assert [(t, p) for t, p, _, _ in producer.futures] == [("out", 0), ("out", 0), ("log", 0)]

@@ -312,7 +312,8 @@ def test_task_with_persistent_store_checkpoints_changelog_offsets(tmp_path):
         .add_source("src", "in")
         .add_processor("count", Counter, "src")
         .add_state_store(
-            Stores.key_value_store_builder(Stores.persistent_key_value_store("counts"), Serdes.string(), Serdes.int64()),
+            Stores.key_value_store_builder(Stores.persistent_key_value_store("counts"), Serdes.string(),
+                                           Serdes.int64()),
             "count",
         )
     )

@@ -15,7 +15,7 @@ from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
 from airflow_stateful_provider.streams.snapshots.manifest import MANIFEST_FILE_NAME, SnapshotManifest
 from airflow_stateful_provider.streams.snapshots.retention import apply_retention, snapshots_beyond_retention
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotInfo, SnapshotStorage
-from airflow_stateful_provider.streams.snapshots.taking import StoreToSnapshot, SnapshotTaker
+from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker, StoreToSnapshot
 from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
 from airflow_stateful_provider.streams.state.store_dir import open_store

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import SimpleNamespace
 
 from airflow_stateful_provider.streams.status.application import ApplicationStatus, build_application_status
 from airflow_stateful_provider.streams.status.document import InstanceStatus
@@ -34,3 +35,10 @@ def snapshot(*documents: dict, ends: Mapping[tuple[str, int], int] | None = None
     parsed = [InstanceStatus.from_dict(d, key=d["instance_id"]) for d in documents]
     return build_application_status(parsed, ends or {}, now_ms, stale_after_ms, application_id=app,
                                      expected_tasks=expected_tasks)
+
+
+def fake_thread_metrics() -> SimpleNamespace:
+    """A StreamThread's metrics as status/instance_view.py's ThreadMetricsView describes them: nothing yet."""
+    empty = SimpleNamespace(avg_max=lambda: (None, None))
+    return SimpleNamespace(process_total=0, commit_total=0, transaction_aborts_total=0, commit_latency=empty,
+                           poll_records=empty)

@@ -19,16 +19,17 @@ from airflow_stateful_provider.streams.status.collector import (
     status_document_from_instance,
 )
 from airflow_stateful_provider.streams.status.document import (
+    STATUS_FORMAT_VERSION,
     ChangelogProgress,
     CommandAcknowledgement,
     InstanceStatus,
     InstanceTask,
-    STATUS_FORMAT_VERSION,
 )
 from airflow_stateful_provider.streams.status.publisher import StatusPublisher
 from airflow_stateful_provider.streams.status.rendering import progress_bar, render_status_table
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
+from tests.unit.streams.status.status_documents import fake_thread_metrics
 from tools.waits import wait_until
 
 NOW = 1_700_000_000_000
@@ -291,7 +292,7 @@ def test_json_dict_is_plain_json():
                                        {"topic": CL, "partition": 0, "store": "counts", "start_offset": 0,
                                         "current_offset": 4_000, "end_offset": 10_000, "restore_rate": 1_200.0}]}
     assert task["standbys"][0] | {} == {"instance_id": "i-2", "host": "worker-2", "warmup": True, "state": "running",
-                                       "lag": 1_000, "lag_basis": "live", "stale": False}
+                                       "lag": 1_000, "lag_basis": "live", "stale": False, "update_rate": 0.0}
 
 
 # ---------------------------------------------------------------------------- building documents
@@ -307,7 +308,8 @@ class State(enum.Enum):
 
 def fake_task(task_id, state):
     """A StreamTask as status/instance_view.py's ActiveTaskView describes it."""
-    return SimpleNamespace(id=task_id, state=state, metrics=SimpleNamespace(dropped_records={}))
+    return SimpleNamespace(id=task_id, state=state, metrics=SimpleNamespace(dropped_records={}, process_total=0),
+                           partitions=[])
 
 
 def fake_instance(standby_tasks=None, progress=()):
@@ -325,9 +327,11 @@ def fake_instance(standby_tasks=None, progress=()):
                TaskId(0, 3): fake_task(TaskId(0, 3), State.CLOSED)},
         changelog_reader=SimpleNamespace(progress=lambda: list(progress), restore_sources={}, lost_tasks={}),
         consumer=SimpleNamespace(group_metadata=lambda: SimpleNamespace(generation_id=7)),
-        standby_tasks=standby_tasks or {}, tasks_lock=threading.RLock(), next_probing_rebalance_ms=None)
-    streams = SimpleNamespace(state=State.REBALANCING, threads=[thread], process_id="uuid-1",
-                              config=SimpleNamespace(application_id="app", processing_guarantee="at_least_once"))
+        standby_tasks=standby_tasks or {}, tasks_lock=threading.RLock(), next_probing_rebalance_ms=None,
+        name="app-StreamThread-1", metrics=fake_thread_metrics(), snapshot_taker=None)
+    streams = SimpleNamespace(state=State.REBALANCING, threads=[thread], process_id="uuid-1", metrics_endpoint=None,
+                              config=SimpleNamespace(application_id="app", processing_guarantee="at_least_once",
+                                                     host_application=None))
     return streams, progress
 
 
@@ -491,7 +495,7 @@ def test_publish_now_wakes_the_thread_without_blocking_and_the_interval_repeats(
 def test_skipped_records_travel_in_the_document_and_show_in_the_task_status():
     streams, _ = fake_instance()
     running = streams.threads[0].tasks[TaskId(0, 1)]
-    running.metrics = SimpleNamespace(dropped_records={"invalid-timestamp": 2, "production": 1})
+    running.metrics = SimpleNamespace(dropped_records={"invalid-timestamp": 2, "production": 1}, process_total=9)
     doc = InstanceStatus.from_dict(status_document_from_instance(streams, "i-1", 4, now_ms=NOW), key="i-1")
     assert doc.tasks[1].dropped_records == {"invalid-timestamp": 2, "production": 1}
     assert doc.tasks[0].dropped_records == {} and "dropped_records" not in doc.tasks[0].to_dict()

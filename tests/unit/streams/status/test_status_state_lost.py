@@ -23,6 +23,7 @@ from airflow_stateful_provider.streams.status.document import (
 )
 from airflow_stateful_provider.streams.status.rendering import render_status_table
 from airflow_stateful_provider.streams.task_id import TaskId
+from tests.unit.streams.status.status_documents import fake_thread_metrics
 
 NOW = 1_700_000_000_000
 CL = "app-counts-changelog"
@@ -67,9 +68,12 @@ def test_a_thread_that_died_of_a_lost_changelog_still_reports_the_task():
     reader = SimpleNamespace(progress=lambda: [], restore_sources={},
                              lost_tasks={TaskId(0, 0): (lost,), TaskId(0, 2): (standby,)})
     dead = SimpleNamespace(tasks={}, standby_tasks={}, changelog_reader=reader, consumer=None,
-                           tasks_lock=threading.RLock(), next_probing_rebalance_ms=None)
+                           tasks_lock=threading.RLock(), next_probing_rebalance_ms=None, name="app-StreamThread-1",
+                           metrics=fake_thread_metrics(), snapshot_taker=None)
     streams = SimpleNamespace(state=SimpleNamespace(value="ERROR"), process_id=uuid.uuid4(), threads=[dead],
-                              config=SimpleNamespace(application_id="app", processing_guarantee="at_least_once"))
+                              metrics_endpoint=None,
+                              config=SimpleNamespace(application_id="app", processing_guarantee="at_least_once",
+                                                     host_application=None))
     raw = status_document_from_instance(streams, "i-1", 1, now_ms=NOW, host="h", pid=1)
     parsed = InstanceStatus.from_dict(raw, key="i-1")
     assert raw["format_version"] == 2

@@ -63,7 +63,8 @@ def test_unknown_partitions_are_not_checked():
 
 
 def test_repair_plan_groups_repairable_values_by_topic():
-    drifts = [Drift("t1", "a", "1", "2", True), Drift("t1", "b", "x", None, True), Drift("t2", "partitions", "2", "3", False)]
+    drifts = [Drift("t1", "a", "1", "2", True), Drift("t1", "b", "x", None, True),
+              Drift("t2", "partitions", "2", "3", False)]
     assert repair_plan(drifts) == {"t1": {"a": "1", "b": "x"}}
 
 

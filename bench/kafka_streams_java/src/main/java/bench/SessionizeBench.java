@@ -23,13 +23,15 @@ import org.apache.kafka.streams.kstream.SessionWindows;
 /**
  * The topology of bench/sessionize.py in Kafka Streams: session windows (gap 5 min, no
  * grace) counting clicks per user, each new count sent as (user, count) to the output.
- * Same settings as the Python run: one stream thread, commit every 5 s, 10 MiB record
- * cache, at-least-once.
+ * Same settings as the Python run: the guarantee, commit interval and number of stream
+ * threads given (bench/vs_kafka_streams.py passes its own), 10 MiB record cache.
  *
- * <p>Usage: {@code SessionizeBench <bootstrap> <application id> <input> <output> <state dir>}.
+ * <p>Usage: {@code SessionizeBench <bootstrap> <application id> <input> <output> <state dir>
+ * <guarantee> <commit interval ms> <stream threads>}.
  * Runs until SIGTERM, then prints one JSON line: the wall-clock ms of the first poll that
  * returned records and of the last offset commit before the signal (a consumer interceptor
- * sees both, so the window is measured as the Python engine measures its own).
+ * sees both; the commit only at-least-once, exactly-once commits the offsets in the
+ * producer's transaction, so bench/vs_kafka_streams.py notes the end of a run itself).
  */
 public final class SessionizeBench {
     static final long GAP_MS = 300_000L;
@@ -63,18 +65,19 @@ public final class SessionizeBench {
     }
 
     public static void main(String[] args) throws InterruptedException {
-        if (args.length != 5) {
-            System.err.println("usage: SessionizeBench <bootstrap> <application id> <input> <output> <state dir>");
+        if (args.length != 8) {
+            System.err.println("usage: SessionizeBench <bootstrap> <application id> <input> <output> <state dir>"
+                + " <guarantee> <commit interval ms> <stream threads>");
             System.exit(2);
         }
         Properties props = new Properties();
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, args[1]);
         props.put(StreamsConfig.STATE_DIR_CONFIG, args[4]);
-        props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
-        props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 5_000);
+        props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, Integer.parseInt(args[7]));
+        props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Long.parseLong(args[6]));
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 10L * 1024 * 1024);
-        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args[5]);
         props.put(StreamsConfig.mainConsumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
         props.put(StreamsConfig.mainConsumerPrefix(ConsumerConfig.INTERCEPTOR_CLASSES_CONFIG), Timing.class.getName());
 

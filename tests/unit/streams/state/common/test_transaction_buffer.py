@@ -20,7 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from airflow_stateful_provider.streams.errors import IllegalStateError
 from airflow_stateful_provider.streams.state.common.transaction_buffer import ENTRY_OVERHEAD, TransactionBuffer
 
-REPO_ROOT = Path(__file__).resolve().parents[4]
+REPO_ROOT = Path(__file__).resolve().parents[5]
 
 
 def run_killed(script: str, *args: str) -> None:
@@ -258,7 +258,7 @@ def test_write_and_direct_with_buffered_writes_name_the_store(tmp_path):
 
 _RAW_CRASH_SCRIPT = """
 import os, signal, sys
-from tests.unit.state.common.test_transaction_buffer import TransactionBuffer, _open_raw
+from tests.unit.streams.state.common.test_transaction_buffer import TransactionBuffer, _open_raw
 buf = TransactionBuffer(_open_raw(sys.argv[1]))
 buf.put(b"committed", b"1")
 buf.delete_range(b"a", b"b")

@@ -151,7 +151,7 @@ def test_abort_and_reopen_give_the_last_commit(tmp_path, kind):
 
 _CRASH_SCRIPT = """
 import os, signal, sys
-from tests.unit.state.common.test_transactional_stores import KINDS, _open_kv
+from tests.unit.streams.state.common.test_transactional_stores import KINDS, _open_kv
 kind, path, out = sys.argv[1:]
 open_, write, snap = KINDS[kind]
 store = open_(path)
@@ -188,7 +188,7 @@ def test_commit_survives_kill_9_and_uncommitted_writes_do_not(tmp_path, name):
 
 _RESTORE_CRASH_SCRIPT = """
 import os, signal, sys
-from tests.unit.state.common.test_transactional_stores import ChangelogRecord, _open_kv
+from tests.unit.streams.state.common.test_transactional_stores import ChangelogRecord, _open_kv
 store = _open_kv(sys.argv[1])
 store.restore_batch([ChangelogRecord(b"restored", b"1", 0, 0)])
 store.put(b"on-top", b"2")

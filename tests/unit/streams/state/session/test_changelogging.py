@@ -52,7 +52,8 @@ def test_session_restore_advances_time_to_batch_end_first(make_session):
     key_late = b"k" + struct.pack(">qq", 0, 0)
     key_new = b"k" + struct.pack(">qq", 1_000_000, 1_000_000)
     applied = store.restore_batch(
-        [ChangelogRecord(key_late, b"old", 0, 0), ChangelogRecord(None, b"x", 0, 1), ChangelogRecord(key_new, b"new", 0, 2)]
+        [ChangelogRecord(key_late, b"old", 0, 0), ChangelogRecord(None, b"x", 0, 1),
+         ChangelogRecord(key_new, b"new", 0, 2)]
     )
     assert applied == 1
     assert store.fetch(b"k") == [(SessionKey(b"k", 1_000_000, 1_000_000), b"new")]

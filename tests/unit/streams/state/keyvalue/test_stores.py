@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from airflow_stateful_provider.streams.errors import InvalidRecordError, InvalidStoreError
 from airflow_stateful_provider.streams.state import (
-    ChangelogRecord,
     ChangeloggingKeyValueStore,
+    ChangelogRecord,
     InMemoryKeyValueStore,
     KeyValueStore,
     ListChangelogWriter,

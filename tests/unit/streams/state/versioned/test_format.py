@@ -49,7 +49,8 @@ def test_find_in_row():
 
 @settings(max_examples=100, deadline=None)
 @given(
-    st.lists(st.tuples(st.integers(0, 10**6), st.none() | st.binary(max_size=20)), max_size=8, unique_by=lambda e: e[0]),
+    st.lists(st.tuples(st.integers(0, 10**6), st.none() | st.binary(max_size=20)), max_size=8,
+             unique_by=lambda e: e[0]),
     st.integers(0, 10**6),
     st.integers(0, 2 * 10**6),
 )

@@ -20,7 +20,7 @@ SEG = 100_000
 B = 10
 
 
-def R(value, ts, valid_to=None):  # noqa: N802 - short for readability of expectations
+def R(value, ts, valid_to=None):  # short for readability of expectations
     return VersionedRecord(value, ts, valid_to)
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from airflow_stateful_provider.streams.state.session.caching import CachingSessionStore
 from airflow_stateful_provider.streams.state.common.changelog_records import ListChangelogWriter
+from airflow_stateful_provider.streams.state.session.caching import CachingSessionStore
 from airflow_stateful_provider.streams.state.session.changelogging import ChangeloggingSessionStore
 from airflow_stateful_provider.streams.state.session.in_memory import InMemorySessionStore
 from airflow_stateful_provider.streams.state.session.key import SessionKey, session_key_to_bytes
@@ -61,7 +61,7 @@ def test_removing_a_flushed_session_retracts_it_with_its_old_value():
     assert store.fetch_session(b"k", 1, 1) is None and store.fetch_session(b"k", 1, 3) == b"two"
     store.flush_cache()
     assert flushed[1:] == [(SessionKey(b"k", 1, 1), None, b"one"), (SessionKey(b"k", 1, 3), b"two", None)]
-    assert [(r.value, r.timestamp) for r in changelog.records[1:]] == [(None, 3), (b"two", 3)]
+    assert [(r.value, r.timestamp) for r in changelog.records[1:]] == [(b"two", 3), (None, 3)]
 
 
 def test_entries_are_written_with_the_timestamp_of_their_last_write():
@@ -137,3 +137,72 @@ def test_a_session_evicted_between_find_and_removal_is_still_retracted():
     store.flush_cache()
     assert inner.fetch(b"a") == []
     assert (SessionKey(b"a", 0, 0), None, b"x") in flushed
+
+
+def test_a_flush_writes_a_merged_session_before_removing_the_ones_it_replaced():
+    """A crash may cut the changelog anywhere in a flush (at-least-once): the merged session
+    goes first, so no cut leaves the store without the clicks of both. Downstream keeps
+    Kafka Streams' order, and the removal still retracts the old value when the merged
+    session moved the store's stream time past the removed one."""
+    clock = Clock()
+    changelog = ListChangelogWriter()
+    inner = ChangeloggingSessionStore(InMemorySessionStore(100, "s"), changelog, clock.timestamp)
+    store = CachingSessionStore(inner, 1 << 20, record_timestamp=clock.timestamp,
+                                set_record_timestamp=clock.set_override)
+    flushed = []
+    store.set_flush_listener(lambda session, new, old: flushed.append((session, new, old)))
+    store.put(SessionKey(b"a", 0, 0), b"1")
+    store.flush_cache()
+    clock.now = 50
+    store.remove(SessionKey(b"a", 0, 0))  # what a merge does, in Kafka Streams' order
+    store.put(SessionKey(b"a", 0, 50), b"2")
+    store.put(SessionKey(b"b", 50, 50), b"1")
+    clock.now = 1000
+    store.remove(SessionKey(b"a", 0, 50))  # the session grew on: [0, 50] is merged away in the cache
+    store.put(SessionKey(b"a", 0, 1000), b"9")
+    store.flush_cache()
+    assert [(r.key, r.value) for r in changelog.records[1:]] == [
+        (session_key_to_bytes(SessionKey(b"a", 0, 1000)), b"9"),
+        (session_key_to_bytes(SessionKey(b"a", 0, 0)), None),
+        (session_key_to_bytes(SessionKey(b"b", 50, 50)), b"1")]
+    assert flushed[1:] == [(SessionKey(b"a", 0, 0), None, b"1"), (SessionKey(b"b", 50, 50), b"1", None),
+                           (SessionKey(b"a", 0, 1000), b"9", None)]
+
+
+def test_evicting_a_removal_writes_the_sessions_cached_for_its_key_first():
+    store, inner, changelog, clock, flushed = cached_store(max_bytes=250)  # three entries fit
+    store.put(SessionKey(b"a", 0, 0), b"1")
+    store.flush_cache()
+    store.remove(SessionKey(b"a", 0, 0))  # the least recently touched entry
+    store.put(SessionKey(b"a", 0, 5), b"2")
+    store.put(SessionKey(b"c", 7, 7), b"1")
+    store.put(SessionKey(b"d", 8, 8), b"1")  # over the budget: the removal is evicted
+    assert [(r.key, r.value) for r in changelog.records[1:]] == [
+        (session_key_to_bytes(SessionKey(b"a", 0, 5)), b"2"), (session_key_to_bytes(SessionKey(b"a", 0, 0)), None)]
+    assert list(store._dirty) == [SessionKey(b"c", 7, 7), SessionKey(b"d", 8, 8)]
+
+
+def test_a_session_written_early_for_its_removal_hides_no_other_removal():
+    """The sessions written before a removal move the store's stream time: every removal's
+    old value is read before the flush writes anything, or a later removal of another key
+    would find its session expired and retract nothing."""
+    clock = Clock()
+    changelog = ListChangelogWriter()
+    inner = ChangeloggingSessionStore(InMemorySessionStore(100, "s"), changelog, clock.timestamp)
+    store = CachingSessionStore(inner, 1 << 20, record_timestamp=clock.timestamp,
+                                set_record_timestamp=clock.set_override)
+    flushed = []
+    store.set_flush_listener(lambda session, new, old: flushed.append((session, new, old)))
+    store.put(SessionKey(b"a", 0, 0), b"1")
+    store.put(SessionKey(b"b", 0, 10), b"1")
+    store.flush_cache()
+    store.remove(SessionKey(b"a", 0, 0))
+    store.remove(SessionKey(b"b", 0, 10))
+    store.put(SessionKey(b"b", 0, 20), b"2")
+    clock.now = 200
+    store.put(SessionKey(b"a", 0, 200), b"2")  # written before a's removal: the store's time is 200
+    store.flush_cache()
+    assert [(r.key, r.value) for r in changelog.records[2:]] == [
+        (session_key_to_bytes(SessionKey(b"a", 0, 200)), b"2"), (session_key_to_bytes(SessionKey(b"a", 0, 0)), None),
+        (session_key_to_bytes(SessionKey(b"b", 0, 20)), b"2"), (session_key_to_bytes(SessionKey(b"b", 0, 10)), None)]
+    assert (SessionKey(b"b", 0, 10), None, b"1") in flushed

@@ -115,11 +115,11 @@ def test_emit_on_close_with_the_index_forwards_what_the_segment_scan_forwards(wi
                         for run in runs:
                             run.store.remove(victim)
                 else:
-                    for variant, run in zip(variants, runs):
+                    for variant, run in zip(variants, runs, strict=True):
                         variant.reopen() if op[0] == "reopen" else variant.restore(op[1])
                         run.store = variant.store
                 reference = runs[1].forwarded
-                for variant, run in zip(variants, runs):
+                for variant, run in zip(variants, runs, strict=True):
                     assert run.forwarded == reference, (variant.kind, op)
             everything = [v.store.find_sessions_by_end(0, 1 << 62) for v in variants]
             assert all(found == everything[1] for found in everything), everything

@@ -20,7 +20,7 @@ G = 300_000
 I64 = struct.Struct(">q")
 
 
-def S(key, start, end):  # noqa: N802
+def S(key, start, end):
     return SessionKey(key, start, end)
 
 
@@ -44,7 +44,7 @@ class CountAggregation:
             start, end = min(start, session.start), max(end, session.end)
             count += I64.unpack(agg)[0]
         if end >= close:
-            for session, agg in candidates:
+            for session, _agg in candidates:
                 if (session.start, session.end) != (ts, ts):
                     store.remove(session)
                     self._forward(session, None)
@@ -304,7 +304,8 @@ def test_bad_retention(tmp_path):
 def test_retention_defaults_to_gap_plus_grace(tmp_path):
     store = RocksDBSessionStore(tmp_path / "s", inactivity_gap=300_000, grace_period=60_000)
     assert store.retention_ms == 360_000
-    assert store.metadata.setting("inactivity_gap_ms") == 300_000 and store.metadata.setting("grace_period_ms") == 60_000
+    assert store.metadata.setting("inactivity_gap_ms") == 300_000
+    assert store.metadata.setting("grace_period_ms") == 60_000
     store.close()
 
 

@@ -28,7 +28,8 @@ from airflow_stateful_provider.streams.state.common import rocks
 
 
 def _tree(path):
-    return sorted(os.path.relpath(os.path.join(root, name), path) for root, _d, files in os.walk(path) for name in files)
+    return sorted(os.path.relpath(os.path.join(root, name), path)
+                  for root, _d, files in os.walk(path) for name in files)
 
 
 def test_metadata_file_describes_each_store_type(tmp_path):
@@ -321,7 +322,8 @@ def test_session_and_versioned_stats(tmp_path):
     stats = s.stats()
     assert stats.observed_stream_time == 200_000
     assert stats.retention_ms == 300_000 and stats.segment_interval_ms == 150_000
-    assert [(x.segment_id, x.start_ms, x.end_ms) for x in stats.live_segments] == [(0, 0, 149_999), (1, 150_000, 299_999)]
+    assert [(x.segment_id, x.start_ms, x.end_ms) for x in stats.live_segments] == [(0, 0, 149_999),
+                                                                                   (1, 150_000, 299_999)]
     assert stats.approximate_num_entries >= 2
     s.close()
     v = RocksDBVersionedKeyValueStore(tmp_path / "v", 1000, segment_interval=100)

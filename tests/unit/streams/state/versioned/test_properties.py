@@ -8,6 +8,7 @@ and, for RocksDB, close and reopen in the middle. Every answer must equal the mo
 from __future__ import annotations
 
 import tempfile
+from itertools import pairwise
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -117,7 +118,7 @@ def _compare_everything(store, model, clock):
             assert got == model.get_versions(key, None, None, ascending)
         for t in times:
             assert _as_tuple(store.get(key, t)) == model.get(key, t), (key, t)
-        for lo, hi in zip(times, times[1:]):
+        for lo, hi in pairwise(times):
             got = [_as_tuple(r) for r in store.get_versions(key, lo, hi)]
             assert got == model.get_versions(key, lo, hi, False), (key, lo, hi)
 
