@@ -4,6 +4,9 @@
                             [--watch SECONDS | --check [--max-standby-lag N] [--max-input-lag N]]
     stateful-streams stores <state_dir> [--json]
     stateful-streams stop <application_id> [KAFKA] [--instance ID ...] [--timeout SECONDS] [--json]
+    stateful-streams query <application_id> <store> [KEY] [KAFKA] [--range FROM TO] [--as-of TS]
+                           [--allow-stale [--max-lag N]] [--limit N] [--continue TOKEN] [--key-json]
+                           [--timeout SECONDS] [--json]
     stateful-streams snapshots list <snapshot_url> <application_id> [--task ID] [--storage-options FILE] [--json]
     stateful-streams snapshots delete <snapshot_url> <application_id> --keep K [--task ID] [--execute]
                                       [--storage-options FILE] [--json]
@@ -19,8 +22,10 @@ retention, observed stream time); it opens them read-only, so it works while the
 application runs. ``stop`` sends a stop command on the control topic
 (docs/control-topic.md) to every live instance, or to the ``--instance`` ones, and waits
 until each has stopped cleanly (committed, checkpointed, left the group, removed its status
-document). ``snapshots`` lists the store snapshots of an application on shared storage
-(docs/snapshots.md: age, size, changelog offsets, and why a restore would skip one) and
+document). ``query`` reads live store state of a running application over its query topics
+(docs/interactive-queries.md): a key's value, the version valid at ``--as-of``, a key's
+sessions, or a page of a key range. ``snapshots`` lists the store snapshots of an
+application on shared storage (docs/snapshots.md: age, size, changelog offsets, and why a restore would skip one) and
 plans the deletion of all but the newest K per task, which ``--execute`` carries out.
 Bootstrap servers default to ``$STATEFUL_STREAMS_BOOTSTRAP_SERVERS``; ``--conn-id`` reads
 them and the security settings (SASL, SSL) from an Airflow connection of type
@@ -181,6 +186,23 @@ def build_parser() -> argparse.ArgumentParser:
     stores.add_argument("state_dir")
     stores.add_argument("--json", action="store_true", help="machine-readable output")
 
+    query = commands.add_parser("query", help="read live store state of a running application by key or range")
+    query.add_argument("application_id")
+    query.add_argument("store")
+    query.add_argument("key", nargs="?", help="the key (a string; with --key-json, JSON such as 42)")
+    _add_broker_arguments(query)
+    query.add_argument("--range", nargs=2, metavar=("FROM", "TO"), help="entries with FROM <= key <= TO ('' = open)")
+    query.add_argument("--as-of", type=int, metavar="TS", help="versioned store: the version valid at epoch ms TS")
+    query.add_argument("--allow-stale", action="store_true", help="let a standby answer (see --max-lag)")
+    query.add_argument("--max-lag", type=int, default=10_000, metavar="N",
+                       help="with --allow-stale: most changelog records a standby may be behind (default 10000)")
+    query.add_argument("--limit", type=int, default=100, metavar="N", help="range: records per page (default 100)")
+    query.add_argument("--continue", dest="continuation", metavar="TOKEN", help="range: the next page's token")
+    query.add_argument("--key-json", action="store_true", help="parse KEY and the range ends as JSON")
+    query.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="how long to wait for an answer (default 10)")
+    query.add_argument("--json", action="store_true", help="machine-readable output")
+
     snapshots = commands.add_parser("snapshots", help="store snapshots on shared storage: list, delete old ones")
     actions = snapshots.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, text in (("list", "every snapshot per task, newest first"),
@@ -245,7 +267,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO)
             if value is not None and (not args.check or value < 0):
                 parser.error(f"{option} takes a number >= 0 and goes with --check, got {value}"
                              + ("" if args.check else " without --check"))
-    if args.command in ("status", "stop"):
+    if args.command in ("status", "stop", "query"):
         _kafka_settings(parser, args)
     if args.command == "status":
         from airflow_stateful_provider.cli_status import run_status
@@ -255,6 +277,12 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO)
         if args.timeout <= 0:
             parser.error(f"--timeout takes a positive number of seconds, got {args.timeout:g}")
         return _stop(args, out)
+    if args.command == "query":
+        if (args.key is None) == (args.range is None):
+            parser.error("query takes a KEY or --range FROM TO")
+        if args.timeout <= 0:
+            parser.error(f"--timeout takes a positive number of seconds, got {args.timeout:g}")
+        return _query(args, out)
     if args.command == "snapshots":
         if args.action == "delete" and args.keep < 1:
             parser.error(f"--keep takes a number >= 1, got {args.keep}")
@@ -329,6 +357,41 @@ def _stop(args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"not stopped: {', '.join(outcome.missing)}\n")
     out.flush()
     return 1 if outcome.missing else 0
+
+
+def _query(args: argparse.Namespace, out: TextIO) -> int:
+    from airflow_stateful_provider.streams.errors import ConfigError
+    from airflow_stateful_provider.streams.queries.lookups import lookup_store
+
+    def key(text: str) -> Any:
+        if not args.key_json:
+            return text
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"--key-json: {text!r} is not JSON ({exc}); quote strings, e.g. '\"user-1\"'") from None
+
+    key_range = None if args.range is None else (None if args.range[0] == "" else key(args.range[0]),
+                                                 None if args.range[1] == "" else key(args.range[1]))
+    answer = lookup_store(args.bootstrap_servers, args.application_id, args.store,
+                          None if args.key is None else key(args.key), key_range=key_range, as_of=args.as_of,
+                          allow_stale=args.allow_stale, max_lag=args.max_lag, limit=args.limit,
+                          continuation=args.continuation, timeout_ms=int(args.timeout * 1000),
+                          client_configs=args.client_configs)
+    if args.json:
+        out.write(json.dumps(answer, indent=2, sort_keys=True, default=repr) + "\n")
+    elif key_range is not None:
+        for row in answer["records"]:
+            out.write(f"{json.dumps(row['key'], default=repr)}\t{json.dumps(row['value'], default=repr)}\n")
+        if answer["continuation"]:
+            out.write(f"more: --continue {answer['continuation']}\n")
+    else:
+        source = f"{answer['instance_id']} task {answer['task_id']}" + (
+            f" (standby, {answer['lag']} behind)" if answer["standby"] else "")
+        value = json.dumps(answer["value"], default=repr) if answer["found"] else "(not found)"
+        out.write(f"{value}\n  from {source}, position {json.dumps(answer['position'])}\n")
+    out.flush()
+    return 0
 
 
 def _stores(args: argparse.Namespace, out: TextIO) -> int:

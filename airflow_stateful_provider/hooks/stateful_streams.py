@@ -222,3 +222,35 @@ class StatefulStreamsHook(BaseHook):
         configs = self.get_client_configs()
         return wait_for_command(configs.pop("bootstrap_servers"), command, instances=list(instances),
                                 client_configs=configs, timeout_ms=duration_arg_ms(timeout, "timeout", minimum=1))
+
+    # ------------------------------------------------------------------ queries
+
+    def query_store(
+        self,
+        application_id: str,
+        store: str,
+        key: Any = None,
+        *,
+        key_range: tuple[Any, Any] | None = None,
+        as_of: int | None = None,
+        allow_stale: bool = False,
+        max_lag: int | None = None,
+        limit: int | None = None,
+        continuation: str | None = None,
+        timeout: int | timedelta = DEFAULT_READ_TIMEOUT,
+    ) -> dict[str, Any]:
+        """Read live state of a running application over its query topics
+        (docs/interactive-queries.md): ``key``'s value (the version valid ``as_of`` on a
+        versioned store, the sessions on a session store) or a page of ``key_range``.
+        Returns JSON data with the answering instance, task, partition and position; raises
+        the engine's UnknownApplicationError, UnknownStoreError, TaskNotAvailableError
+        ("restoring"), QueryTimeoutError."""
+        from airflow_stateful_provider.streams.queries.lookups import DEFAULT_MAX_LAG, lookup_store
+        from airflow_stateful_provider.streams.queries.requests import DEFAULT_LIMIT
+
+        configs = self.get_client_configs()
+        return lookup_store(configs.pop("bootstrap_servers"), application_id, store, key, key_range=key_range,
+                            as_of=as_of, allow_stale=allow_stale,
+                            max_lag=DEFAULT_MAX_LAG if max_lag is None else max_lag,
+                            limit=DEFAULT_LIMIT if limit is None else limit, continuation=continuation,
+                            timeout_ms=duration_arg_ms(timeout, "timeout", minimum=1), client_configs=configs)

@@ -35,6 +35,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "SnapshotError",
         "StatusFormatError", "StatusReadTimeoutError", "StreamsError", "TopologyError", "UnknownApplicationError",
         "UnsupportedGroupProtocolVersionError", "UnsupportedStatusVersionError",
+        "QueryError", "InvalidQueryError", "UnknownStoreError", "InstanceNotRunningError", "TaskNotAvailableError",
+        "QueryTimeoutError", "WrongStoreKindError",
     ),
     ".instance.kafka_streams": ("KafkaStreams", "KafkaStreamsState"),
     ".processing.deserialization": (
@@ -52,6 +54,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Cancellable", "Headers", "KeyValue", "Processor", "ProcessorContext", "ProcessorSupplier",
         "PunctuationType", "Punctuator", "Record", "RecordMetadata",
     ),
+    ".queries.requests": (
+        "KeyQuery", "MultiVersionedKeyQuery", "Position", "PositionBound", "RangeQuery", "SessionQuery",
+        "StateQueryRequest", "VersionedKeyQuery",
+    ),
+    ".queries.lookups": ("lookup_store",),
+    ".queries.remote": ("QueryClient", "committed_position", "query_application"),
+    ".queries.results": ("KeyQueryMetadata", "QueryResult", "StateQueryResult"),
     ".restoration.changelog_reader": ("StandbyUpdateListener", "StateRestoreListener", "SuspendReason"),
     ".serdes": ("Serde", "Serdes"),
     ".snapshots.catalog": ("SnapshotEntry", "delete_old_snapshots", "list_snapshots"),
@@ -113,6 +122,8 @@ if TYPE_CHECKING:
     from .errors import ForeignStateError as ForeignStateError
     from .errors import GroupProtocolError as GroupProtocolError
     from .errors import IllegalStateError as IllegalStateError
+    from .errors import InstanceNotRunningError as InstanceNotRunningError
+    from .errors import InvalidQueryError as InvalidQueryError
     from .errors import InvalidRecordError as InvalidRecordError
     from .errors import InvalidSnapshotError as InvalidSnapshotError
     from .errors import InvalidStoreError as InvalidStoreError
@@ -120,16 +131,21 @@ if TYPE_CHECKING:
     from .errors import MissingTopicError as MissingTopicError
     from .errors import ProcessingError as ProcessingError
     from .errors import ProductionError as ProductionError
+    from .errors import QueryError as QueryError
+    from .errors import QueryTimeoutError as QueryTimeoutError
     from .errors import ReadOnlyStoreError as ReadOnlyStoreError
     from .errors import SerializationError as SerializationError
     from .errors import SnapshotError as SnapshotError
     from .errors import StatusFormatError as StatusFormatError
     from .errors import StatusReadTimeoutError as StatusReadTimeoutError
     from .errors import StreamsError as StreamsError
+    from .errors import TaskNotAvailableError as TaskNotAvailableError
     from .errors import TopologyError as TopologyError
     from .errors import UnknownApplicationError as UnknownApplicationError
+    from .errors import UnknownStoreError as UnknownStoreError
     from .errors import UnsupportedGroupProtocolVersionError as UnsupportedGroupProtocolVersionError
     from .errors import UnsupportedStatusVersionError as UnsupportedStatusVersionError
+    from .errors import WrongStoreKindError as WrongStoreKindError
     from .instance.kafka_streams import KafkaStreams as KafkaStreams
     from .instance.kafka_streams import KafkaStreamsState as KafkaStreamsState
     from .processing.deserialization import DeadLetterQueueExceptionHandler as DeadLetterQueueExceptionHandler
@@ -165,6 +181,21 @@ if TYPE_CHECKING:
     from .processor import Punctuator as Punctuator
     from .processor import Record as Record
     from .processor import RecordMetadata as RecordMetadata
+    from .queries.lookups import lookup_store as lookup_store
+    from .queries.remote import QueryClient as QueryClient
+    from .queries.remote import committed_position as committed_position
+    from .queries.remote import query_application as query_application
+    from .queries.requests import KeyQuery as KeyQuery
+    from .queries.requests import MultiVersionedKeyQuery as MultiVersionedKeyQuery
+    from .queries.requests import Position as Position
+    from .queries.requests import PositionBound as PositionBound
+    from .queries.requests import RangeQuery as RangeQuery
+    from .queries.requests import SessionQuery as SessionQuery
+    from .queries.requests import StateQueryRequest as StateQueryRequest
+    from .queries.requests import VersionedKeyQuery as VersionedKeyQuery
+    from .queries.results import KeyQueryMetadata as KeyQueryMetadata
+    from .queries.results import QueryResult as QueryResult
+    from .queries.results import StateQueryResult as StateQueryResult
     from .restoration.changelog_reader import StandbyUpdateListener as StandbyUpdateListener
     from .restoration.changelog_reader import StateRestoreListener as StateRestoreListener
     from .restoration.changelog_reader import SuspendReason as SuspendReason

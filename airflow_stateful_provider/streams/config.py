@@ -48,9 +48,9 @@ __all__ = [
 ]
 
 _APPLICATION_ID_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
-#: The longest suffix of the topics every application has (``<application_id>-control``;
-#: status/document.py names them).
-_CONTROL_TOPIC_SUFFIX = "-control"
+#: The longest suffix of the topics every application has (``<application_id>-query-answers``;
+#: queries/wire.py names it, status/document.py the status and control topics).
+_LONGEST_TOPIC_SUFFIX = "-query-answers"
 
 
 class ProcessingGuarantee(str, enum.Enum):  # noqa: UP042 - StrEnum would change str() of a member
@@ -402,16 +402,16 @@ StreamsConfig.__init__ = _checked_init(StreamsConfig.__init__)  # type: ignore[m
 
 
 def _check_application_id(value: Any) -> None:
-    """A legal topic name once the longest suffix every application has (``-control``) is added;
+    """A legal topic name once the longest suffix every application has (``-query-answers``) is added;
     a task directory ``<state_dir>/<application_id>`` stays inside ``state_dir``."""
     if not isinstance(value, str) or not _APPLICATION_ID_RE.match(value) or value in (".", ".."):
         raise ConfigError(f"application_id must be a non-empty string of [a-zA-Z0-9._-], other than '.' and '..' "
                           f"(it names the consumer group, the internal topics and the state directory), "
                           f"got {value!r}")
-    longest = MAX_TOPIC_NAME_LENGTH - len(_CONTROL_TOPIC_SUFFIX)
+    longest = MAX_TOPIC_NAME_LENGTH - len(_LONGEST_TOPIC_SUFFIX)
     if len(value) > longest:
         raise ConfigError(f"application_id is {len(value)} characters long; at most {longest} fit: the internal "
-                          f"topic '<application_id>{_CONTROL_TOPIC_SUFFIX}' must stay within Kafka's "
+                          f"topic '<application_id>{_LONGEST_TOPIC_SUFFIX}' must stay within Kafka's "
                           f"{MAX_TOPIC_NAME_LENGTH} characters")
 
 

@@ -175,3 +175,45 @@ class ChangelogLostError(StreamsError):
     def __init__(self, message: str, *, lost: tuple = ()) -> None:
         super().__init__(message)
         self.lost = tuple(lost)
+
+
+class QueryError(StreamsError):
+    """An interactive query (docs/interactive-queries.md) could not be answered. The
+    subclasses say why; the message names the store, the key or task and the fix."""
+
+
+class InvalidQueryError(QueryError, ValueError):
+    """A query is malformed: a bad limit, bound, continuation token, key of the wrong type
+    for the store's serde, or a query type the store's kind does not answer."""
+
+
+class UnknownStoreError(QueryError, LookupError):
+    """The application has no store of that name; the message lists the stores it has."""
+
+
+class InstanceNotRunningError(QueryError):
+    """The instance asked is not running (created, shutting down, stopped or failed)."""
+
+
+class TaskNotAvailableError(QueryError):
+    """No replica could answer for a task: it is restoring (``reason`` "restoring"), held by
+    no instance asked (``reason`` "not_owned"), a standby behind the lag bound
+    (``reason`` "lagging") or behind the position bound (``reason`` "position")."""
+
+    def __init__(self, message: str, *, reason: str = "not_owned") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class QueryTimeoutError(QueryError, TimeoutError):
+    """No instance answered a remote query within its timeout: the application may be
+    stopped, or every owner of the task busy restoring."""
+
+
+class WrongStoreKindError(InvalidQueryError):
+    """A query type the store's kind does not answer (a KeyQuery on a versioned store, ...);
+    ``kind`` names the store's kind, so a caller can ask again with a query that fits."""
+
+    def __init__(self, message: str, *, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind

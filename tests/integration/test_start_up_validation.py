@@ -139,7 +139,7 @@ CASES = [
     # application_id: Kafka's topic-name rules, also for the internal topics built from it
     Case("application_id '..'", ConfigError, ("application_id", "'..'"), lambda c: start(c, application_id="..")),
     Case("application_id '.'", ConfigError, ("application_id", "'.'"), lambda c: start(c, application_id=".")),
-    Case("application_id longer than the control topic allows", ConfigError, ("application_id", "242"),
+    Case("application_id longer than the query answers topic allows", ConfigError, ("application_id", "242"),
          lambda c: start(c, application_id="a" * 242)),
     Case("application_id too long for the changelog and repartition topics", ConfigError,
          ("application_id (235 characters)", "249"), lambda c: start(c, application_id="a" * 235)),

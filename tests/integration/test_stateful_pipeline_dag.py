@@ -1,7 +1,8 @@
 """dags/stateful_pipeline.py end to end through ``dag.test()``: real broker, Spark ``local[3,2]``
 (spark-submit launched detached by SubmitTopologyOperator), the deferrable restoration sensor
-run by dag.test()'s inline triggerer; then, against the running application, the on-call DAG
-and the store maintenance DAG (online); then ``stateful-streams stop`` ends the application."""
+run by dag.test()'s inline triggerer; then, against the running application, the on-call DAGs
+(status table, one key read over the query topics) and the store maintenance DAG (online);
+then ``stateful-streams stop`` ends the application."""
 
 from __future__ import annotations
 
@@ -71,6 +72,18 @@ def test_stateful_pipeline_dag_runs_the_example_on_spark(airflow_db, bootstrap_s
         unknown = example_dag("oncall_restoration_status.py", "oncall_restoration_status").test(
             run_conf={"application_id": f"{app_id}-typo"})
         assert unknown.state == "failed"
+
+        # On-call reads one key of the running application over its query topics.
+        capfd.readouterr()
+        query = example_dag("oncall_query_store.py", "oncall_query_store").test(
+            run_conf={"application_id": app_id, "store": "currency-rates-store", "key": "EUR"})
+        assert query.state == "success"
+        printed = capfd.readouterr().out
+        assert "currency-rates-store['EUR'] = " in printed and "(found: True) from instance " in printed, \
+            printed[-3000:]
+        unknown_store = example_dag("oncall_query_store.py", "oncall_query_store").test(
+            run_conf={"application_id": app_id, "store": "no-such-store", "key": "EUR"})
+        assert unknown_store.state == "failed"
 
         # The daily maintenance, online against the instances running on Spark.
         maintenance = example_dag("store_maintenance.py", "store_maintenance").test(

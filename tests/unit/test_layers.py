@@ -39,8 +39,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "topics": {"topology", "state", "kafka"},
     "status": {"topics", "topology", "kafka"},
     "control": {"status", "processing", "topology", "topics", "state", "kafka"},
-    "instance": {"control", "status", "topics", "restoration", "processing", "assignment", "config", "topology",
-                 "state", "snapshots", "kafka"},
+    "queries": {"status", "processing", "config", "topics", "topology", "state", "kafka"},
+    "instance": {"queries", "control", "status", "topics", "restoration", "processing", "assignment", "config",
+                 "topology", "state", "snapshots", "kafka"},
     "testing": {"processing", "config", "topology", "state"},
     "runner": {"instance", "config", "topology"},
 }

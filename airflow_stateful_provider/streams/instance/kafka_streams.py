@@ -35,6 +35,7 @@ from airflow_stateful_provider.streams.control.listener import ControlListener
 from airflow_stateful_provider.streams.errors import (
     FencedInstanceError,
     IllegalStateError,
+    InstanceNotRunningError,
     MissingTopicError,
     UnknownApplicationError,
 )
@@ -51,6 +52,10 @@ from airflow_stateful_provider.streams.instance.stream_thread import StreamThrea
 from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSUMER, PRODUCER, settings_for
 from airflow_stateful_provider.streams.processing.streams_producer import EOS_TRANSACTION_TIMEOUT_MS
 from airflow_stateful_provider.streams.processing.task_directories import check_state_directory
+from airflow_stateful_provider.streams.queries.local import key_metadata, query_threads, resolve_target
+from airflow_stateful_provider.streams.queries.requests import StateQueryRequest
+from airflow_stateful_provider.streams.queries.responder import QueryResponder, ensure_query_topics
+from airflow_stateful_provider.streams.queries.results import KeyQueryMetadata, StateQueryResult
 from airflow_stateful_provider.streams.restoration.changelog_reader import (
     StandbyUpdateListener,
     StateRestoreListener,
@@ -132,6 +137,8 @@ class KafkaStreams:
         self.metrics_endpoint: str | None = None
         #: Reads ``<application_id>-control`` (docs/control-topic.md) while the instance runs.
         self.control_listener: ControlListener | None = None
+        #: Answers remote queries from ``<application_id>-queries`` (docs/interactive-queries.md).
+        self.query_responder: QueryResponder | None = None
         self._state = KafkaStreamsState.CREATED
         self._state_lock = threading.Condition()
         self._state_listener: StateListener | None = None
@@ -143,6 +150,8 @@ class KafkaStreams:
         #: Every topic the application reads or writes -> "source", "sink", "changelog" or
         #: "repartition" (known once started; the stream threads watch them).
         self.topic_roles: dict[str, str] = {}
+        #: Subtopology id -> its number of tasks (known once started; queries route keys by it).
+        self.task_counts: dict[int, int] = {}
         self._error_closer: threading.Thread | None = None
         #: Held by close(): a second caller (SIGTERM after a stop command) waits for the
         #: first to finish, so the process does not exit before the tombstone is sent.
@@ -281,10 +290,13 @@ class KafkaStreams:
         self.status_publisher = StatusPublisher.for_instance(self, self.instance_id, self.config.instance_epoch)
         self.status_publisher.start()
         self.control_listener = ControlListener(self)
+        self.query_responder = QueryResponder(self)
         try:
             self.control_listener.start()
+            self.query_responder.start()
         except BaseException:
-            self.control_listener = None
+            self._close_listeners()
+            self.control_listener = self.query_responder = None
             self._close_status_publisher(clean=True)
             self._close_metrics_endpoint()
             raise
@@ -322,12 +334,14 @@ class KafkaStreams:
                     f"{role} topics {missing} do not exist on {','.join(self.config.bootstrap_servers)}; create "
                     f"them before starting application {self.config.application_id!r}", topics=missing)
         self.internal_topics = internal_topics(self.topology, self.config.application_id, counts)
+        self.task_counts = self.topology.validate_partition_counts(counts, self.config.application_id)
         self.topic_roles = {**{topic: "source" for topic in external}, **{topic: "sink" for topic in sinks},
                             **{topic.name: topic.kind for topic in self.internal_topics}}
         manager = InternalTopicManager(admin, replication_factor=self.config.replication_factor)
         manager.ensure(self.internal_topics)
         ensure_status_topic(admin, self.config.application_id)
         ensure_control_topic(admin, self.config.application_id)
+        ensure_query_topics(admin, self.config.application_id)
         dead_letters = list(dead_letter_topics(self.config))
         present = fetch_partition_counts(admin, dead_letters)
         manager.ensure([InternalTopic(topic, 1, {}, "dead-letter", -1)
@@ -363,7 +377,7 @@ class KafkaStreams:
             if self._state is KafkaStreamsState.PENDING_ERROR:
                 return self._wait_for_threads(timeout)
             self._set_state(KafkaStreamsState.PENDING_SHUTDOWN)
-            self._close_control_listener()
+            self._close_listeners()
             stopped = self._wait_for_threads(timeout)
             if stopped:
                 self._set_state(KafkaStreamsState.NOT_RUNNING)
@@ -373,9 +387,11 @@ class KafkaStreams:
         finally:
             self._close_lock.release()
 
-    def _close_control_listener(self) -> None:
-        if self.control_listener is not None:
-            self.control_listener.close()
+    def _close_listeners(self) -> None:
+        """Stop reading commands and queries (both listeners)."""
+        for listener in (self.control_listener, self.query_responder):
+            if listener is not None:
+                listener.close()
 
     def _close_status_publisher(self, *, clean: bool) -> None:
         """A clean stop removes this instance from the status topic (tombstone); otherwise
@@ -423,7 +439,7 @@ class KafkaStreams:
                 log.exception("uncaught exception handler failed")
 
         def shut_down() -> None:
-            self._close_control_listener()
+            self._close_listeners()
             self._wait_for_threads(None)
             self._set_state(KafkaStreamsState.ERROR)
             self._close_status_publisher(clean=False)
@@ -431,6 +447,30 @@ class KafkaStreams:
 
         self._error_closer = threading.Thread(target=shut_down, name=f"{self.client_id}-error-shutdown", daemon=True)
         self._error_closer.start()
+
+    # ------------------------------------------------------------------ interactive queries
+
+    def query(self, request: StateQueryRequest, timeout: float = 10.0) -> StateQueryResult:
+        """Answer ``request`` from this instance's stores (docs/interactive-queries.md): each
+        stream thread answers for its tasks between two records, so an answer and its position
+        are consistent. Raises InstanceNotRunningError, UnknownStoreError, InvalidQueryError,
+        QueryTimeoutError; a partition this instance cannot answer for is a failed result."""
+        if self._state not in (KafkaStreamsState.RUNNING, KafkaStreamsState.REBALANCING):
+            raise InstanceNotRunningError(f"instance {self.instance_id} is {self._state.value}: queries need a "
+                                          f"RUNNING or REBALANCING instance")
+        target = resolve_target(self.topology, self.config, self.task_counts, request, self.instance_id)
+        return query_threads(list(self.threads), target, timeout)
+
+    def query_metadata_for_key(self, store: str, key: Any) -> KeyQueryMetadata:
+        """The partition and task of ``key`` in ``store``, the instance running that task and
+        those keeping standbys of it, as the instances' status documents say now."""
+        if not self.task_counts:
+            raise InstanceNotRunningError(f"instance {self.instance_id} has not started: the partitions of "
+                                          f"store {store!r} are not known yet")
+        documents = read_status_documents(list(self.config.bootstrap_servers), self.config.application_id,
+                                          client_configs={**self.config.client_configs,
+                                                          **self.config.consumer_configs}, allow_empty=True)
+        return key_metadata(self.topology, self.config, self.task_counts, store, key, documents)
 
     def metrics(self) -> dict[str, dict[str, int]]:
         """Counters of the tasks this instance runs now, by task id (processed,

@@ -148,6 +148,8 @@ class StreamTask:
         self._stream_queue = PunctuationQueue()
         self._wall_queue = PunctuationQueue()
         self._consumed: dict[TopicPartition, int] = {}
+        #: The committed offsets the task started from (its position before it processes).
+        self._committed_at_start: dict[TopicPartition, int] = {}
         #: Small per-task values processors keep across restarts, committed with the input
         #: offsets (e.g. emit-on-close aggregations: the last window close time emitted).
         self.processor_metadata: dict[str, int] = {}
@@ -251,6 +253,9 @@ class StreamTask:
             tp = TopicPartition(tp[0], tp[1])
             if tp not in self._partition_group.partitions or value is None:
                 continue
+            offset = getattr(value, "offset", None)
+            if isinstance(offset, int) and offset >= 0:
+                self._committed_at_start[tp] = offset
             metadata = value if isinstance(value, str) else getattr(value, "metadata", "")
             partition_time, processor_metadata = decode_commit_metadata(metadata)
             if partition_time != UNKNOWN:
@@ -522,6 +527,23 @@ class StreamTask:
             offsets[tp] = OffsetAndMetadata(
                 next_offset, encode_commit_metadata(self._partition_group.partition_time(tp), self.processor_metadata))
         return offsets
+
+    def processed_position(self) -> dict[TopicPartition, int]:
+        """Per input partition, the next offset whose record the stores do not reflect yet
+        (interactive queries' position, docs/interactive-queries.md): after the last processed
+        record, or the consumer's position when nothing of the partition waits in the buffer
+        (past transaction markers, or where the task started when it processed nothing yet)."""
+        position = {tp: om.offset for tp, om in self.committable_offsets().items()}
+        for tp in self.partitions:
+            if tp in position:
+                continue
+            offset = self._consumer_position(tp) if self._consumer_position is not None \
+                and self._partition_group.buffered_size(tp) == 0 else None
+            if offset is None:
+                offset = self._committed_at_start.get(tp)
+            if offset is not None:
+                position[tp] = offset
+        return position
 
     def post_commit(self, *, enforce_checkpoint: bool = False) -> None:
         """After the consumer (or, exactly-once, the transaction) committed: write the stores'

@@ -56,7 +56,7 @@ def test_durations_accept_timedelta():
         ({"max_task_idle_ms": -2}, "max_task_idle_ms"),
         ({"application_id": "."}, "application_id"),
         ({"application_id": ".."}, "application_id"),
-        ({"application_id": "a" * 242}, "application_id is 242 characters long; at most 241 fit"),
+        ({"application_id": "a" * 242}, "application_id is 242 characters long; at most 235 fit"),
         ({"bootstrap_servers": "h:0"}, "bootstrap_servers entry 'h:0'"),
         ({"bootstrap_servers": "h:65536"}, "bootstrap_servers entry 'h:65536'"),
         ({"bootstrap_servers": ["ok:1", "my host:1"]}, "bootstrap_servers entry 'my host:1'"),

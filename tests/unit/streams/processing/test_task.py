@@ -524,3 +524,22 @@ def test_process_batch_stops_at_its_deadline():
     done = task.process_batch(0, 1_000, deadline=started + 0.05)
     assert done == 32, done  # 32 records take at least 64 ms: the first check is past the deadline
     assert task.process_batch(0, 1_000) == 500 - done  # without a deadline: the rest
+
+
+def test_the_processed_position_is_the_next_offset_after_what_the_stores_reflect():
+    """Interactive queries' position: past the last processed record; before any, the
+    committed offset the task started from; a partition with neither is not known."""
+    seen = []
+    task, _ = _task(seen)
+    task.initialize()
+    task.initialize_task_time({TopicPartition("left", 1): OffsetAndMetadata(10, encode_partition_time(500)),
+                               TopicPartition("right", 1): None})
+    task.complete_restoration()
+    assert task.processed_position() == {TopicPartition("left", 1): 10}
+    task.add_records(TopicPartition("left", 1), [_rec("left", 1, 10, 600), _rec("left", 1, 11, 700)])
+    task.add_records(TopicPartition("right", 1), [_rec("right", 1, 4, 650)])
+    assert task.process()  # left@10 only: buffered records are not reflected yet
+    assert task.processed_position() == {TopicPartition("left", 1): 11}
+    while task.process():
+        pass
+    assert task.processed_position() == {TopicPartition("left", 1): 12, TopicPartition("right", 1): 5}
