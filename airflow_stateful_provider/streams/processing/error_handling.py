@@ -26,9 +26,10 @@ import dataclasses
 import enum
 import logging
 import traceback
+from collections.abc import Callable
 from typing import Any, Protocol
 
-from airflow_stateful_provider.streams.errors import ConfigError
+from airflow_stateful_provider.streams.errors import ConfigError, ProcessingError
 
 __all__ = [
     "DeadLetterRecord",
@@ -233,3 +234,18 @@ def normalize_response(response: Any, handler: Any) -> HandlerResponse:
         return HandlerResponse(response)
     raise ConfigError(f"exception handler {handler!r} returned {response!r}; expected a HandlerResponse or "
                       f"HandlerResult")
+
+
+def ask_processing_handler(handler: ProcessingExceptionHandler, context: ErrorHandlerContext, record: Any,
+                           exc: Exception, send_dead_letter: Callable[[DeadLetterRecord], None]) -> bool:
+    """Ask ``handler`` about ``exc`` (raised processing ``record``, None in a punctuator) and
+    send the dead-letter records it returns. True to continue; a failing handler raises
+    ProcessingError naming it."""
+    try:
+        response = normalize_response(handler.handle(context, record, exc), handler)
+    except Exception as handler_exc:
+        raise ProcessingError(f"processing exception handler {handler!r} failed ({context.describe()}) while "
+                              f"handling {exc!r}: {handler_exc!r}") from handler_exc
+    for dead in response.dead_letter_records:
+        send_dead_letter(dead)
+    return response.result is HandlerResult.CONTINUE

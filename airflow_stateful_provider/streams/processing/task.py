@@ -37,8 +37,7 @@ from airflow_stateful_provider.streams.errors import IllegalStateError, Processi
 from airflow_stateful_provider.streams.processing.deserialization import deserialization_handler_from_config
 from airflow_stateful_provider.streams.processing.error_handling import (
     ErrorHandlerContext,
-    HandlerResult,
-    normalize_response,
+    ask_processing_handler,
     processing_handler_from_config,
     production_handler_from_config,
 )
@@ -93,14 +92,14 @@ class TaskStores(Protocol):
 
 
 class _NoStores:
+    """The stores of a task whose topology has none."""
+
     def get(self, name: str) -> Any:
         raise StreamsError(f"task has no state store {name!r}")
 
-    def flush(self) -> None:
-        pass
+    def flush(self) -> None: ...
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None: ...
 
 
 class StreamTask:
@@ -486,16 +485,9 @@ class StreamTask:
 
     def _handle_processing_error(self, context: ErrorHandlerContext, record: Record[Any, Any] | None,
                                  exc: Exception) -> bool:
-        """Ask the handler; send its dead-letter records. True to continue."""
-        handler = self._processing_handler
-        try:
-            response = normalize_response(handler.handle(context, record, exc), handler)
-        except Exception as handler_exc:
-            raise ProcessingError(f"processing exception handler {handler!r} failed ({context.describe()}) while "
-                                  f"handling {exc!r}: {handler_exc!r}") from handler_exc
-        for dead in response.dead_letter_records:
-            self.record_collector.send_bytes(dead.topic, dead.key, dead.value, dead.timestamp, headers=dead.headers)
-        return response.result is HandlerResult.CONTINUE
+        send = self.record_collector.send_bytes
+        return ask_processing_handler(self._processing_handler, context, record, exc,
+                                      lambda d: send(d.topic, d.key, d.value, d.timestamp, headers=d.headers))
 
     # ------------------------------------------------------------------ commit
 
