@@ -16,6 +16,11 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[test]"
+	@# The editable install's metadata build leaves an egg-info here. A process with the
+	@# repository on sys.path (pytest, the DAG tests' Airflow) would see the distribution twice,
+	@# and Airflow's task runner stops loading plugins at the first duplicate name: the
+	@# OpenLineage listener after ours would be lost. The installed dist-info is enough.
+	rm -rf airflow_stateful_provider.egg-info
 	touch $(STAMP)
 
 jars: $(STAMP)

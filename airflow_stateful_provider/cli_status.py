@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
@@ -94,6 +96,7 @@ def _watch(args: argparse.Namespace, out: TextIO, read: Callable[[], Application
         except TRANSIENT_STATUS_ERRORS as exc:
             return f"{type(exc).__name__}: {' '.join(str(exc).split())} (retrying every {args.watch:g}s)"
 
+    stop = _CtrlC()
     try:
         if _is_terminal(out) and not args.json:
             from rich.console import Console
@@ -101,12 +104,13 @@ def _watch(args: argparse.Namespace, out: TextIO, read: Callable[[], Application
             from rich.text import Text
 
             with Live(console=Console(file=out), auto_refresh=False) as live:
-                while True:
+                while not stop.is_set():
                     got = attempt()
                     live.update(Text(got, style="red") if isinstance(got, str) else render_rich_status(got),
                                 refresh=True)
-                    time.sleep(args.watch)
-        while True:
+                    stop.wait(args.watch)
+            return 0
+        while not stop.is_set():
             out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC\n")
             got = attempt()
             if isinstance(got, str):
@@ -114,9 +118,34 @@ def _watch(args: argparse.Namespace, out: TextIO, read: Callable[[], Application
                 out.flush()
             else:
                 _show(got, args, out)
-            time.sleep(args.watch)
-    except KeyboardInterrupt:
+            stop.wait(args.watch)
         return 0
+    except KeyboardInterrupt:  # a second Ctrl-C, or no handler could be installed
+        return 0
+    finally:
+        stop.restore()
+
+
+class _CtrlC(threading.Event):
+    """Set by the first Ctrl-C, which then gives SIGINT back to its previous handler:
+    ``--watch`` stops between two reads, as a KeyboardInterrupt inside a read would leave its
+    Kafka client half-closed, and its network thread could keep the process alive."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._previous: Any = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._interrupted)
+
+    def _interrupted(self, signum: int, frame: Any) -> None:
+        self.set()
+        self.restore()
+
+    def restore(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
 
 
 def render_rich_status(status: ApplicationStatus) -> Any:

@@ -330,7 +330,7 @@ def test_running_instance_is_visible_in_the_status_topic_until_it_stops(bootstra
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         unused = f"127.0.0.1:{probe.getsockname()[1]}"
-    assert cli_main(["status", names["app"], "--bootstrap-servers", unused], out=io.StringIO()) == 2
+    assert cli_main(["status", names["app"], "--bootstrap-servers", unused], out=io.StringIO()) == 3  # unreachable
 
 
 def test_static_member_restarting_within_the_session_timeout_keeps_its_tasks_without_a_rebalance(

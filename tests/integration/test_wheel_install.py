@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -61,7 +62,13 @@ def json_output(stdout: str):
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[str, Path]:
     dist = tmp_path_factory.mktemp("dist")
-    run([sys.executable, "-m", "build", "--outdir", str(dist), str(REPO_ROOT)])
+    # built from a copy: a build writes an egg-info into the source tree (see the Makefile's
+    # install step for why the repository must not hold one)
+    source = tmp_path_factory.mktemp("source") / "repo"
+    shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".local", "*.egg-info", "build", "dist", "__pycache__", ".mypy_cache", ".ruff_cache",
+        ".hypothesis", "lib"))  # lib: tools/kafka/lib, the broker's jars
+    run([sys.executable, "-m", "build", "--outdir", str(dist), str(source)])
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
     return {"wheel": wheel, "sdist": sdist}
