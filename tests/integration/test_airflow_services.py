@@ -314,9 +314,16 @@ def finish_run(airflow: LocalAirflow, watch: StateWatch, timeout: float) -> str:
 def assert_deferred_and_resumed(airflow: LocalAirflow, watch: StateWatch, task_id: str) -> None:
     """The task runner deferred the task, the triggerer (only it logs "Trigger fired event")
     fired its trigger, and a worker resumed it to success: its log, read through the API."""
-    log = airflow.task_log(watch.dag_id, watch.run_id, task_id)
+    def read() -> str:
+        return airflow.task_log(watch.dag_id, watch.run_id, task_id)
+
+    # the triggerer writes its lines to the trigger's own log file, which the API merges in;
+    # that file may be flushed after the resumed task already finished: read until it is there
+    log = read()
     assert "Pausing task as DEFERRED" in log, (task_id, log[-3000:])
-    assert "Trigger fired event" in log, (task_id, log[-3000:])
+    wait_until(lambda: "Trigger fired event" in read(), 120, f"the triggerer's lines in {task_id}'s log",
+               lambda: read()[-3000:])
+    log = read()
     assert log.index("Trigger fired event") > log.index("Pausing task as DEFERRED"), (task_id, log[-3000:])
     assert watch.seen[task_id][-1] == "success", (task_id, dict(watch.seen))
 
