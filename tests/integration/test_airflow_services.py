@@ -185,7 +185,11 @@ def test_stateful_streams_page_in_chromium_while_a_task_restores(airflow, oncall
                          context=lambda: f"bars {dict(bars)}, remaining {dict(remaining)}, rows {task_rows(browser)}")
         rows = task_rows(browser)
         assert sorted(rows) == ["0_0", "0_1"], rows
-        assert any(lag.isdigit() for r in rows.values() for lag in r["lags"]), rows  # the standby-lag column
+
+        def standby_lag_shown() -> bool:  # the standby-lag column: a standby's first report may come later
+            return any(lag.isdigit() for r in task_rows(browser).values() for lag in r["lags"])
+
+        wait_until(standby_lag_shown, 120, "a standby's lag on the page", lambda: str(task_rows(browser)))
         header = browser.evaluate("[...document.querySelectorAll('table.tasks th')].map(h => h.textContent)")
         assert "Standby lag (bound 10,000)" in header and "Input lag" in header, header
         assert browser.evaluate("document.querySelectorAll('table.instances tr[data-instance]').length") == 2

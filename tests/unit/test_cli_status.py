@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 
 import pytest
 
@@ -105,14 +106,17 @@ def test_watch_on_a_pipe_appends_stamped_tables_and_goes_on_after_a_failed_read(
     reads += [HEALTHY, BrokerUnreachableError("cannot reach Kafka at b:9092"), HEALTHY]
     naps: list[float] = []
 
-    def sleep(seconds):
+    def wait(ctrl_c, seconds):  # the pause between two reads; Ctrl-C during the third
         naps.append(seconds)
         if len(naps) == 3:
-            raise KeyboardInterrupt
+            ctrl_c._interrupted(signal.SIGINT, None)
+        return ctrl_c.is_set()
 
-    monkeypatch.setattr(cli_status.time, "sleep", sleep)
+    monkeypatch.setattr(cli_status._CtrlC, "wait", wait)
+    previous = signal.getsignal(signal.SIGINT)
     code, out = status("--watch", "2")
     assert code == 0 and naps == [2.0, 2.0, 2.0]
+    assert signal.getsignal(signal.SIGINT) is previous  # the watch gave Ctrl-C back
     assert out.count("--- ") == 3 and out.count(f"application {APP}: 1 instance(s)") == 2
     assert "BrokerUnreachableError: cannot reach Kafka at b:9092 (retrying every 2s)" in out
     assert "\x1b" not in out  # no escape codes in a file
