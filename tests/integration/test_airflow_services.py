@@ -190,6 +190,7 @@ def test_stateful_streams_page_in_chromium_while_a_task_restores(airflow, oncall
             return any(lag.isdigit() for r in task_rows(browser).values() for lag in r["lags"])
 
         wait_until(standby_lag_shown, 120, "a standby's lag on the page", lambda: str(task_rows(browser)))
+        scrapes.append(scrape(airflow, app))  # the standbys, assigned by now, have their update rate
         header = browser.evaluate("[...document.querySelectorAll('table.tasks th')].map(h => h.textContent)")
         assert "Standby lag (bound 10,000)" in header and "Input lag" in header, header
         assert browser.evaluate("document.querySelectorAll('table.instances tr[data-instance]').length") == 2
