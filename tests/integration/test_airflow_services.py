@@ -317,19 +317,20 @@ def finish_run(airflow: LocalAirflow, watch: StateWatch, timeout: float) -> str:
 
 
 def assert_deferred_and_resumed(airflow: LocalAirflow, watch: StateWatch, task_id: str) -> None:
-    """The task runner deferred the task, the triggerer (only it logs "Trigger fired event")
-    fired its trigger, and a worker resumed it to success: its log, read through the API."""
+    """The task runner deferred the task, the triggerer ran its trigger, and a worker resumed it
+    to success: its log, read through the API. The trigger's own lines show that the triggerer
+    ran it (the application did not exist yet when it started: "not readable (retrying in"),
+    not Airflow's "Trigger fired event": the triggerer's runner sends its lines to the trigger's
+    log file asynchronously, and that last line can miss the file (seen once in 3 runs)."""
     def read() -> str:
         return airflow.task_log(watch.dag_id, watch.run_id, task_id)
 
-    # the triggerer writes its lines to the trigger's own log file, which the API merges in;
-    # that file may be flushed after the resumed task already finished: read until it is there
-    log = read()
-    assert "Pausing task as DEFERRED" in log, (task_id, log[-3000:])
-    wait_until(lambda: "Trigger fired event" in read(), 120, f"the triggerer's lines in {task_id}'s log",
+    def triggered(log: str) -> bool:
+        deferred = log.find("Pausing task as DEFERRED")
+        return deferred >= 0 and "not readable (retrying in" in log[deferred:]
+
+    wait_until(lambda: triggered(read()), 120, f"the trigger's lines after the deferral in {task_id}'s log",
                lambda: read()[-3000:])
-    log = read()
-    assert log.index("Trigger fired event") > log.index("Pausing task as DEFERRED"), (task_id, log[-3000:])
     assert watch.seen[task_id][-1] == "success", (task_id, dict(watch.seen))
 
 
