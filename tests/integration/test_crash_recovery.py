@@ -24,7 +24,7 @@ from collections import defaultdict
 import pytest
 
 from airflow_stateful_provider.streams.state.session.key import session_key_from_bytes
-from tests.integration.topologies import SESSION_GAP_MS
+from tests.integration.topologies import SESSION_GAP_MS, session_counts_oracle
 from tools.instances import InstanceProcess
 from tools.kafka.topics import committed_offsets, create_topics, end_offsets, produce, read_all
 from tools.waits import wait_for_commits
@@ -52,25 +52,6 @@ def generate_clicks(seed: int = 7) -> list[tuple[str, int]]:
         clicks.append((user, clock[user]))
     clicks.sort(key=lambda c: c[1])
     return clicks
-
-
-def oracle_sessions(clicks: list[tuple[str, int]]) -> dict[tuple[str, int, int], int]:
-    by_user: dict[str, list[int]] = defaultdict(list)
-    for user, ts in clicks:
-        by_user[user].append(ts)
-    sessions = {}
-    for user, stamps in by_user.items():
-        stamps.sort()
-        start = prev = stamps[0]
-        count = 0
-        for ts in stamps:
-            if ts - prev > SESSION_GAP_MS:
-                sessions[(user, start, prev)] = count
-                start, count = ts, 0
-            prev = ts
-            count += 1
-        sessions[(user, start, prev)] = count
-    return sessions
 
 
 def output_table(records) -> dict[tuple[str, int, int], object]:
@@ -185,7 +166,7 @@ def test_sigkill_mid_run_loses_no_input(bootstrap_servers, tmp_path):
         if second is not None:
             second.ensure_stopped()
 
-    expected = oracle_sessions(clicks)
+    expected = session_counts_oracle(clicks)
     table = output_table(read_all(bootstrap_servers, sessions_topic))
     actual = {window: count_of(record) for window, record in table.items()}
     extra = set(actual) - set(expected)

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
+
 from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
 from airflow_stateful_provider.streams.dsl.materialized import Materialized
 from airflow_stateful_provider.streams.dsl.parameters import Consumed, Grouped, Produced
@@ -12,18 +15,41 @@ from airflow_stateful_provider.streams.windows import SessionWindows
 SESSION_GAP_MS = 300_000
 
 
-def session_counts() -> StreamsBuilder:
-    """Clicks keyed by user -> count per session -> ``sessions`` keyed "user@start-end"
+def session_counts(gap_ms: int = SESSION_GAP_MS, store: str = "click-sessions", sink: str = "sessions",
+                   ) -> StreamsBuilder:
+    """Clicks keyed by user -> count per session -> ``sink`` keyed "user@start-end"
     (a None value retracts a session that was merged into a larger one)."""
     builder = StreamsBuilder()
     (builder.stream("clicks", Consumed.with_("string", "string"))
      .group_by_key()
-     .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(SESSION_GAP_MS))
-     .count(Materialized.as_("click-sessions"))
+     .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(gap_ms))
+     .count(Materialized.as_(store))
      .to_stream()
      .map(lambda windowed, count: (f"{windowed.key}@{windowed.window.start}-{windowed.window.end}", count))
-     .to("sessions", Produced.with_("string", "int64")))
+     .to(sink, Produced.with_("string", "int64")))
     return builder
+
+
+def session_counts_oracle(clicks: Iterable[tuple[str, int]], gap_ms: int = SESSION_GAP_MS,
+                          ) -> dict[tuple[str, int, int], int]:
+    """What :func:`session_counts` must end with for ``clicks`` ((user, timestamp), any
+    order): the clicks per (user, session start, session end)."""
+    by_user: dict[str, list[int]] = defaultdict(list)
+    for user, ts in clicks:
+        by_user[user].append(ts)
+    sessions = {}
+    for user, stamps in by_user.items():
+        stamps.sort()
+        start = prev = stamps[0]
+        count = 0
+        for ts in stamps:
+            if ts - prev > gap_ms:
+                sessions[(user, start, prev)] = count
+                start, count = ts, 0
+            prev = ts
+            count += 1
+        sessions[(user, start, prev)] = count
+    return sessions
 
 
 def json_counts(input_topic: str, output_topic: str, store: str = "counts"):

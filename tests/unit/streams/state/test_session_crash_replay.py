@@ -17,16 +17,12 @@ import random
 import shutil
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
-from airflow_stateful_provider.streams.dsl.materialized import Materialized
-from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.records import ConsumedRecord, OffsetAndMetadata
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
@@ -34,7 +30,7 @@ from airflow_stateful_provider.streams.processing.task import StreamTask
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
-from airflow_stateful_provider.streams.windows import SessionWindows
+from tests.integration.topologies import session_counts, session_counts_oracle
 
 #: Retention = gap (no grace), segments of half of it: a click a few gaps later expires a
 #: session, so a restored store whose clock ran ahead would hide the sessions replayed
@@ -46,16 +42,6 @@ COMMITTED = [("a", 0), ("a", 100_000), ("d", 50_000)]
 UNCOMMITTED = [("a", 150_000), ("b", 1_000_000)]
 #: the repository root: the killed run imports this module from there
 ROOT = str(Path(__file__).resolve().parents[4])
-
-
-def session_counts() -> StreamsBuilder:
-    builder = StreamsBuilder()
-    (builder.stream("clicks", Consumed.with_("string", "string")).group_by_key()
-     .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(GAP))
-     .count(Materialized.as_("sessions")).to_stream()
-     .map(lambda windowed, count: (f"{windowed.key}@{windowed.window.start}-{windowed.window.end}", count))
-     .to("out", Produced.with_("string", "int64")))
-    return builder
 
 
 class Acknowledged:
@@ -93,7 +79,7 @@ def start_task(state_dir, store_type, producer, committed=None, changelog=(), ca
     """A task as the runtime starts one: stores opened, stream time from the committed
     offsets' metadata, the changelog restored after the checkpointed offset, processors
     initialized. Returns the task and the first changelog offset it restored."""
-    topology = session_counts().build()
+    topology = session_counts(GAP, store="sessions", sink="out").build()
     config = StreamsConfig("app", "localhost:9092", state_dir=str(state_dir),
                            statestore_cache_max_bytes=cache_max_bytes)
     collector = RecordCollector(producer, task_id=TaskId(0, 0))
@@ -121,23 +107,6 @@ def changelog_records(producer):
             in enumerate(s for s in producer.sent if s[0] == CHANGELOG[0])]
 
 
-def oracle(clicks):
-    by_user = defaultdict(list)
-    for user, ts in clicks:
-        by_user[user].append(ts)
-    sessions = {}
-    for user, stamps in by_user.items():
-        stamps.sort()
-        start = prev = stamps[0]
-        for ts in stamps:
-            if ts - prev > GAP:
-                sessions[(user, start, prev)] = sum(start <= t <= prev for t in stamps)
-                start = ts
-            prev = ts
-        sessions[(user, start, prev)] = sum(start <= t <= prev for t in stamps)
-    return sessions
-
-
 def output_table(*producers):
     latest = {}
     for producer in producers:
@@ -154,7 +123,7 @@ def output_table(*producers):
 
 
 def assert_at_least_once(table):
-    expected = oracle(COMMITTED + UNCOMMITTED)
+    expected = session_counts_oracle(COMMITTED + UNCOMMITTED, GAP)
     assert set(table) == set(expected), f"windows {sorted(table)}, expected {sorted(expected)}"
     wrong = {w: (table[w], n) for w, n in expected.items() if not n <= table[w] <= n + len(UNCOMMITTED)}
     assert not wrong, f"(count, expected) of windows counting a click never or a committed one twice: {wrong}"
@@ -193,7 +162,7 @@ def test_without_a_crash_the_output_table_is_the_oracle(tmp_path, cache_max_byte
         task.prepare_commit()
         task.post_commit()
     task.close()
-    assert output_table(producer) == oracle(clicks)
+    assert output_table(producer) == session_counts_oracle(clicks, GAP)
 
 
 @pytest.mark.parametrize("cache_max_bytes", [10 * 1024 * 1024, 1, 0], ids=["cached", "evicting", "uncached"])
