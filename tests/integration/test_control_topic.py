@@ -32,8 +32,8 @@ from airflow_stateful_provider.streams.status.publisher import StatusPublisher, 
 from airflow_stateful_provider.streams.status.reader import read_status_documents
 from airflow_stateful_provider.streams.windows import SessionWindows
 from tests.integration.test_crash_recovery import final_sessions as sessions_of
-from tests.integration.test_crash_recovery import oracle_sessions as oracle
 from tests.integration.topologies import SESSION_GAP_MS as GAP_MS
+from tests.integration.topologies import session_counts_oracle as oracle
 from tools.instances import InstanceProcess
 from tools.kafka.topics import committed_offsets, create_topics, end_offsets, produce, read_all
 from tools.waits import wait_until
