@@ -26,8 +26,12 @@ $(STAMP): pyproject.toml
 jars: $(STAMP)
 	$(BIN)/python -m tools.kafka.broker resolve
 
+# Two pytest workers, each with its own broker and Airflow home; a test module stays on one
+# worker, so its module fixtures (Airflow's services, a running cluster) start once.
+TEST_WORKERS ?= 2
+
 test: lint $(STAMP) jars
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # ruff and mypy (configured in pyproject.toml; docs/architecture.md, "Lint and types").
 lint: $(STAMP)
