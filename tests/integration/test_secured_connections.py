@@ -18,6 +18,7 @@ from airflow_stateful_provider.hooks.kafka_connection import client_configs_from
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
 from airflow_stateful_provider.sensors.restoration import RestorationSensor
 from airflow_stateful_provider.streams import BrokerUnreachableError, KafkaStreams, KafkaStreamsState, StreamsConfig
+from airflow_stateful_provider.streams.kafka.reads_before_close import deliver_bytes_read_before_close
 from tests.integration.secured_kafka import TOKEN_PROVIDER, expired_token, fresh_token
 from tests.integration.topologies import json_counts
 from tools.kafka.topics import create_topics, read_all
@@ -145,7 +146,26 @@ def test_an_instance_runs_on_a_secured_listener_and_the_sensor_sees_it_restored(
         streams.close(timeout=30)
 
 
-def test_an_instance_with_an_expired_token_creates_nothing_and_says_why(secured_kafka, tmp_path):
+@pytest.fixture(params=["on_time", "late"])
+def network_thread(request, monkeypatch) -> str:
+    """"late": kafka-python's network thread reads each socket 0.3 s after it became readable,
+    later than the broker's close after a failed authentication (100 ms), as on a loaded
+    machine, where the broker's answer used to be lost to "socket disconnected"."""
+    if request.param == "late":
+        from kafka.net.transport import KafkaSSLTransport
+
+        deliver_bytes_read_before_close()  # wrapped first, so that the monkeypatch undoes only the delay
+        read = KafkaSSLTransport._sock_recv
+
+        def late(transport):
+            time.sleep(0.3)
+            return read(transport)
+
+        monkeypatch.setattr(KafkaSSLTransport, "_sock_recv", late)
+    return request.param
+
+
+def test_an_instance_with_an_expired_token_creates_nothing_and_says_why(secured_kafka, tmp_path, network_thread):
     app = f"secured-expired-{uuid.uuid4().hex[:6]}"
     create_topics(secured_kafka.plaintext, {f"{app}-in": 1, f"{app}-out": 1})
     settings = engine_settings(secured_kafka.oauth(token=expired_token()))

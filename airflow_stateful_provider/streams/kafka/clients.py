@@ -18,6 +18,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.kafka.client_settings import client_kind, settings_for
+from airflow_stateful_provider.streams.kafka.reads_before_close import deliver_bytes_read_before_close
 
 __all__ = ["check_client_environment", "connection_errors", "connection_failures", "construct_client",
            "describe_failures", "servers_text"]
@@ -110,6 +111,7 @@ def connection_failures(client_id: str | None = None) -> Iterator[list[str]]:
     """Collect why kafka-python's connections failed while the block runs (TLS handshakes,
     SASL authentication: it logs them at ERROR and retries until its bootstrap timeout),
     from the IO thread of the client ``client_id`` (any client's when None)."""
+    deliver_bytes_read_before_close()  # else a failed authentication's answer can be lost
     found: list[str] = []
     thread_name = f"kafka-io-{client_id}" if client_id else None
 
