@@ -316,7 +316,8 @@ class StreamThread(threading.Thread):
         self.changelog_reader = ChangelogReader(
             self.restore_consumer, self._restore_listener, self._standby_listener, snapshot_loader=loader,
             on_changelog_loss=self.config.on_changelog_loss,
-            log_end_offsets=self._log_end_offsets if eos and self._admin_factory else None)
+            log_end_offsets=self._log_end_offsets if eos and self._admin_factory else None,
+            retried=self.kafka_waits.retried)
         topics = sorted(self.task_manager.topic_to_subtopology)
         self.consumer.subscribe(topics, listener=_RebalanceListener(self))
         # Load the topics' metadata before the first poll joins the group, and after

@@ -16,8 +16,14 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from airflow_stateful_provider.streams.errors import TaskTimeoutError
+
+T = TypeVar("T")
+
+#: The pause between two attempts of a call the brokers could not answer.
+RETRY_BACKOFF_SECONDS = 0.5
 
 __all__ = ["KafkaWait", "KafkaWaits"]
 
@@ -87,3 +93,22 @@ class KafkaWaits:
     def succeeded(self) -> None:
         """A Kafka call completed: the brokers answer again."""
         self._failing_since = None
+
+    def retried(self, call: str, waiting_for: str, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``function(*args, **kwargs)``, called again after a pause while it fails because a
+        broker cannot answer yet (a retriable Kafka error other than a missing topic, which is a
+        fact to report), until the task timeout; shown as waiting in ``call`` meanwhile."""
+        from kafka.errors import KafkaError, UnknownTopicOrPartitionError
+
+        with self.waiting_in(call, waiting_for):
+            while True:
+                try:
+                    result = function(*args, **kwargs)
+                except KafkaError as exc:
+                    if not exc.retriable or isinstance(exc, UnknownTopicOrPartitionError):
+                        raise
+                    self.failed(call, exc)
+                    time.sleep(RETRY_BACKOFF_SECONDS)
+                    continue
+                self.succeeded()
+                return result
