@@ -67,6 +67,12 @@ def terminate(pid: int, wait, grace: float = STOP_GRACE_SECONDS) -> None:
         wait(timeout=STOP_GRACE_SECONDS)
 
 
+def process_state(pid: int) -> str:
+    """The one-letter state of a Linux process (R running, S sleeping, T stopped, Z zombie...)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(")")[-1].split()[0]
+
+
 def wait_pid(pid: int):
     """A ``wait(timeout=)`` for a process that is not our child (started by an earlier command)."""
     def wait(timeout: float) -> None:

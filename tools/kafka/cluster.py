@@ -54,7 +54,7 @@ from tools.kafka.broker import (
     spawn_kafka,
     wait_answers_metadata,
 )
-from tools.local_processes import another_free_port, port_in_use, terminate, wait_pid
+from tools.local_processes import another_free_port, port_in_use, process_state, terminate, wait_pid
 
 T = TypeVar("T")
 
@@ -345,6 +345,7 @@ class LocalKafkaCluster:
             raise ClusterError(f"node {node_id} is already frozen")
         self._signal(node, signal.SIGSTOP)
         node.frozen = True
+        self._wait_state(node, lambda state: state == "T", "stopped (SIGSTOP)")
 
     def thaw_node(self, node_id: int) -> None:
         node = self._running(node_id)
@@ -352,6 +353,18 @@ class LocalKafkaCluster:
             raise ClusterError(f"node {node_id} is not frozen")
         self._signal(node, signal.SIGCONT)
         node.frozen = False
+        self._wait_state(node, lambda state: state != "T", "running again (SIGCONT)")
+
+    @staticmethod
+    def _wait_state(node: ClusterNode, reached: Callable[[str], bool], what: str, timeout: float = 10.0) -> None:
+        """The signal is delivered asynchronously: wait until the kernel shows the process ``what``."""
+        assert node.process is not None
+        deadline = time.monotonic() + timeout
+        while not reached(state := process_state(node.process.pid)):
+            if time.monotonic() > deadline:
+                raise ClusterError(f"node {node.node_id} (pid {node.process.pid}) was not {what} within "
+                                   f"{timeout:.0f}s: its state is {state!r}")
+            time.sleep(0.02)
 
     def start_node(self, node_id: int, timeout: float | None = None) -> float:
         """Start a stopped node again on its data directory and ports; returns when it answers
@@ -376,7 +389,7 @@ class LocalKafkaCluster:
     # ---------------------------------------------------------------- questions to the cluster
 
     @contextlib.contextmanager
-    def admin(self, request_timeout_ms: int = 10_000) -> Iterator[Any]:
+    def admin(self, request_timeout_ms: int = 5_000) -> Iterator[Any]:
         """A KafkaAdminClient bootstrapped from the nodes that answer (not stopped, not frozen)."""
         from kafka import KafkaAdminClient
 
@@ -455,6 +468,16 @@ class LocalKafkaCluster:
                 states[(topic["name"], p["partition_index"])] = PartitionState(
                     p["leader_id"], tuple(p["replica_nodes"]), tuple(p["isr_nodes"]))
         return states
+
+    def active_controller(self, timeout: float = 30.0) -> int:
+        """The node id of the KRaft quorum's leader (the active controller)."""
+        def ask() -> int | None:
+            with self.admin() as admin:
+                quorum = admin.describe_metadata_quorum()
+            leader = quorum["topics"][0]["partitions"][0]["leader_id"]
+            return leader if leader >= 0 else None
+
+        return self._retry(ask, timeout, "the active controller")
 
     def leader(self, topic: str, partition: int) -> int:
         state = self.partitions([topic]).get((topic, partition))
