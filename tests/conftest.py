@@ -2,6 +2,8 @@
 
 - ``kafka_broker``: one real single-node KRaft broker per test session (tools/kafka/broker.py);
   tests using it are marked ``kafka``.
+- ``kafka_cluster``: a real 3-node KRaft cluster per test module that asks for it
+  (tools/kafka/cluster.py), marked ``kafka`` as well.
 - Airflow runs against an isolated ``AIRFLOW_HOME`` with a SQLite database migrated once per
   session (``airflow_db`` fixture); its tests are marked ``airflow``.
 - ``spark-submit`` and ``airflow`` are found next to the running interpreter.
@@ -53,6 +55,23 @@ def kafka_broker():
 @pytest.fixture(scope="session")
 def bootstrap_servers(kafka_broker) -> str:
     return kafka_broker.bootstrap_servers
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster(tmp_path_factory):
+    """A real 3-node KRaft cluster (tools/kafka/cluster.py: replication factor 3, min ISR 2)
+    for the module that asks for it; each pytest-xdist worker starts its own. Tests that stop,
+    kill or freeze nodes start and thaw them again (the cluster's ``wait_healthy``)."""
+    from tools.kafka.cluster import LocalKafkaCluster
+
+    cluster = LocalKafkaCluster(tmp_path_factory.mktemp("kafka-cluster"), nodes=3)
+    cluster.start()
+    print(f"\n3-node Kafka cluster {cluster.bootstrap_servers} started in {cluster.start_seconds:.1f}s",
+          file=sys.stderr)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,15 @@ def free_loopback_port() -> int:
         return sock.getsockname()[1]
 
 
+def another_free_port(taken: set[int | None]) -> int:
+    """A free loopback port not in ``taken``, which it is added to (a process's several ports)."""
+    port = free_loopback_port()
+    while port in taken:
+        port = free_loopback_port()
+    taken.add(port)
+    return port
+
+
 def port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -45,17 +54,23 @@ def die_with_parent() -> None:
         pass
 
 
-def terminate(pid: int, wait) -> None:
-    """SIGTERM, then SIGKILL after the grace period; ``wait(timeout=)`` waits for the exit."""
+def terminate(pid: int, wait, grace: float = STOP_GRACE_SECONDS) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; ``wait(timeout=)`` waits for the exit."""
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
     try:
-        wait(timeout=STOP_GRACE_SECONDS)
+        wait(timeout=grace)
     except subprocess.TimeoutExpired:
         os.kill(pid, signal.SIGKILL)
         wait(timeout=STOP_GRACE_SECONDS)
+
+
+def process_state(pid: int) -> str:
+    """The one-letter state of a Linux process (R running, S sleeping, T stopped, Z zombie...)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(")")[-1].split()[0]
 
 
 def wait_pid(pid: int):

@@ -38,6 +38,7 @@ import uuid
 from pathlib import Path
 
 from tools.local_processes import (
+    another_free_port,
     die_with_parent,
     free_loopback_port,
     own_process_group,
@@ -131,6 +132,80 @@ logger.state.level = WARN
 """
 
 
+def log_tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` of a broker's log, for error messages."""
+    if not path.exists():
+        return "(no broker log was written)"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def kafka_jvm(java: str, lib: Path, work_dir: Path, heap: str) -> list[str]:
+    """The ``java`` command line (up to the main class) of a Kafka process logging to
+    ``work_dir`` (its log4j2.properties is written there)."""
+    (work_dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
+    return [java, f"-Xmx{heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={work_dir / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={work_dir}", "-cp", f"{lib}/*"]
+
+
+def format_storage(jvm: list[str], properties: Path, cluster_id: str, log_path: Path,
+                   timeout: float = 120.0) -> None:
+    """Format the KRaft storage ``properties`` names (kafka.tools.StorageTool), output to ``log_path``."""
+    with open(log_path, "ab") as log:
+        try:
+            fmt = subprocess.run(jvm + ["kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
+                                        "-c", str(properties)], stdout=log, stderr=subprocess.STDOUT,
+                                 timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise BrokerError(f"formatting KRaft storage for {properties} took more than {timeout:.0f}s:\n"
+                              f"{log_tail(log_path)}") from None
+    if fmt.returncode != 0:
+        raise BrokerError(f"formatting KRaft storage for {properties} failed (exit {fmt.returncode}):\n"
+                          f"{log_tail(log_path)}")
+
+
+def spawn_kafka(jvm: list[str], properties: Path, log_path: Path, detached: bool) -> subprocess.Popen:
+    """Start ``kafka.Kafka`` on ``properties``, output appended to ``log_path``; a detached one
+    outlives this Python process, any other gets SIGTERM when it dies."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(jvm + ["kafka.Kafka", str(properties)], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL,
+                                preexec_fn=own_process_group if detached else die_with_parent)
+
+
+def wait_answers_metadata(process: subprocess.Popen, port: int, timeout: float, log_path: Path, what: str,
+                          brokers: int = 1) -> None:
+    """Wait until the Kafka process on ``port`` answers a metadata request naming at least
+    ``brokers`` brokers; BrokerError (with the log tail) if it exits or ``timeout`` passes."""
+    from kafka import KafkaAdminClient  # imported late: resolving jars must not need it
+    from kafka.errors import KafkaConnectionError, KafkaTimeoutError
+
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise BrokerError(f"{what} exited with code {process.returncode} during start-up (log {log_path}):\n"
+                              f"{log_tail(log_path)}")
+        if not _accepts_connections(port):
+            time.sleep(0.2)
+            continue
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}", request_timeout_ms=5000,
+                                     bootstrap_timeout_ms=3000, client_id="broker-readiness")
+            try:
+                cluster = admin.describe_cluster()
+            finally:
+                admin.close()
+            if len(cluster.get("brokers") or ()) >= brokers:
+                return
+            last_error = None
+        except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
+            last_error = exc
+        time.sleep(0.3)
+    raise BrokerError(f"{what} on 127.0.0.1:{port} did not answer metadata requests naming {brokers} broker(s) "
+                      f"within {timeout:.0f}s (last error: {last_error!r}); log tail:\n{log_tail(log_path)}")
+
+
 @dataclasses.dataclass(frozen=True)
 class SecuredListeners:
     """PEM files of the secured listeners (tools/kafka/certificates.py makes them):
@@ -188,9 +263,7 @@ class LocalKafkaBroker:
         return self.work_dir / "broker.log"
 
     def log_tail(self, lines: int = 40) -> str:
-        if not self.log_path.exists():
-            return "(no broker log was written)"
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.log_path, lines)
 
     # ---------------------------------------------------------------- start
 
@@ -205,9 +278,9 @@ class LocalKafkaBroker:
         elif port_in_use(self.port):
             raise BrokerError(f"port {self.port} on 127.0.0.1 is already in use; choose another or omit it")
         taken = {self.port}
-        controller_port = self._another_free_port(taken)
+        controller_port = another_free_port(taken)
         if self.security is not None:
-            self.secured_ports = {name: self._another_free_port(taken) for name in SECURED_LISTENERS}
+            self.secured_ports = {name: another_free_port(taken) for name in SECURED_LISTENERS}
 
         if self.work_dir.exists() and any(self.work_dir.iterdir()):
             # A fresh directory for every start: never reuse another broker's storage.
@@ -216,28 +289,9 @@ class LocalKafkaBroker:
         data_dir = self.work_dir / "data"
         properties = self.work_dir / "server.properties"
         properties.write_text(self._server_properties(data_dir, controller_port))
-        (self.work_dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
-
-        classpath = f"{lib}/*"
-        jvm = [java, f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-               f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
-               f"-Dkafka.logs.dir={self.work_dir}", "-cp", classpath]
-        with open(self.log_path, "ab") as log:
-            fmt = subprocess.run(
-                jvm + ["kafka.tools.StorageTool", "format", f"--cluster-id={_random_cluster_id()}",
-                       "-c", str(properties)],
-                stdout=log, stderr=subprocess.STDOUT)
-        if fmt.returncode != 0:
-            raise BrokerError(f"formatting KRaft storage in {data_dir} failed (exit {fmt.returncode}):\n"
-                              f"{self.log_tail()}")
-
-        log = open(self.log_path, "ab")
-        try:
-            self.process = subprocess.Popen(jvm + ["kafka.Kafka", str(properties)], stdout=log,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            preexec_fn=own_process_group if self.detached else die_with_parent)
-        finally:
-            log.close()
+        jvm = kafka_jvm(java, lib, self.work_dir, self.heap)
+        format_storage(jvm, properties, _random_cluster_id(), self.log_path)
+        self.process = spawn_kafka(jvm, properties, self.log_path, self.detached)
         (self.work_dir / "broker.pid").write_text(f"{self.process.pid}\n")
         (self.work_dir / "bootstrap").write_text(self.bootstrap_servers + "\n")
         try:
@@ -247,14 +301,6 @@ class LocalKafkaBroker:
             raise
         self.start_seconds = time.monotonic() - began
         return self
-
-    @staticmethod
-    def _another_free_port(taken: set[int | None]) -> int:
-        port = free_loopback_port()
-        while port in taken:
-            port = free_loopback_port()
-        taken.add(port)
-        return port
 
     def _server_properties(self, data_dir: Path, controller_port: int) -> str:
         listeners = {"PLAINTEXT": self.port, **self.secured_ports}
@@ -319,33 +365,8 @@ class LocalKafkaBroker:
 
     def _wait_until_ready(self) -> None:
         """Wait until the broker answers a metadata request on its listener."""
-        from kafka import KafkaAdminClient  # imported late: resolving jars must not need it
-        from kafka.errors import KafkaConnectionError, KafkaTimeoutError
-
-        deadline = time.monotonic() + self.start_timeout
-        last_error: Exception | None = None
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise BrokerError(f"the Kafka broker exited with code {self.process.returncode} during "
-                                  f"start-up (log {self.log_path}):\n{self.log_tail()}")
-            if not _accepts_connections(self.port):
-                time.sleep(0.2)
-                continue
-            try:
-                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, request_timeout_ms=5000,
-                                         bootstrap_timeout_ms=3000, client_id="broker-readiness")
-                try:
-                    cluster = admin.describe_cluster()
-                finally:
-                    admin.close()
-                if cluster.get("brokers"):
-                    return
-            except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
-                last_error = exc
-            time.sleep(0.3)
-        raise BrokerError(f"the Kafka broker on {self.bootstrap_servers} did not answer metadata requests "
-                          f"within {self.start_timeout:.0f}s (last error: {last_error!r}); log tail:\n"
-                          f"{self.log_tail()}")
+        assert self.process is not None and self.port is not None
+        wait_answers_metadata(self.process, self.port, self.start_timeout, self.log_path, "the Kafka broker")
 
     # ---------------------------------------------------------------- stop
 

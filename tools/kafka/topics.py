@@ -15,10 +15,11 @@ from kafka.errors import KafkaError
 from tools.waits import wait_progressing
 
 
-def create_topics(bootstrap_servers: str, partitions: dict[str, int], configs: dict[str, dict] | None = None) -> None:
+def create_topics(bootstrap_servers: str, partitions: dict[str, int], configs: dict[str, dict] | None = None,
+                  replication_factor: int = 1) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
     try:
-        admin.create_topics([NewTopic(name, count, 1, topic_configs=(configs or {}).get(name, {}))
+        admin.create_topics([NewTopic(name, count, replication_factor, topic_configs=(configs or {}).get(name, {}))
                              for name, count in partitions.items()])
     finally:
         admin.close()
