@@ -55,6 +55,7 @@ from airflow_stateful_provider.streams.errors import (
     IllegalStateError,
     MissingTopicError,
     StreamsError,
+    TaskTimeoutError,
     TransactionFailedError,
 )
 from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
@@ -275,8 +276,9 @@ class StreamThread(threading.Thread):
                 self._on_error(self, self.error)
 
     def _explain(self, exc: BaseException) -> BaseException:
-        """The error the thread dies with: a missing topic, when one is behind ``exc``."""
-        if isinstance(exc, (StreamsError, KafkaError)) and not isinstance(exc, MissingTopicError):
+        """The error the thread dies with: a missing topic, when one is behind ``exc``. Not
+        asked after a task timeout: the brokers did not answer, and would not answer that."""
+        if isinstance(exc, (StreamsError, KafkaError)) and not isinstance(exc, (MissingTopicError, TaskTimeoutError)):
             try:
                 topic: str | None = getattr(exc, "topic", None)
                 self.topic_watch.check(exc, extra=[topic] if topic else ())
