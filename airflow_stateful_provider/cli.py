@@ -396,7 +396,8 @@ def _query(args: argparse.Namespace, out: TextIO) -> int:
 
 def _stores(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_stateful_provider.streams.errors import StreamsError
-    from airflow_stateful_provider.streams.state.store_dir import find_stores, open_store
+    from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME
+    from airflow_stateful_provider.streams.state.store_dir import find_stores, find_unrecognized_stores, open_store
 
     problem = _state_dir_problem(args.state_dir)
     if problem is not None:
@@ -404,7 +405,9 @@ def _stores(args: argparse.Namespace, out: TextIO) -> int:
         return 1
     rows: list[dict[str, Any]] = []
     failures = 0
-    for path in find_stores(args.state_dir):
+    # A RocksDB directory without store metadata is a store the engine refuses: listed with the
+    # engine's reason, never skipped as if the directory were empty.
+    for path in sorted(find_stores(args.state_dir) + find_unrecognized_stores(args.state_dir)):
         try:
             store = open_store(path, read_only=True)
             try:
@@ -424,11 +427,14 @@ def _stores(args: argparse.Namespace, out: TextIO) -> int:
         })
     if args.json:
         out.write(json.dumps(rows, indent=2) + "\n")
-    elif not rows:
-        out.write(f"no state stores under {args.state_dir}\n")
-    else:
+    elif rows:
         out.write(_stores_table(rows) + "\n")
     out.flush()
+    if not rows:
+        print(f"error: no state store under {args.state_dir}: a state directory holds "
+              f"<application_id>/<task>/<store>/ with a {METADATA_FILE_NAME} in each store (give the "
+              f"state_dir of a stateful-streams instance, or one store's directory)", file=sys.stderr)
+        return 1
     if failures:
         print(f"error: {failures} of {len(rows)} store(s) under {args.state_dir} cannot be opened (their "
               f"rows say why)", file=sys.stderr)
