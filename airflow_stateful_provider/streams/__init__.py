@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 #: Where each public name lives (module relative to this package). The one list to extend.
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    ".config": ("AT_LEAST_ONCE", "EXACTLY_ONCE_V2", "ProcessingGuarantee", "StreamsConfig"),
+    ".config": ("AT_LEAST_ONCE", "EXACTLY_ONCE_V2", "MAX_COMMIT_INTERVAL_MS", "ProcessingGuarantee", "StreamsConfig"),
     ".control.channel": ("live_instances", "send_command", "wait_for_command"),
     ".control.commands": ("CommandOutcome", "ControlCommand", "new_command"),
     ".dsl.builder": ("StreamsBuilder",),
@@ -92,6 +92,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 if TYPE_CHECKING:
     from .config import AT_LEAST_ONCE as AT_LEAST_ONCE
     from .config import EXACTLY_ONCE_V2 as EXACTLY_ONCE_V2
+    from .config import MAX_COMMIT_INTERVAL_MS as MAX_COMMIT_INTERVAL_MS
     from .config import ProcessingGuarantee as ProcessingGuarantee
     from .config import StreamsConfig as StreamsConfig
     from .control.channel import live_instances as live_instances
