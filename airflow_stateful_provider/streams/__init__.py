@@ -61,6 +61,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".queries.lookups": ("lookup_store",),
     ".queries.remote": ("QueryClient", "committed_position", "query_application"),
     ".queries.results": ("KeyQueryMetadata", "QueryResult", "StateQueryResult"),
+    ".reset.application_reset": ("reset_application",),
+    ".reset.plan": ("OffsetChange", "ResetPlan"),
     ".restoration.changelog_reader": ("StandbyUpdateListener", "StateRestoreListener", "SuspendReason"),
     ".serdes": ("Serde", "Serdes"),
     ".snapshots.catalog": ("SnapshotEntry", "delete_old_snapshots", "list_snapshots"),
@@ -197,6 +199,9 @@ if TYPE_CHECKING:
     from .queries.results import KeyQueryMetadata as KeyQueryMetadata
     from .queries.results import QueryResult as QueryResult
     from .queries.results import StateQueryResult as StateQueryResult
+    from .reset.application_reset import reset_application as reset_application
+    from .reset.plan import OffsetChange as OffsetChange
+    from .reset.plan import ResetPlan as ResetPlan
     from .restoration.changelog_reader import StandbyUpdateListener as StandbyUpdateListener
     from .restoration.changelog_reader import StateRestoreListener as StateRestoreListener
     from .restoration.changelog_reader import SuspendReason as SuspendReason
