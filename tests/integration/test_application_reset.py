@@ -181,3 +181,24 @@ def test_execute_leaves_no_internal_topic_and_the_offsets_where_asked(applicatio
         assert sum(expected.values()) > 0  # the two-hour-old records are skipped: not the earliest
     assert not (application.state_dir / application.app).exists()
     assert application.state_dir.is_dir()
+
+
+def test_the_operator_resets_a_stopped_application(application, monkeypatch):
+    """ResetApplicationOperator on the application's connection: by_duration=3600 is an hour
+    (seconds, Airflow's convention); the plan on XCom matches what the broker shows."""
+    from airflow_stateful_provider.operators.reset import ResetApplicationOperator
+
+    monkeypatch.setenv("AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT",
+                       json.dumps({"conn_type": "stateful_streams", "host": application.servers}))
+    application.run_until_committed()
+    application.stop()
+    cutoff_ms = int(time.time() * 1000) - HOUR_MS
+    result = ResetApplicationOperator(task_id="reset", application_id=application.app, by_duration=3600,
+                                      state_dir=str(application.state_dir), timeout=60).execute({})
+    assert result["executed"] is True and result["refused"] == []
+    assert application.internal_topics() == set()
+    expected = {partition: next(offset for offset, ts in records if ts >= cutoff_ms)
+                for partition, records in records_with_timestamps(application.servers, application.source).items()
+                if records}
+    assert application.committed() == expected == {o["partition"]: o["target"] for o in result["offsets"]}
+    assert not (application.state_dir / application.app).exists()
