@@ -61,7 +61,7 @@ def run_reset(args: argparse.Namespace, out: TextIO) -> int:
     out.write((json.dumps(plan.to_json_dict(), indent=2) if args.json else plan.text()) + "\n")
     out.flush()
     if plan.refused:
-        print(f"error: application {args.application_id!r} is running; nothing was changed: "
-              f"{' '.join(' '.join(plan.refusals).split())}", file=sys.stderr)
+        print(f"error: application {args.application_id!r} is running; nothing was changed (the reasons are "
+              f"above, under REFUSED; stop it first: stateful-streams stop {args.application_id})", file=sys.stderr)
         return 1
     return 0
