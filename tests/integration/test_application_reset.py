@@ -202,3 +202,24 @@ def test_the_operator_resets_a_stopped_application(application, monkeypatch):
                 if records}
     assert application.committed() == expected == {o["partition"]: o["target"] for o in result["offsets"]}
     assert not (application.state_dir / application.app).exists()
+
+
+def test_an_unknown_application_and_bad_arguments_are_named(bootstrap_servers, tmp_path):
+    def reset(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([COMMAND, "reset", *args, "--bootstrap-servers", bootstrap_servers],
+                              capture_output=True, text=True, timeout=120, env=clean_environment())
+
+    before = topics(bootstrap_servers)
+    unknown = reset("never-started-app")
+    assert unknown.returncode == 1 and unknown.stdout == ""
+    assert unknown.stderr.startswith("error: unknown application 'never-started-app': no internal topic, no "
+                                     "committed offsets")
+    bad = reset("never-started-app", "--by-duration", "1h")
+    assert bad.returncode == 2 and "by_duration must be an ISO-8601 duration such as 'PT1H'" in bad.stderr
+    naive = reset("never-started-app", "--to-datetime", "2026-01-01T00:00:00")
+    assert naive.returncode == 2 and "has no UTC offset" in naive.stderr
+    no_dir = reset("never-started-app", "--state-dir", str(tmp_path / "nope"))
+    assert no_dir.returncode == 2 and "is not a directory" in no_dir.stderr
+    # nothing created (the broker's own __consumer_offsets appears on a fresh broker once a group is looked up)
+    assert {t for t in topics(bootstrap_servers) if not t.startswith("__")} == {t for t in before
+                                                                                 if not t.startswith("__")}

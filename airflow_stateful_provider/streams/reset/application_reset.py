@@ -20,7 +20,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -142,7 +142,8 @@ def _refusals(admin: Any, servers: str | Sequence[str], application_id: str, top
             refusals.append(f"live instance(s) in {status_topic_name(application_id)!r}: {', '.join(live)}; stop "
                             f"them first (stateful-streams stop {application_id}); an instance that crashed counts "
                             f"as live until its document is {stale_after_ms / 1000:.0f}s old")
-    group = admin.describe_groups([application_id]).get(application_id) or {}
+    group = _retrying(lambda: admin.describe_groups([application_id]), timeout_ms,
+                      f"describing consumer group {application_id!r}").get(application_id) or {}
     members = [m.get("member_id") or m.get("client_id") for m in group.get("members") or []]
     if members:
         refusals.append(f"consumer group {application_id!r} has {len(members)} active member(s) "
@@ -151,13 +152,32 @@ def _refusals(admin: Any, servers: str | Sequence[str], application_id: str, top
     return refusals
 
 
-def _committed(admin: Any, application_id: str) -> dict[Any, Any]:
+def _retrying(call: Callable[[], Any], timeout_ms: int, what: str) -> Any:
+    """``call()``, again while it fails with a retriable Kafka error (the group coordinator not
+    there yet: a fresh cluster, a coordinator moving), for up to ``timeout_ms``."""
+    from kafka.errors import KafkaError
+
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        try:
+            return call()
+        except KafkaError as exc:
+            if not exc.retriable or time.monotonic() > deadline:
+                raise StreamsError(f"{what}: {type(exc).__name__}: {exc}") from exc
+            time.sleep(0.2)
+
+
+def _committed(admin: Any, application_id: str, timeout_ms: int) -> dict[Any, Any]:
     from kafka.errors import GroupIdNotFoundError
 
     try:
-        return dict(admin.list_group_offsets({application_id: None}).get(application_id) or {})
-    except GroupIdNotFoundError:
-        return {}
+        offsets = _retrying(lambda: admin.list_group_offsets({application_id: None}), timeout_ms,
+                            f"reading the committed offsets of consumer group {application_id!r}")
+    except StreamsError as exc:
+        if isinstance(exc.__cause__, GroupIdNotFoundError):
+            return {}
+        raise
+    return dict(offsets.get(application_id) or {})
 
 
 def _plan(admin: Any, servers: str | Sequence[str], application_id: str, target: OffsetTarget,
@@ -165,7 +185,7 @@ def _plan(admin: Any, servers: str | Sequence[str], application_id: str, target:
           timeout_ms: int, stale_after_ms: int) -> ResetPlan:
     topics = set(admin.list_topics())
     internal = internal_topic_names(application_id, topics)
-    committed = _committed(admin, application_id)
+    committed = _committed(admin, application_id, timeout_ms)
     if input_topics is not None:
         missing = sorted(set(input_topics) - topics)
         if missing:
