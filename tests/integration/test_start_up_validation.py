@@ -297,3 +297,23 @@ def test_a_snapshot_url_whose_implementation_is_missing_names_the_package(bootst
     with pytest.raises(ConfigError, match=r"snapshot_url 'gs://bucket/snapshots'.*pip install gcsfs"):
         start(ctx, snapshot_url="gs://bucket/snapshots")
     assert topic_names(bootstrap_servers) == before
+
+
+def test_the_spark_driver_refuses_a_changelog_that_loses_state_before_creating_its_topics(
+        bootstrap_servers, source_topic, tmp_path):
+    """The driver creates the status and control topics before any instance starts: it makes
+    the same changelog check first, so a refused submission leaves nothing on the broker."""
+    from airflow_stateful_provider.spark.app import _prepare_topics
+
+    ctx = Context(bootstrap_servers, source_topic, f"validation-{uuid.uuid4().hex[:8]}", tmp_path)
+    changelog = f"{ctx.app}-letter-counts-changelog"
+    create_topics(bootstrap_servers, {changelog: 2}, configs={changelog: {"cleanup.policy": "delete"}})
+    before = topic_names(bootstrap_servers)
+    config = StreamsConfig(application_id=ctx.app, bootstrap_servers=bootstrap_servers,
+                           state_dir=str(tmp_path / "state"))
+    with pytest.raises(ConfigError, match=f"changelog topic '{changelog}' of store 'letter-counts'.*cleanup.policy="
+                                          f"delete.*ChangelogConfigOperator"):
+        _prepare_topics(config, letter_counts(ctx))
+    assert topic_names(bootstrap_servers) == before
+    _prepare_topics(config)  # without the topology (as before): only the status and control topics
+    assert {f"{ctx.app}-status", f"{ctx.app}-control"} <= topic_names(bootstrap_servers)
