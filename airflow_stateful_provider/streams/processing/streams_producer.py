@@ -41,7 +41,6 @@ from airflow_stateful_provider.streams.kafka.batched_send import (
 from airflow_stateful_provider.streams.kafka.transactional_calls import (
     abort_transaction_within,
     commit_transaction_within,
-    coordinators,
     discard_unsent_records,
     keep_requests_of_unreachable_coordinators,
     send_offsets_to_transaction_within,
@@ -256,11 +255,6 @@ class StreamsProducer:
             raise TransactionFailedError(f"transaction of {self.transactional_id} aborted: {exc!r}") from exc
         self._in_transaction = False
         self.waits.succeeded()
-
-    @property
-    def coordinators(self) -> dict[str, Any]:
-        """The broker ids of the transaction's coordinators, by kind (None: being looked up)."""
-        return coordinators(self._producer)
 
     def abort_transaction(self) -> None:
         """Abort the open transaction, if any (errors are logged; the producer stays usable)."""
