@@ -18,6 +18,7 @@ from airflow_stateful_provider.streams import KafkaStreamsState
 from airflow_stateful_provider.streams.errors import TaskTimeoutError
 from tests.integration.failure_oracle import CountingApp, assert_exact, produce_numbered
 from tools.kafka.cluster import LocalKafkaCluster
+from tools.kafka.topics import create_topics, produce
 from tools.waits import wait_progressing, wait_until
 
 pytestmark = pytest.mark.kafka
@@ -70,6 +71,32 @@ def test_an_instance_starts_while_a_bootstrap_broker_is_down(cluster, tmp_path):
     app.bootstrap_servers = live
     app.run_to_end(bootstrap_servers=[cluster.node(first).address, *[cluster.node(n).address for n in others]])
     assert_exact(app.outputs_per_key(), app.store_counts(), expected)
+
+
+def test_a_consumers_offsets_follow_a_partition_leader_that_moved(cluster):
+    """kafka-python 3.0.12 asked the old leader again and again (NOT_LEADER_OR_FOLLOWER, about
+    2,000 requests a second) until its metadata aged out after 5 minutes: a stream thread's
+    changelog offsets failed for that long after a leader election (kafka/list_offsets.py)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from airflow_stateful_provider.streams.kafka.clients import construct_client
+
+    topic = f"moved-{uuid.uuid4().hex[:8]}"
+    create_topics(cluster.bootstrap_servers, {topic: 1}, replication_factor=3)
+    cluster.wait_healthy([topic])
+    produce(cluster.bootstrap_servers, topic, [(b"k", b"v")] * 10, acks="all")
+    consumer = construct_client(KafkaConsumer, {"bootstrap_servers": cluster.bootstrap_servers,
+                                                "enable_auto_commit": False})
+    try:
+        tp = TopicPartition(topic, 0)
+        assert consumer.end_offsets([tp], timeout_ms=10_000) == {tp: 10}  # the consumer knows the leader
+        leader = cluster.leader(topic, 0)
+        cluster.move_leader(topic, 0, next(n for n in sorted(cluster.nodes) if n != leader))
+        started = time.monotonic()
+        assert consumer.end_offsets([tp], timeout_ms=10_000) == {tp: 10}
+        print(f"\nend offsets from the new leader after {time.monotonic() - started:.2f} s", file=sys.stderr)
+    finally:
+        consumer.close()
 
 
 def test_the_whole_cluster_down_for_a_minute_then_processing_resumes_exactly(cluster, tmp_path):

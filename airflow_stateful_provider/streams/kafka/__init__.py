@@ -14,6 +14,7 @@ private kafka-python name is used anywhere else in the provider.
 - ``assignor_api``: the classes a partition assignor implements and returns.
 - ``group_join``: the group coordinator: pending rejoins, requested rebalances, joins kept.
 - ``batch_decoding``: fetched record batches decoded in one pass.
+- ``list_offsets``: a consumer's offset look-ups that follow a partition leader that moved.
 - ``parked_fetches``: fetched records of a paused partition handed back.
 - ``positions``: a consumer's position, read without a network call.
 - ``transactional_calls``: transactional calls that wait at most a bound, requests kept when a

@@ -18,6 +18,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.kafka.client_settings import client_kind, settings_for
+from airflow_stateful_provider.streams.kafka.list_offsets import refresh_leaders_when_list_offsets_miss
 from airflow_stateful_provider.streams.kafka.reads_before_close import deliver_bytes_read_before_close
 
 __all__ = ["check_client_environment", "connection_errors", "connection_failures", "construct_client",
@@ -166,7 +167,9 @@ def construct_client(client_class: Any, configs: Mapping[str, Any]) -> Any:
 
     try:
         with connection_failures(configs.get("client_id")) as failures:
-            return client_class(**{**configs, "kafka_client": tracked})
+            client = client_class(**{**configs, "kafka_client": tracked})
+        refresh_leaders_when_list_offsets_miss(client)  # a consumer's offsets follow a moved leader
+        return client
     except connection_errors() as exc:
         _close(created, client_class)
         if failures:
