@@ -32,6 +32,7 @@ from airflow_stateful_provider.streams.kafka.transactional_calls import (
     abort_transaction_within,
     commit_transaction_within,
     keep_requests_of_unreachable_coordinators,
+    retry_timed_out_transactional_requests,
     send_offsets_to_transaction_within,
 )
 from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWaits
@@ -44,6 +45,9 @@ pytestmark = pytest.mark.kafka
 
 #: The bound given to each call (the producer's max_block_ms).
 BOUND_MS = 3_000
+#: kafka-python's own request timeout, below the bound: a request that times out is sent again
+#: (kafka-python made the transaction state fatal), and the bound ends the wait.
+REQUEST_TIMEOUT_MS = BOUND_MS // 3
 #: What a bounded call may take beyond its bound: waking up, closing, a loaded machine.
 SLACK_S = 5.0
 
@@ -86,9 +90,10 @@ def timed(call) -> tuple[float, BaseException | None, object]:
 
 def new_producer(broker: LocalKafkaBroker, **configs) -> KafkaProducer:
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=f"tx-{uuid.uuid4().hex[:8]}",
-                             max_block_ms=BOUND_MS, request_timeout_ms=BOUND_MS, bootstrap_timeout_ms=BOUND_MS,
-                             **configs)
+                             max_block_ms=BOUND_MS, request_timeout_ms=REQUEST_TIMEOUT_MS,
+                             bootstrap_timeout_ms=BOUND_MS, **configs)
     keep_requests_of_unreachable_coordinators(producer)
+    retry_timed_out_transactional_requests(producer)
     producer.init_transactions()
     return producer
 
@@ -166,14 +171,19 @@ def test_abort_transaction_waits_at_most_its_bound(broker, topic):
         producer.close(timeout=5)
 
 
-def test_init_transactions_waits_at_most_max_block_ms(broker):
+def test_init_transactions_waits_at_most_max_block_ms_and_a_request_timeout_is_retried(broker):
+    """kafka-python bounds init_transactions by max_block_ms; a request that times out within it
+    is sent again (retry_timed_out_transactional_requests), so the call ends in the retriable
+    KafkaTimeoutError the engine retries, not in a fatal transaction state."""
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=f"tx-{uuid.uuid4().hex[:8]}",
-                             max_block_ms=BOUND_MS, request_timeout_ms=BOUND_MS)
+                             max_block_ms=BOUND_MS, request_timeout_ms=REQUEST_TIMEOUT_MS)
+    keep_requests_of_unreachable_coordinators(producer)
+    retry_timed_out_transactional_requests(producer)
     try:
         with Frozen(broker):
             took, error, _ = timed(producer.init_transactions)
         report("init_transactions", took)
-        assert isinstance(error, KafkaTimeoutError), error
+        assert isinstance(error, KafkaTimeoutError) and error.retriable, error
         assert took < BOUND_MS / 1000 + SLACK_S
     finally:
         producer.close(timeout=5)
@@ -224,7 +234,7 @@ def test_a_failed_commit_is_never_committed_and_the_producer_goes_on_after_the_b
 def test_a_producer_that_cannot_start_fails_the_thread_after_the_task_timeout(broker):
     def factory(**overrides):
         return KafkaProducer(bootstrap_servers=broker.bootstrap_servers, max_block_ms=BOUND_MS,
-                             request_timeout_ms=BOUND_MS, bootstrap_timeout_ms=BOUND_MS, **overrides)
+                             request_timeout_ms=REQUEST_TIMEOUT_MS, bootstrap_timeout_ms=BOUND_MS, **overrides)
 
     with Frozen(broker):
         took, error, _ = timed(lambda: StreamsProducer(factory, client_id="bounds",

@@ -17,11 +17,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kafka.errors import KafkaTimeoutError
+from kafka.errors import KafkaConnectionError, KafkaTimeoutError, RequestTimedOutError
 
 __all__ = ["TransactionalCallTimeout", "abort_transaction_within", "commit_transaction_within",
            "coordinators", "discard_unsent_records", "keep_requests_of_unreachable_coordinators",
-           "retry_transactional_requests_sooner", "send_offsets_to_transaction_within"]
+           "retry_timed_out_transactional_requests", "retry_transactional_requests_sooner",
+           "send_offsets_to_transaction_within"]
 
 #: How long the sender waits before sending a transactional request again: the Java client's
 #: wait for a transaction's first partitions while the previous transaction still completes.
@@ -69,6 +70,42 @@ def keep_requests_of_unreachable_coordinators(producer: Any) -> None:
 
     client.await_ready = await_ready
     client._answers_not_ready = True
+
+
+def retry_timed_out_transactional_requests(producer: Any) -> None:
+    """Make ``producer`` send a transactional request again, to its coordinator looked up
+    anew, when the broker did not answer it within ``request_timeout_ms`` (a frozen or
+    overloaded broker), as it does when the connection breaks; the caller's bound ends the
+    wait. Without this, kafka-python 3.0.12 makes the producer's transaction state fatal
+    ("Could not execute transactional request for unknown reasons: RequestTimedOutError"):
+    a transactional producer starting while its coordinator does not answer failed at once
+    instead of being retried.
+
+    Checked against kafka-python 3.0.12: ``TxnRequestHandler.on_complete`` retries on
+    KafkaConnectionError only; every handler goes through the transaction manager's
+    ``_enqueue_request`` (queued, re-queued, retried), which here gives it an
+    ``on_complete`` that hands a request timeout on as a broken connection.
+    """
+    manager = getattr(producer, "_transaction_manager", None)
+    if manager is None or getattr(manager, "_retries_timed_out_requests", False):
+        return
+    enqueue = manager._enqueue_request
+
+    def enqueue_retrying_timeouts(handler: Any) -> Any:
+        if not getattr(handler, "_retries_timeouts", False):
+            on_complete = handler.on_complete
+
+            def on_complete_retrying(correlation_id: Any, response_or_exc: Any) -> Any:
+                if isinstance(response_or_exc, RequestTimedOutError):
+                    response_or_exc = KafkaConnectionError(f"no answer within request_timeout_ms: {response_or_exc}")
+                return on_complete(correlation_id, response_or_exc)
+
+            handler.on_complete = on_complete_retrying
+            handler._retries_timeouts = True
+        return enqueue(handler)
+
+    manager._enqueue_request = enqueue_retrying_timeouts
+    manager._retries_timed_out_requests = True
 
 
 def retry_transactional_requests_sooner(producer: Any) -> None:

@@ -71,8 +71,9 @@ def test_without_apt_get_it_stops_naming_the_browsers_it_takes(bin_dir):
 
 
 def test_make_test_and_ci_call_it_before_anything_else():
-    dry = subprocess.run(["make", "-n", "test"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "MAKEFLAGS": ""})
+    # --no-print-directory: under `make test` (MAKELEVEL set) a make prints "Entering directory"
+    dry = subprocess.run(["make", "--no-print-directory", "-n", "test"], cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=60, env={**os.environ, "MAKEFLAGS": ""})
     commands = [line for line in dry.stdout.splitlines() if line.strip()]
     assert commands[0] == "tools/ensure_chromium.sh", dry.stdout
     ci = (REPO_ROOT / ".ci" / "run").read_text()
