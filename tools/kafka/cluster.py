@@ -575,11 +575,13 @@ def _main(argv: list[str] | None = None) -> int:
             if not pid_files:
                 print(f"no cluster node is running from {args.dir}", file=sys.stderr)
             pids = [int(pid_file.read_text()) for pid_file in pid_files]
-            for pid in pids:  # thawed first, then all at once, so the nodes stop side by side
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGCONT)
+            for sig in (signal.SIGCONT, signal.SIGTERM):  # thawed, then all at once: they stop side by side
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, sig)
+            deadline = time.monotonic() + CLUSTER_STOP_GRACE_SECONDS
             for pid, pid_file in zip(pids, pid_files, strict=True):
-                terminate(pid, wait_pid(pid))
+                terminate(pid, wait_pid(pid), grace=max(0.1, deadline - time.monotonic()))
                 pid_file.unlink(missing_ok=True)
     except BrokerError as exc:
         print(f"error: {exc}", file=sys.stderr)
