@@ -130,6 +130,11 @@ class StreamsConfig:
     #: timestamp order (0 = only wait while the consumer knows more data is available;
     #: -1 = never wait).
     max_task_idle_ms: int | timedelta = 0
+    #: How long a stream thread keeps retrying what a broker cannot answer yet (a coordinator
+    #: moving, a broker down, a leader election, not enough replicas) before it fails with an
+    #: error naming what it waited for (Kafka Streams' ``task.timeout.ms``). Each Kafka call
+    #: also has its own bound (docs/failure-handling.md, "Bounded waits").
+    task_timeout_ms: int | timedelta = 300_000
     #: Records buffered per partition before the consumer pauses it.
     buffered_records_per_partition: int = 1000
     #: Minimum wall-clock time between two emit-on-window-close range scans of a windowed
@@ -256,6 +261,7 @@ class StreamsConfig:
             raise ConfigError("replication_factor must be -1 (broker default) or >= 1, got 0")
         idle = duration_ms(self.max_task_idle_ms, "max_task_idle_ms", minimum=-1)
         set_(self, "max_task_idle_ms", idle)
+        set_(self, "task_timeout_ms", duration_ms(self.task_timeout_ms, "task_timeout_ms", minimum=1000))
         _check_int(self.buffered_records_per_partition, "buffered_records_per_partition", minimum=1)
         _check_int(self.statestore_cache_max_bytes, "statestore_cache_max_bytes", minimum=0)
         _check_int(self.statestore_uncommitted_max_bytes, "statestore_uncommitted_max_bytes", minimum=0)

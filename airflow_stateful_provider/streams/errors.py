@@ -124,6 +124,16 @@ class TransactionFailedError(StreamsError):
         self.migrated = migrated
 
 
+class TaskTimeoutError(StreamsError, TimeoutError):
+    """A stream thread retried what the brokers could not answer (a coordinator, a leader, a
+    broker) for longer than ``task_timeout_ms``. The message names the Kafka call, what it
+    waited for and the last error; the thread fails (docs/failure-handling.md)."""
+
+    def __init__(self, message: str, *, call: str) -> None:
+        super().__init__(message)
+        self.call = call
+
+
 class SnapshotError(StreamsError):
     """A store snapshot could not be taken, listed, read or deleted (docs/snapshots.md)."""
 

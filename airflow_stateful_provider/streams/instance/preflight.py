@@ -25,6 +25,7 @@ from airflow_stateful_provider.streams.kafka.clients import (
     describe_failures,
     servers_text,
 )
+from airflow_stateful_provider.streams.kafka.retrying_admin import RetryingAdmin
 from airflow_stateful_provider.streams.processing.deserialization import (
     DeadLetterQueueExceptionHandler,
     deserialization_handler_from_config,
@@ -120,15 +121,22 @@ def open_admin(config: StreamsConfig, factory: Callable[[], Any]) -> Any:
     cannot work on this machine (kafka.clients.check_client_environment), BrokerUnreachableError
     naming the bootstrap servers, and why the connections failed, when the brokers cannot be
     reached within its ``bootstrap_timeout_ms``."""
+    from kafka import KafkaAdminClient
+
     settings = {**config.client_configs, **config.admin_configs}
     check_client_environment(settings, "client_configs/admin_configs")
+    bound = settings.get("bootstrap_timeout_ms", KafkaAdminClient.DEFAULT_CONFIG["bootstrap_timeout_ms"])
+
+    def unanswered(call: str, error: BaseException, waited_ms: int) -> BaseException:
+        return BrokerUnreachableError(
+            f"no broker of {servers_text(config.bootstrap_servers)} answered the admin call {call} within {bound} ms "
+            f"(starting application {config.application_id!r}; the bound is bootstrap_timeout_ms in client_configs "
+            f"or admin_configs): {error}")
+
     try:
         with connection_failures() as failures:
-            return factory()
+            return RetryingAdmin(factory(), bound, unanswered)
     except connection_errors() as exc:
-        from kafka import KafkaAdminClient
-
-        bound = settings.get("bootstrap_timeout_ms", KafkaAdminClient.DEFAULT_CONFIG["bootstrap_timeout_ms"])
         raise BrokerUnreachableError(
             f"cannot reach Kafka at {servers_text(config.bootstrap_servers)} within {bound} ms (starting application "
             f"{config.application_id!r}; nothing was created): check bootstrap_servers and that the brokers are "

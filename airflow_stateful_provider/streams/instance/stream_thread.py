@@ -69,6 +69,7 @@ from airflow_stateful_provider.streams.kafka.group_join import (
     request_rebalance,
 )
 from airflow_stateful_provider.streams.kafka.parked_fetches import release_parked_fetches
+from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWaits
 from airflow_stateful_provider.streams.processing.metrics import ThreadMetrics
 from airflow_stateful_provider.streams.processing.streams_producer import StreamsProducer, transactional_id
 from airflow_stateful_provider.streams.processing.task import StreamTask, TaskState
@@ -184,6 +185,8 @@ class StreamThread(threading.Thread):
                               for raw, kind in topology.internal_topics.items() if kind == "repartition"}
         #: Thread-level metrics (processed records, commit latency, poll sizes, aborts).
         self.metrics = ThreadMetrics()
+        #: The Kafka call the thread waits in now, and the task timeout of its retries.
+        self.kafka_waits = KafkaWaits(cast(int, config.task_timeout_ms))
         #: Commits the tasks, and purges the repartition records they committed.
         self.committer = TaskCommitter(self, config, repartition_topics,
                                        self._admin_client if admin_factory is not None else None, self.metrics)
@@ -287,7 +290,8 @@ class StreamThread(threading.Thread):
         self.producer = StreamsProducer(
             self._producer_factory, client_id=f"{prefix}-producer",
             transactional_id=transactional_id(self.config.application_id, self.instance_id, self.index)
-            if eos else None, on_slow_flush=self.topic_watch.check)
+            if eos else None, on_slow_flush=self.topic_watch.check, waits=self.kafka_waits,
+            interrupted=self._shutdown_requested)
         # Exactly-once: input, repartition topics, restoration and standbys see committed
         # records only; restoration ends at the last stable offset.
         isolation = {"isolation_level": "read_committed"} if eos else {}
@@ -312,7 +316,8 @@ class StreamThread(threading.Thread):
         self.changelog_reader = ChangelogReader(
             self.restore_consumer, self._restore_listener, self._standby_listener, snapshot_loader=loader,
             on_changelog_loss=self.config.on_changelog_loss,
-            log_end_offsets=self._log_end_offsets if eos and self._admin_factory else None)
+            log_end_offsets=self._log_end_offsets if eos and self._admin_factory else None,
+            retried=self.kafka_waits.retried)
         topics = sorted(self.task_manager.topic_to_subtopology)
         self.consumer.subscribe(topics, listener=_RebalanceListener(self))
         # Load the topics' metadata before the first poll joins the group, and after

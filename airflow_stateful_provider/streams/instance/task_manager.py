@@ -26,6 +26,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ChangelogLostError, CorruptCheckpointError, IllegalStateError
 from airflow_stateful_provider.streams.kafka.positions import local_position
+from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWaits
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
@@ -56,6 +57,8 @@ class TaskOwner(Protocol):
     producer: Any
     changelog_reader: ChangelogReader | None
     snapshot_taker: SnapshotTaker | None
+    #: Retries what the brokers cannot answer yet, up to the task timeout.
+    kafka_waits: KafkaWaits
 
     def started_changelog_reader(self) -> ChangelogReader: ...
 
@@ -397,7 +400,9 @@ class TaskManager:
         seek its partitions back to them. ``opened``: the task, created with its stores
         open (:meth:`_open_new_tasks`)."""
         reader = self.changelog_reader
-        committed = {tp: self.consumer.committed(KafkaTopicPartition(*tp), metadata=True) for tp in partitions}
+        committed = {tp: self._owner.kafka_waits.retried("committed", "the group coordinator", self.consumer.committed,
+                                                         KafkaTopicPartition(*tp), metadata=True)
+                     for tp in partitions}
         if rewind:
             for tp, offset in committed.items():
                 if offset is None or offset.offset < 0:

@@ -16,7 +16,8 @@ private kafka-python name is used anywhere else in the provider.
 - ``batch_decoding``: fetched record batches decoded in one pass.
 - ``parked_fetches``: fetched records of a paused partition handed back.
 - ``positions``: a consumer's position, read without a network call.
-- ``producer_abort``: a bounded transaction abort, and a producer closed without flushing.
+- ``transactional_calls``: transactional calls that wait at most a bound, requests kept when a
+  coordinator goes away, and a producer closed without flushing.
 - ``batched_send``: many records for one partition appended to the producer at once.
 
 The stores, the topology, the DSL and the snapshots never import it; nor do the modules the

@@ -97,6 +97,8 @@ class ThreadMetrics:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.process_total = 0
+        #: time.time() of the last iteration that processed records (None: none yet).
+        self.processed_at: float | None = None
         self.commit_total = 0
         self.transaction_aborts_total = 0
         self.commit_latency = WindowedStat(clock=clock)
@@ -104,6 +106,8 @@ class ThreadMetrics:
 
     def record_processed(self, records: int) -> None:
         self.process_total += records
+        if records:
+            self.processed_at = time.time()
 
     def record_poll(self, records: int) -> None:
         if records > 0:  # as Kafka Streams: empty polls are not samples

@@ -16,11 +16,19 @@ exactly-once (``exactly_once_v2``, KIP-447) it owns the thread's transaction:
   which the producer is usable again (aborted, or recreated when kafka-python's
   transaction state is fatal). The caller must roll its tasks back to their last
   committed state: what they wrote since is gone.
+
+Every transactional call waits at most the producer's ``max_block_ms`` (kafka/
+transactional_calls.py); a call that timed out, or a coordinator that went away, fails the
+transaction and the producer is replaced: the new one's ``init_transactions`` settles what
+the old one left (an abort, or the completion of a commit the coordinator had accepted)
+before the tasks read their committed offsets again. A producer that cannot be created
+because no broker answers yet is retried until ``task_timeout_ms`` (kafka_waits.py).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -31,7 +39,15 @@ from airflow_stateful_provider.streams.kafka.batched_send import (
     default_partition,
     largest_unchecked_record,
 )
-from airflow_stateful_provider.streams.kafka.producer_abort import abort_transaction_within, discard_unsent_records
+from airflow_stateful_provider.streams.kafka.transactional_calls import (
+    abort_transaction_within,
+    commit_transaction_within,
+    coordinators,
+    discard_unsent_records,
+    keep_requests_of_unreachable_coordinators,
+    send_offsets_to_transaction_within,
+)
+from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWaits
 
 __all__ = ["EOS_TRANSACTION_TIMEOUT_MS", "StreamsProducer", "TransactionFailedError", "is_fencing_error",
            "is_record_error"]
@@ -40,6 +56,9 @@ log = logging.getLogger(__name__)
 
 #: How long a flush waits before asking whether something is wrong (on_slow_flush).
 FLUSH_CHECK_SECONDS = 10
+
+#: How long a producer that could not be created waits before the next attempt.
+PRODUCER_RETRY_BACKOFF_SECONDS = 1.0
 
 #: Kafka Streams' ``transaction.timeout.ms`` under exactly-once: the broker aborts a
 #: transaction left open longer (by an instance that died and did not come back).
@@ -59,10 +78,15 @@ class StreamsProducer:
     """
 
     def __init__(self, factory: Callable[..., Any], *, client_id: str, transactional_id: str | None,
-                 on_slow_flush: Callable[[BaseException], None] | None = None) -> None:
+                 on_slow_flush: Callable[[BaseException], None] | None = None, waits: KafkaWaits | None = None,
+                 interrupted: threading.Event | None = None) -> None:
         self._factory = factory
         self._client_id = client_id
         self.transactional_id = transactional_id
+        #: Where the thread's waits on Kafka are shown, and retried within the task timeout.
+        self.waits = waits if waits is not None else KafkaWaits(300_000)
+        #: Set when the thread is asked to stop: a producer being retried is given up.
+        self._interrupted = interrupted or threading.Event()
         #: Called every FLUSH_CHECK_SECONDS a flush waits (with the timeout error): it may
         #: raise, e.g. when the records wait for a topic that was deleted.
         self._on_slow_flush = on_slow_flush
@@ -73,15 +97,42 @@ class StreamsProducer:
             self.send = self._producer.send  # type: ignore[method-assign]  # the same signature, one call less
 
     def _new_producer(self) -> Any:
+        """A new producer (exactly-once: initialized, which fences and settles the
+        transactional id's previous producer), retried while no broker can answer, up to the
+        task timeout (TaskTimeoutError then)."""
+        from kafka.errors import KafkaError
+
+        call = "init_transactions" if self.transactional_id is not None else "bootstrap"
+        while True:
+            try:
+                with self.waits.waiting_in(call, f"the brokers, for producer {self._client_id}"):
+                    producer = self._try_new_producer()
+                if self.transactional_id is None:
+                    self.waits.succeeded()  # exactly-once: a committed transaction says so
+                return producer
+            except KafkaError as exc:
+                if not exc.retriable or self._interrupted.is_set():
+                    raise
+                self.waits.failed(f"{call} of producer {self.transactional_id or self._client_id}", exc)
+                log.warning("%s: %s failed (%r); retrying", self._client_id, call, exc)
+                self._interrupted.wait(PRODUCER_RETRY_BACKOFF_SECONDS)
+
+    def _try_new_producer(self) -> Any:
         if self.transactional_id is None:
             return self._factory(client_id=self._client_id)
         producer = self._factory(client_id=self._client_id, transactional_id=self.transactional_id)
         try:
+            keep_requests_of_unreachable_coordinators(producer)
             producer.init_transactions()
         except BaseException:
             _close_quietly(producer)
             raise
         return producer
+
+    @property
+    def _call_timeout_ms(self) -> int:
+        """The bound of one transactional call: the producer's ``max_block_ms``."""
+        return int(self._producer.config.get("max_block_ms", 60_000))
 
     # ------------------------------------------------------------------ the Producer protocol
 
@@ -190,8 +241,11 @@ class StreamsProducer:
                 self._producer.begin_transaction()
                 self._in_transaction = True
             if offsets:
-                self._producer.send_offsets_to_transaction(dict(offsets), group_metadata)
-            self._producer.commit_transaction()
+                with self.waits.waiting_in("send_offsets_to_transaction", "the group coordinator") as update:
+                    send_offsets_to_transaction_within(self._producer, dict(offsets), group_metadata,
+                                                       self._call_timeout_ms, on_wait=update)
+            with self.waits.waiting_in("commit_transaction", "the transaction coordinator") as update:
+                commit_transaction_within(self._producer, self._call_timeout_ms, on_wait=update)
         except (ProducerFencedError, CommitFailedError, IllegalGenerationError, UnknownMemberIdError,
                 FencedInstanceIdError, RebalanceInProgressError) as exc:
             self._abort_after_failure(exc)
@@ -199,8 +253,16 @@ class StreamsProducer:
                                          f"tasks ({type(exc).__name__}: {exc})", migrated=True) from exc
         except KafkaError as exc:
             self._abort_after_failure(exc)
+            if exc.retriable:  # a broker could not answer: fail the thread past the task timeout
+                self.waits.failed(f"the transaction of {self.transactional_id}", exc)
             raise TransactionFailedError(f"transaction of {self.transactional_id} aborted: {exc!r}") from exc
         self._in_transaction = False
+        self.waits.succeeded()
+
+    @property
+    def coordinators(self) -> dict[str, Any]:
+        """The broker ids of the transaction's coordinators, by kind (None: being looked up)."""
+        return coordinators(self._producer)
 
     def abort_transaction(self) -> None:
         """Abort the open transaction, if any (errors are logged; the producer stays usable)."""

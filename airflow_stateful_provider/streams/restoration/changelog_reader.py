@@ -152,8 +152,12 @@ class ChangelogReader:
                  standby_listener: StandbyUpdateListener | None = None, poll_timeout_ms: int = 100,
                  snapshot_loader: SnapshotLoader | None = None, *, on_changelog_loss: str = "fail",
                  log_end_offsets: Callable[[list[KafkaTopicPartition]], dict[KafkaTopicPartition, int]] | None = None,
-                 ) -> None:
+                 retried: Callable[..., Any] | None = None) -> None:
         self._consumer = restore_consumer
+        #: ``retried(call, waiting_for, function, *args)`` calls ``function(*args)``, again
+        #: while the brokers cannot answer it, up to the task timeout (the stream thread's
+        #: KafkaWaits.retried); by default once.
+        self._retried = retried or (lambda call, waiting_for, function, *args: function(*args))
         self._snapshot_loader = snapshot_loader
         #: StreamsConfig.on_changelog_loss: "fail" or "restore_from_changelog".
         self._on_changelog_loss = on_changelog_loss
@@ -180,6 +184,13 @@ class ChangelogReader:
 
     # ------------------------------------------------------------------ registration
 
+    def _offsets(self, call: str, partitions: list[KafkaTopicPartition]) -> dict[KafkaTopicPartition, int]:
+        """The restore consumer's ``end_offsets`` or ``beginning_offsets`` of ``partitions``,
+        retried while the brokers cannot answer (``retried``)."""
+        result: dict[KafkaTopicPartition, int] = self._retried(call, "the changelogs' partition leaders",
+                                                                getattr(self._consumer, call), partitions)
+        return result
+
     def prepare_stores(self, task_id: TaskId, state_manager: TaskStateManager) -> RestoreSource | None:
         """Before a new task's stores open: keep usable local state, else load the newest
         valid snapshot, else leave it to the changelog (restore_source.py). None (and nothing
@@ -193,8 +204,8 @@ class ChangelogReader:
             return None
         bounds = None  # without snapshots, register() checks the checkpoint against the changelog
         if self._snapshot_loader is not None:
-            ends = _by_partition(self._consumer.end_offsets(_kafka(stores.values())))
-            begins = _by_partition(self._consumer.beginning_offsets(_kafka(stores.values())))
+            ends = _by_partition(self._offsets("end_offsets", _kafka(stores.values())))
+            begins = _by_partition(self._offsets("beginning_offsets", _kafka(stores.values())))
             bounds = {tp: (begins[tp], ends[tp]) for tp in stores.values()}
         source = choose_restore_source(task_id, state_manager.task_dir, stores, bounds, self._snapshot_loader)
         self.restore_sources[task_id] = source
@@ -240,7 +251,7 @@ class ChangelogReader:
         if self._roles.get(task_id) is not TaskRole.STANDBY:
             raise ValueError(f"task {task_id} is not a standby of this reader")
         partitions = self._tasks[task_id]
-        ends = _by_partition(self._consumer.end_offsets(_kafka(partitions)))
+        ends = _by_partition(self._offsets("end_offsets", _kafka(partitions)))
         self._roles[task_id] = TaskRole.ACTIVE
         self.restore_sources[task_id] = RestoreSource(LOCAL)  # the standby's stores
         pending = False
@@ -291,8 +302,8 @@ class ChangelogReader:
         if not partitions:
             return []
         checkpointed = state_manager.checkpointed_offsets()
-        ends = _by_partition(self._consumer.end_offsets(_kafka(partitions.values())))
-        begins = _by_partition(self._consumer.beginning_offsets(_kafka(partitions.values())))
+        ends = _by_partition(self._offsets("end_offsets", _kafka(partitions.values())))
+        begins = _by_partition(self._offsets("beginning_offsets", _kafka(partitions.values())))
         high_watermarks = self._high_watermarks([tp for tp in partitions.values()
                                                  if tp in checkpointed and checkpointed[tp] + 1 > ends[tp]])
         verdicts: dict[str, Verdict] = {}
@@ -336,7 +347,8 @@ class ChangelogReader:
         whose checkpoints lie past the last stable offset; {} otherwise."""
         if not partitions or self._log_end_offsets is None:
             return {}
-        return _by_partition(self._log_end_offsets(_kafka(partitions)))
+        return _by_partition(self._retried("list_partition_offsets", "the changelogs' partition leaders",
+                                                  self._log_end_offsets, _kafka(partitions)))
 
     # ------------------------------------------------------------------ queries
 
@@ -491,8 +503,8 @@ class ChangelogReader:
         holds are gone."""
         partitions = [TopicPartition(tp.topic, tp.partition) for tp in offsets] or \
             [tp for tp, s in self._changelogs.items() if not s.completed]
-        begins = _by_partition(self._consumer.beginning_offsets(_kafka(partitions)))
-        ends = _by_partition(self._consumer.end_offsets(_kafka(partitions)))
+        begins = _by_partition(self._offsets("beginning_offsets", _kafka(partitions)))
+        ends = _by_partition(self._offsets("end_offsets", _kafka(partitions)))
         lost: dict[TaskId, list[LostChangelog]] = {}
         for tp in partitions:
             state = self._changelogs.get(tp)

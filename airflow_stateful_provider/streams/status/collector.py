@@ -154,7 +154,19 @@ def _thread_entry(thread: StreamThreadView, tasks: list[dict[str, Any]], now_ms:
             "commit_total": metrics.commit_total, "commit_latency_avg": commit_avg, "commit_latency_max": commit_max,
             "poll_records_avg": poll_avg, "poll_records_max": poll_max,
             "records_lag_max": max(lags) if lags else None,
-            "transaction_aborts_total": metrics.transaction_aborts_total}
+            "transaction_aborts_total": metrics.transaction_aborts_total, **_waits_entry(thread, lags, now_ms)}
+
+
+def _waits_entry(thread: StreamThreadView, lags: list[int], now_ms: int) -> dict[str, Any]:
+    """The Kafka call the thread is blocked in (``blocked_in``, ``blocked_on``, ``blocked_ms``)
+    and, while its input waits, how long it has processed nothing (``unprocessed_ms``)."""
+    wait = thread.kafka_waits.current
+    processed_at = thread.metrics.processed_at
+    waiting_input = any(lag > 0 for lag in lags)
+    return {"blocked_in": None if wait is None else wait.call,
+            "blocked_on": None if wait is None else wait.waiting_for,
+            "blocked_ms": None if wait is None else max(0, now_ms - wait.since_ms),
+            "unprocessed_ms": max(0, now_ms - int(processed_at * 1000)) if waiting_input and processed_at else None}
 
 
 def _generation(thread: StreamThreadView) -> int | None:

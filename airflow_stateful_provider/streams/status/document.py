@@ -308,7 +308,13 @@ class _DocumentParser:
                             poll_records_max=sample("poll_records_max"),
                             records_lag_max=self.integer(obj, "records_lag_max", f"{path}.records_lag_max",
                                                          nullable=True),
-                            transaction_aborts_total=count("transaction_aborts_total"))
+                            transaction_aborts_total=count("transaction_aborts_total"),
+                            blocked_in=self.optional_text(obj, "blocked_in", f"{path}.blocked_in"),
+                            blocked_on=self.optional_text(obj, "blocked_on", f"{path}.blocked_on"),
+                            blocked_ms=self.integer(obj, "blocked_ms", f"{path}.blocked_ms", nullable=True)
+                            if "blocked_ms" in obj else None,
+                            unprocessed_ms=self.integer(obj, "unprocessed_ms", f"{path}.unprocessed_ms", nullable=True)
+                            if "unprocessed_ms" in obj else None)
 
     def host_application(self, raw: Any, path: str) -> HostApplication:
         obj = self.mapping(raw, path)

@@ -209,6 +209,13 @@ class ThreadReport:
     #: The largest input lag of the thread's partitions as of the document (None: unknown).
     records_lag_max: int | None
     transaction_aborts_total: int
+    #: The Kafka call the thread waits in as of the document, what it waits for and for how
+    #: long (ms); None when it waits in none (processing/kafka_waits.py).
+    blocked_in: str | None = None
+    blocked_on: str | None = None
+    blocked_ms: int | None = None
+    #: While its input partitions hold records: ms since the thread last processed any.
+    unprocessed_ms: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -5,7 +5,9 @@ Unhealthy, each a problem of its own: an instance that stopped publishing (stale
 failing or shutting down, a task nobody runs (unassigned, or only claimed by a stale
 instance), a task whose state is lost, and, when bounds are given, a standby lagging more
 than ``max_standby_lag`` changelog offsets (or with an unknown lag) and a task whose input
-lags more than ``max_input_lag`` records. A restoring task is healthy: it is on its way (the
+lags more than ``max_input_lag`` records. A stream thread blocked in one Kafka call, or
+processing nothing while its input waits, for STALLED_AFTER_MS is unhealthy too: with a
+document every 10 s, on-call sees it within a minute. A restoring task is healthy: it is on its way (the
 summary says how many restore); a restoration that makes no progress shows as a task that
 stays ``restoring``, which the restoration sensor's timeout catches.
 """
@@ -14,12 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from airflow_stateful_provider.streams.status.application import ApplicationStatus
+from airflow_stateful_provider.streams.status.application import ApplicationStatus, InstanceSummary
 from airflow_stateful_provider.streams.status.conditions import UNTRUSTED_INSTANCE_STATES
 from airflow_stateful_provider.streams.status.document import STALE, STATE_LOST, UNASSIGNED
 from airflow_stateful_provider.streams.status.readable import age_text
 
-__all__ = ["HealthVerdict", "application_health"]
+__all__ = ["STALLED_AFTER_MS", "HealthVerdict", "application_health"]
+
+#: A thread blocked in one Kafka call, or processing nothing while its input waits, for this
+#: long (as of now: the document's figure plus its age) is reported.
+STALLED_AFTER_MS = 30_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +53,8 @@ def application_health(status: ApplicationStatus, *, max_standby_lag: int | None
                             f"{age_text(instance.age_ms)} ago (bound {age_text(status.stale_after_ms)})")
         elif instance.state in UNTRUSTED_INSTANCE_STATES:
             problems.append(f"instance {instance.instance_id}@{instance.host} is {instance.state}")
+        else:
+            problems.extend(_stalled_threads(instance))
     for state, why in ((UNASSIGNED, "no instance runs"), (STALE, "only a stale instance claims")):
         tasks = [t.task_id for t in status.tasks if t.state == state]
         if tasks:
@@ -75,3 +83,20 @@ def application_health(status: ApplicationStatus, *, max_standby_lag: int | None
     else:
         summary = f"OK: application {status.application_id}: {counts}"
     return HealthVerdict(not problems, tuple(problems), summary)
+
+
+def _stalled_threads(instance: InstanceSummary) -> list[str]:
+    """A problem line per thread of ``instance`` blocked in a Kafka call, or processing
+    nothing while its input waits, for STALLED_AFTER_MS or more."""
+    problems = []
+    for thread in instance.threads:
+        if thread.blocked_ms is not None and thread.blocked_ms + instance.age_ms >= STALLED_AFTER_MS:
+            problems.append(f"thread {thread.thread_id} of instance {instance.instance_id}@{instance.host} has waited "
+                            f"{age_text(thread.blocked_ms + instance.age_ms)} in {thread.blocked_in} for "
+                            f"{thread.blocked_on} (docs/failure-handling.md, \"A stalled thread\")")
+        elif (thread.unprocessed_ms is not None and instance.state == "RUNNING"
+              and thread.unprocessed_ms + instance.age_ms >= STALLED_AFTER_MS):
+            problems.append(f"thread {thread.thread_id} of instance {instance.instance_id}@{instance.host} has "
+                            f"processed nothing for {age_text(thread.unprocessed_ms + instance.age_ms)} while its "
+                            f"input waits ({thread.records_lag_max:,} records)")
+    return problems

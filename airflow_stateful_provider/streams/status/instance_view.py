@@ -189,6 +189,10 @@ class ThreadMetricsView(Protocol):
     def transaction_aborts_total(self) -> int: ...
 
     @property
+    def processed_at(self) -> float | None:
+        """time.time() of the last iteration that processed records."""
+
+    @property
     def commit_latency(self) -> WindowedStatView: ...
 
     @property
@@ -240,6 +244,30 @@ class StreamThreadView(Protocol):
     @property
     def snapshot_taker(self) -> SnapshotTakerView | None:
         """None when snapshots are off or the thread has not started."""
+
+    @property
+    def kafka_waits(self) -> KafkaWaitsView:
+        """The Kafka call the thread waits in now (processing/kafka_waits.py)."""
+
+
+@runtime_checkable
+class KafkaWaitView(Protocol):
+    """One Kafka call a thread waits in (processing/kafka_waits.py ``KafkaWait``)."""
+
+    @property
+    def call(self) -> str: ...
+
+    @property
+    def waiting_for(self) -> str: ...
+
+    @property
+    def since_ms(self) -> int: ...
+
+
+@runtime_checkable
+class KafkaWaitsView(Protocol):
+    @property
+    def current(self) -> KafkaWaitView | None: ...
 
 
 @runtime_checkable

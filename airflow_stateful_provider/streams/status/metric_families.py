@@ -132,6 +132,9 @@ def _instance(out: _Families, base: list[str], i: InstanceSummary) -> None:
                 "as of the instance's last document", labels, base, values, t.records_lag_max)
         out.add("counter", OWN + "transaction_aborts_total", "Transactions the thread aborted (exactly-once; its "
                 "tasks went back to their last commit)", labels, base, values, t.transaction_aborts_total)
+        out.add("gauge", OWN + "blocked_seconds", "How long the thread has waited in one Kafka call, as of the "
+                "instance's last document (0: in none)", labels, base, values,
+                0 if t.blocked_ms is None else t.blocked_ms / 1000)
 
 
 def _task(out: _Families, base: list[str], t: TaskStatus, now_ms: int) -> None:

@@ -80,6 +80,13 @@ def render_status_table(status: ApplicationStatus, *, bars: bool = False) -> str
                   f"{len(i.active_tasks)}/{len(i.standby_tasks)}/{len(i.warmup_tasks)}")
                  for i in status.instances]
     lines += columns(inst_header, inst_rows)
+    waiting = [(i, t) for i in status.instances if not i.stale for t in i.threads if t.blocked_in is not None]
+    if waiting:
+        lines.append("")
+        lines.append("THREADS WAITING ON KAFKA:")
+        for i, t in waiting:
+            lines.append(f"  {t.thread_id} ({i.instance_id}@{i.host}): {age_text((t.blocked_ms or 0) + i.age_ms)} in "
+                         f"{t.blocked_in}, waiting for {t.blocked_on}")
     if stale:
         lines.append("")
         lines.append(f"STALE INSTANCES (no document for more than {age_text(status.stale_after_ms)}; "

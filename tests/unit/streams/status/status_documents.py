@@ -41,4 +41,4 @@ def fake_thread_metrics() -> SimpleNamespace:
     """A StreamThread's metrics as status/instance_view.py's ThreadMetricsView describes them: nothing yet."""
     empty = SimpleNamespace(avg_max=lambda: (None, None))
     return SimpleNamespace(process_total=0, commit_total=0, transaction_aborts_total=0, commit_latency=empty,
-                           poll_records=empty)
+                           poll_records=empty, processed_at=None)

@@ -327,7 +327,8 @@ def fake_instance(standby_tasks=None, progress=()):
         changelog_reader=SimpleNamespace(progress=lambda: list(progress), restore_sources={}, lost_tasks={}),
         consumer=SimpleNamespace(group_metadata=lambda: SimpleNamespace(generation_id=7)),
         standby_tasks=standby_tasks or {}, tasks_lock=threading.RLock(), next_probing_rebalance_ms=None,
-        name="app-StreamThread-1", metrics=fake_thread_metrics(), snapshot_taker=None)
+        name="app-StreamThread-1", metrics=fake_thread_metrics(), snapshot_taker=None,
+        kafka_waits=SimpleNamespace(current=None))
     streams = SimpleNamespace(state=State.REBALANCING, threads=[thread], process_id="uuid-1", metrics_endpoint=None,
                               config=SimpleNamespace(application_id="app", processing_guarantee="at_least_once",
                                                      host_application=None))

@@ -56,20 +56,21 @@ def test_local_lag_reads_position_and_high_watermark_without_the_network():
     assert local_lag(consumer, INPUT, 9) == (None, None)  # not assigned
 
 
-def instance(consumer, *, process_total=0, commit=(None, None), polls=(None, None), uploaded=None):
+def instance(consumer, *, process_total=0, commit=(None, None), polls=(None, None), uploaded=None, waiting=None,
+             processed_at=None):
     """A KafkaStreams, as status/instance_view.py describes it, with one running task reading
     partitions 0 and 1 of the input topic."""
     task_metrics = SimpleNamespace(process_total=process_total, dropped_records={"deserialization": 2, "late": 1})
     active = SimpleNamespace(state=State.RUNNING, metrics=task_metrics,
                              partitions=[TopicPartition(INPUT, 0), TopicPartition(INPUT, 1)])
     thread_metrics = SimpleNamespace(
-        process_total=process_total, commit_total=4, transaction_aborts_total=1,
+        process_total=process_total, commit_total=4, transaction_aborts_total=1, processed_at=processed_at,
         commit_latency=SimpleNamespace(avg_max=lambda: commit), poll_records=SimpleNamespace(avg_max=lambda: polls))
     thread = SimpleNamespace(
         name="clicks-1-StreamThread-1", tasks={TaskId(0, 0): active}, standby_tasks={}, tasks_lock=threading.RLock(),
         changelog_reader=SimpleNamespace(progress=lambda: [], restore_sources={}, lost_tasks={}),
         consumer=consumer, next_probing_rebalance_ms=None, metrics=thread_metrics,
-        snapshot_taker=SimpleNamespace(last_uploaded=uploaded or {}))
+        snapshot_taker=SimpleNamespace(last_uploaded=uploaded or {}), kafka_waits=SimpleNamespace(current=waiting))
     return SimpleNamespace(state=State.RUNNING, threads=[thread], process_id="uuid-1",
                            metrics_endpoint="http://worker-1:9464/metrics",
                            config=SimpleNamespace(application_id=APP, processing_guarantee="exactly_once_v2",
@@ -246,3 +247,46 @@ def test_a_metrics_port_in_use_is_a_config_error_naming_it():
         port = taken.getsockname()[1]
         with pytest.raises(ConfigError, match=f"metrics_port {port}: cannot listen on 127.0.0.1"):
             InstanceMetricsEndpoint(APP, port, lambda: None, address="127.0.0.1").start()
+
+
+def test_a_thread_blocked_in_a_kafka_call_is_shown_and_fails_the_health_check_after_the_bound():
+    from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWait
+    from airflow_stateful_provider.streams.status.health import STALLED_AFTER_MS, application_health
+    from airflow_stateful_provider.streams.status.rendering import render_status_table
+
+    consumer = consumer_at({0: (40, 100), 1: (7, 7)})
+    wait = KafkaWait("commit_transaction", "the transaction coordinator, broker 2", NOW_MS - 20_000)
+
+    def status_at(now_ms: int, waiting: KafkaWait | None, processed_at: float | None):
+        raw = status_document_from_instance(instance(consumer, process_total=10, waiting=waiting,
+                                                     processed_at=processed_at), "clicks-1", 1, now_ms=now_ms)
+        doc = InstanceStatus.from_dict(raw, key="clicks-1")
+        return doc, build_application_status([doc], {}, now_ms, application_id=APP)
+
+    doc, status = status_at(NOW_MS, wait, (NOW_MS - 20_000) / 1000)
+    (thread,) = doc.threads
+    assert (thread.blocked_in, thread.blocked_on, thread.blocked_ms, thread.unprocessed_ms) == \
+        ("commit_transaction", "the transaction coordinator, broker 2", 20_000, 20_000)
+    assert application_health(status).healthy  # 20 s: under the bound
+    table = render_status_table(status)
+    assert (f"clicks-1-StreamThread-1 (clicks-1@{doc.host}): 20s in commit_transaction, waiting for the transaction "
+            "coordinator, broker 2") in table
+
+    later = NOW_MS - 20_000 + STALLED_AFTER_MS
+    _, status = status_at(later, wait, (NOW_MS - 20_000) / 1000)
+    verdict = application_health(status)
+    assert not verdict.healthy
+    assert verdict.problems == (f"thread clicks-1-StreamThread-1 of instance clicks-1@{doc.host} has waited 30s in "
+                                "commit_transaction for the transaction coordinator, broker 2 "
+                                "(docs/failure-handling.md, \"A stalled thread\")",)
+    got = samples(metric_families([StatusReading(APP, status)], now_ms=later))
+    assert [value for (name, _), value in got.items() if name == "stateful_streams_blocked_seconds"] == [30.0]
+
+    # not blocked, but nothing processed for the bound while 60 records wait
+    _, status = status_at(later, None, (NOW_MS - 20_000) / 1000)
+    assert application_health(status).problems == (
+        f"thread clicks-1-StreamThread-1 of instance clicks-1@{doc.host} has processed nothing for 30s while its input "
+        "waits (60 records)",)
+    # processing again: healthy
+    _, status = status_at(later, None, (later - 1_000) / 1000)
+    assert application_health(status).healthy

@@ -66,7 +66,8 @@ def test_a_thread_that_died_of_a_lost_changelog_still_reports_the_task():
                              lost_tasks={TaskId(0, 0): (lost,), TaskId(0, 2): (standby,)})
     dead = SimpleNamespace(tasks={}, standby_tasks={}, changelog_reader=reader, consumer=None,
                            tasks_lock=threading.RLock(), next_probing_rebalance_ms=None, name="app-StreamThread-1",
-                           metrics=fake_thread_metrics(), snapshot_taker=None)
+                           metrics=fake_thread_metrics(), snapshot_taker=None,
+                           kafka_waits=SimpleNamespace(current=None))
     streams = SimpleNamespace(state=SimpleNamespace(value="ERROR"), process_id=uuid.uuid4(), threads=[dead],
                               metrics_endpoint=None,
                               config=SimpleNamespace(application_id="app", processing_guarantee="at_least_once",

@@ -1,0 +1,154 @@
+"""A KafkaProducer's transactional calls, each waiting at most a bound, and requests that
+survive a coordinator going away.
+
+kafka-python 3.0.12 waits without a bound on ``send_offsets_to_transaction``,
+``commit_transaction`` and ``abort_transaction``; and its sender thread drops a
+transactional request whose coordinator cannot be connected to (the network client's
+``await_ready`` raises where the sender expects False), so after a broker that was a
+group or transaction coordinator stops, that wait never ends. The engine calls these
+functions instead (processing/streams_producer.py): a request keeps being retried against
+the re-discovered coordinator, and a caller waits at most its bound, after which it
+replaces the producer (whose ``init_transactions`` completes or aborts what was left).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kafka.errors import KafkaTimeoutError
+
+__all__ = ["TransactionalCallTimeout", "abort_transaction_within", "commit_transaction_within",
+           "coordinators", "discard_unsent_records", "keep_requests_of_unreachable_coordinators",
+           "send_offsets_to_transaction_within"]
+
+#: How often a bounded wait tells its caller it is still waiting (``on_wait``).
+WAIT_SLICE_SECONDS = 1.0
+
+
+class TransactionalCallTimeout(KafkaTimeoutError):
+    """A transactional call did not complete within its bound. ``call`` names it, and
+    ``waited_for`` the coordinator it needs (e.g. "the group coordinator, broker 2")."""
+
+    def __init__(self, call: str, timeout_ms: int, waited_for: str) -> None:
+        super().__init__(f"{call} did not complete within {timeout_ms} ms (waiting for {waited_for})")
+        self.call = call
+        self.timeout_ms = timeout_ms
+        self.waited_for = waited_for
+
+
+def keep_requests_of_unreachable_coordinators(producer: Any) -> None:
+    """Make ``producer``'s sender retry a transactional request whose coordinator cannot be
+    connected to, after looking the coordinator up again, instead of dropping it.
+
+    Checked against kafka-python 3.0.12: ``Sender._maybe_send_pending_request`` asks
+    ``client.await_ready(node)`` and, when it returns False, re-discovers the coordinator
+    and re-queues the request; but ``KafkaNetClient.await_ready`` never returns False, it
+    raises KafkaConnectionError, and the sender's handler for that re-discovers the
+    coordinator without re-queuing: the request and the caller's wait on its result are
+    lost. Here the producer's own client answers False, as the sender expects.
+    """
+    from kafka.errors import KafkaConnectionError
+
+    sender = getattr(producer, "_sender", None)
+    client = getattr(sender, "_client", None)
+    if client is None or getattr(client, "_answers_not_ready", False):
+        return
+    raising = client.await_ready
+
+    def await_ready(node_id: Any, timeout_ms: int = 30_000) -> bool:
+        try:
+            return bool(raising(node_id, timeout_ms=timeout_ms))
+        except KafkaConnectionError:
+            return False
+
+    client.await_ready = await_ready
+    client._answers_not_ready = True
+
+
+def coordinators(producer: Any) -> dict[str, Any]:
+    """The coordinators ``producer``'s transaction manager talks to now, by kind
+    ("transaction", "group"): a broker id, or None while it looks one up.
+
+    Checked against kafka-python 3.0.12 (``TransactionManager._transaction_coordinator``
+    and ``_consumer_group_coordinator``)."""
+    manager = getattr(producer, "_transaction_manager", None)
+    if manager is None:
+        return {}
+    return {"transaction": getattr(manager, "_transaction_coordinator", None),
+            "group": getattr(manager, "_consumer_group_coordinator", None)}
+
+
+def _describe(producer: Any, kind: str) -> str:
+    node = coordinators(producer).get(kind)
+    return f"the {kind} coordinator, " + ("being looked up" if node is None else f"broker {node}")
+
+
+def _wait(producer: Any, result: Any, call: str, timeout_ms: int, kind: str,
+          on_wait: Callable[[str], None] | None) -> None:
+    """Wait for a TransactionalRequestResult at most ``timeout_ms``; its error is raised."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        remaining = deadline - time.monotonic()
+        if result.wait(timeout_ms=max(0, min(WAIT_SLICE_SECONDS, remaining)) * 1000):
+            return
+        if remaining <= 0:
+            raise TransactionalCallTimeout(call, timeout_ms, _describe(producer, kind))
+        if on_wait is not None:
+            on_wait(f"{call}: waiting for {_describe(producer, kind)}")
+
+
+def send_offsets_to_transaction_within(producer: Any, offsets: Mapping[Any, Any], group_metadata: Any,
+                                       timeout_ms: int, on_wait: Callable[[str], None] | None = None) -> None:
+    """``producer.send_offsets_to_transaction(offsets, group_metadata)`` waiting at most
+    ``timeout_ms`` (TransactionalCallTimeout); ``on_wait`` hears about it every second.
+
+    Checked against kafka-python 3.0.12: the public call is the transaction manager's
+    ``send_offsets_to_transaction``, a wakeup of the sender and an unbounded wait."""
+    result = producer._transaction_manager.send_offsets_to_transaction(offsets, group_metadata)
+    producer._sender.wakeup()
+    _wait(producer, result, "send_offsets_to_transaction", timeout_ms, "group", on_wait)
+
+
+def commit_transaction_within(producer: Any, timeout_ms: int, on_wait: Callable[[str], None] | None = None) -> None:
+    """``producer.commit_transaction()`` waiting at most ``timeout_ms``
+    (TransactionalCallTimeout). A commit that timed out cannot be asked again: its outcome
+    is settled by the next ``init_transactions`` with the same transactional id.
+
+    Checked against kafka-python 3.0.12: the public call is the transaction manager's
+    ``begin_commit()``, a wakeup of the sender and an unbounded wait."""
+    result = producer._transaction_manager.begin_commit()
+    producer._sender.wakeup()
+    _wait(producer, result, "commit_transaction", timeout_ms, "transaction", on_wait)
+
+
+def abort_transaction_within(producer: Any, timeout_ms: int) -> bool:
+    """Abort ``producer``'s open transaction, waiting at most ``timeout_ms``; False when the
+    abort did not complete in time (kafka-python's errors, such as a fatal transaction state,
+    propagate).
+
+    Checked against kafka-python 3.0.12: ``KafkaProducer.abort_transaction()`` is the
+    transaction manager's ``begin_abort()``, a wakeup of the sender thread and an unbounded
+    wait on the result; this is the same with a bounded wait. Past the transaction timeout
+    the coordinator aborts the transaction itself, and a new producer with the same
+    transactional id fences this one.
+    """
+    result = producer._transaction_manager.begin_abort()
+    producer._sender.wakeup()
+    return bool(result.wait(timeout_ms=timeout_ms))
+
+
+def discard_unsent_records(producer: Any) -> None:
+    """Make ``producer``'s sender thread stop without sending what it still holds, so that a
+    following ``close()`` does not wait for them (a producer being discarded: its transaction
+    failed or it never initialized).
+
+    Checked against kafka-python 3.0.12: ``close()`` flushes first, and when records cannot
+    be sent (those of a transaction lost to an epoch bump) it raises before stopping the
+    sender thread, which then keeps them until their delivery timeout; the sender's
+    ``force_close()`` drops them. A producer without that sender is left as it is.
+    """
+    sender = getattr(producer, "_sender", None)
+    if sender is not None:
+        sender.force_close()

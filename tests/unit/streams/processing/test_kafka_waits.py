@@ -1,0 +1,55 @@
+"""KafkaWaits: what a thread waits in, and the task timeout of its retries."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_stateful_provider.streams.errors import TaskTimeoutError
+from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWait, KafkaWaits
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_call_a_thread_waits_in_is_shown_while_it_waits_and_updated():
+    clock = Clock()
+    waits = KafkaWaits(60_000, clock=clock)
+    assert waits.current is None
+    with waits.waiting_in("commit_transaction", "the transaction coordinator") as update:
+        assert waits.current == KafkaWait("commit_transaction", "the transaction coordinator", 1_000_000)
+        clock.now += 5
+        update("the transaction coordinator, broker 2")
+        assert waits.current == KafkaWait("commit_transaction", "the transaction coordinator, broker 2", 1_000_000)
+    assert waits.current is None
+
+
+def test_failures_past_the_task_timeout_fail_with_the_call_and_the_last_error():
+    clock = Clock()
+    waits = KafkaWaits(10_000, clock=clock)
+    waits.failed("init_transactions", OSError("first"))
+    clock.now += 9.9
+    waits.failed("init_transactions", OSError("again"))
+    assert waits.failing_since_ms == 1_000_000
+    clock.now += 0.1
+    with pytest.raises(TaskTimeoutError, match=r"init_transactions kept failing for 10 s, past "
+                                               r"task_timeout_ms=10000 .*: last") as raised:
+        waits.failed("init_transactions", OSError("last"))
+    assert raised.value.call == "init_transactions"
+
+
+def test_a_success_starts_the_task_timeout_again():
+    clock = Clock()
+    waits = KafkaWaits(10_000, clock=clock)
+    waits.failed("commit", OSError("down"))
+    clock.now += 9
+    waits.succeeded()
+    assert waits.failing_since_ms is None
+    clock.now += 9
+    waits.failed("commit", OSError("down again"))
+    clock.now += 9
+    waits.failed("commit", OSError("still down"))  # 9 s since the new first failure
