@@ -450,10 +450,12 @@ class LocalKafkaCluster:
         """The node id of ``transactional_id``'s transaction coordinator."""
         return self._coordinator(transactional_id, TRANSACTION, timeout)
 
-    def partitions(self, topics: Iterable[str], timeout: float = 30.0) -> dict[tuple[str, int], PartitionState]:
-        """Leader, replicas and in-sync replicas of every partition of ``topics`` (that exist),
-        asked again within ``timeout`` while a node just stopped is still in the metadata."""
-        names = list(topics)
+    def partitions(self, topics: Iterable[str] | None, timeout: float = 30.0,
+                   ) -> dict[tuple[str, int], PartitionState]:
+        """Leader, replicas and in-sync replicas of every partition of ``topics`` (that exist;
+        None: every topic), asked again within ``timeout`` while a node just stopped is still in
+        the metadata."""
+        names = None if topics is None else list(topics)
 
         def ask() -> list[dict[str, Any]]:
             with self.admin() as admin:
@@ -522,14 +524,15 @@ class LocalKafkaCluster:
         self._retry(elected, timeout - (time.monotonic() - began), f"node {to_node} to lead {topic}-{partition}")
         return time.monotonic() - began
 
-    def wait_healthy(self, topics: Iterable[str] = (), timeout: float = 120.0) -> float:
-        """Until every node is registered and every partition of ``topics`` and of the internal
-        topics (those that exist) has a leader and all its replicas in sync; returns the seconds
-        waited. Only meaningful with every node running and thawed."""
+    def wait_healthy(self, topics: Iterable[str] | None = (), timeout: float = 120.0) -> float:
+        """Until every node is registered and every partition of ``topics`` (None: of every
+        topic) and of the internal topics (those that exist) has a leader and all its replicas
+        in sync; returns the seconds waited. Only meaningful with every node running and thawed."""
         stopped = [n.node_id for n in self.nodes.values() if not n.running or n.frozen]
         if stopped:
             raise ClusterError(f"nodes {stopped} are stopped or frozen: the cluster cannot become healthy")
-        names = [*INTERNAL_TOPICS, *topics]
+        wanted = None if topics is None else list(topics)
+        names = None if wanted is None else [*INTERNAL_TOPICS, *wanted]
         began = time.monotonic()
         unhealthy: dict[str, Any] = {}
 
@@ -540,7 +543,7 @@ class LocalKafkaCluster:
             if brokers != set(self.nodes):
                 unhealthy["registered brokers"] = sorted(brokers)
             states = self.partitions(names)
-            for topic in topics:
+            for topic in wanted or ():
                 if not any(t == topic for t, _ in states):
                     unhealthy[topic] = "missing"
             unhealthy.update({f"{t}-{p}": s for (t, p), s in states.items() if not s.fully_replicated})
