@@ -265,8 +265,11 @@ def test_exactly_once_through_rolling_restarts_coordinator_loss_leader_moves_and
         watch.stop()
         print(f"input: {flow.sent} records sent, {flow.failed} refused by the brokers", flush=True)
         ends = end_offsets(cluster.bootstrap_servers, source)
-        wait_for_commits(lambda: _committed(cluster, app, source), ends, "every input record to be committed",
-                         instances)
+        try:
+            wait_for_commits(lambda: _committed(cluster, app, source), ends, "every input record to be committed",
+                             instances)
+        except AssertionError as stalled:
+            raise AssertionError(f"{stalled}\n{scenario.diagnose()}") from None
         codes = {instance.name: instance.stop() for instance in instances}
         assert codes == {name: 0 for name in names}, "\n".join(i.log_tail() for i in instances)
     finally:
