@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 KAFKA_DIR ?= .local/kafka
 SPARK_DIR ?= .local/spark
 
-.PHONY: demo test lint unit-test bench bench-vs-kafka-streams broker-start broker-stop spark-cluster-start spark-cluster-stop jars \
+.PHONY: demo test chromium lint unit-test bench bench-vs-kafka-streams broker-start broker-stop spark-cluster-start spark-cluster-stop jars \
         clean
 
 $(STAMP): pyproject.toml
@@ -30,8 +30,13 @@ jars: $(STAMP)
 # worker, so its module fixtures (Airflow's services, a running cluster) start once.
 TEST_WORKERS ?= 2
 
-test: lint $(STAMP) jars
+# chromium first: the Stateful streams page's test needs it, and a missing one stops here at
+# once (or is installed with apt-get when that needs no password), not after the suite.
+test: chromium lint $(STAMP) jars
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
+chromium:
+	@tools/ensure_chromium.sh
 
 # ruff and mypy (configured in pyproject.toml; docs/architecture.md, "Lint and types").
 lint: $(STAMP)

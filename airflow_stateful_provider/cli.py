@@ -7,6 +7,8 @@
     stateful-streams query <application_id> <store> [KEY] [KAFKA] [--range FROM TO] [--as-of TS]
                            [--allow-stale [--max-lag N]] [--limit N] [--continue TOKEN] [--key-json]
                            [--timeout SECONDS] [--json]
+    stateful-streams reset <application_id> [KAFKA] [--to-datetime ISO | --by-duration PnDTnHnMnS]
+                           [--input-topics T,...] [--state-dir DIR] [--execute] [--timeout SECONDS] [--json]
     stateful-streams snapshots list <snapshot_url> <application_id> [--task ID] [--storage-options FILE] [--json]
     stateful-streams snapshots delete <snapshot_url> <application_id> --keep K [--task ID] [--execute]
                                       [--storage-options FILE] [--json]
@@ -24,7 +26,8 @@ application runs. ``stop`` sends a stop command on the control topic
 until each has stopped cleanly (committed, checkpointed, left the group, removed its status
 document). ``query`` reads live store state of a running application over its query topics
 (docs/interactive-queries.md): a key's value, the version valid at ``--as-of``, a key's
-sessions, or a page of a key range. ``snapshots`` lists the store snapshots of an
+sessions, or a page of a key range. ``reset`` starts an application over, as Kafka's
+application reset tool (cli_reset.py; a dry run unless ``--execute``). ``snapshots`` lists the store snapshots of an
 application on shared storage (docs/snapshots.md: age, size, changelog offsets, and why a restore would skip one) and
 plans the deletion of all but the newest K per task, which ``--execute`` carries out.
 Bootstrap servers default to ``$STATEFUL_STREAMS_BOOTSTRAP_SERVERS``; ``--conn-id`` reads
@@ -203,6 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how long to wait for an answer (default 10)")
     query.add_argument("--json", action="store_true", help="machine-readable output")
 
+    from airflow_stateful_provider.cli_reset import add_reset_parser
+
+    add_reset_parser(commands, _add_broker_arguments)
+
     snapshots = commands.add_parser("snapshots", help="store snapshots on shared storage: list, delete old ones")
     actions = snapshots.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, text in (("list", "every snapshot per task, newest first"),
@@ -267,7 +274,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO)
             if value is not None and (not args.check or value < 0):
                 parser.error(f"{option} takes a number >= 0 and goes with --check, got {value}"
                              + ("" if args.check else " without --check"))
-    if args.command in ("status", "stop", "query"):
+    if args.command in ("status", "stop", "query", "reset"):
         _kafka_settings(parser, args)
     if args.command == "status":
         from airflow_stateful_provider.cli_status import run_status
@@ -283,6 +290,12 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO)
         if args.timeout <= 0:
             parser.error(f"--timeout takes a positive number of seconds, got {args.timeout:g}")
         return _query(args, out)
+    if args.command == "reset":
+        from airflow_stateful_provider.cli_reset import run_reset
+
+        if args.timeout <= 0 or args.stale_after <= 0:
+            parser.error("--timeout and --stale-after take a positive number of seconds")
+        return run_reset(args, out)
     if args.command == "snapshots":
         if args.action == "delete" and args.keep < 1:
             parser.error(f"--keep takes a number >= 1, got {args.keep}")
@@ -396,7 +409,8 @@ def _query(args: argparse.Namespace, out: TextIO) -> int:
 
 def _stores(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_stateful_provider.streams.errors import StreamsError
-    from airflow_stateful_provider.streams.state.store_dir import find_stores, open_store
+    from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME
+    from airflow_stateful_provider.streams.state.store_dir import find_stores, find_unrecognized_stores, open_store
 
     problem = _state_dir_problem(args.state_dir)
     if problem is not None:
@@ -404,7 +418,9 @@ def _stores(args: argparse.Namespace, out: TextIO) -> int:
         return 1
     rows: list[dict[str, Any]] = []
     failures = 0
-    for path in find_stores(args.state_dir):
+    # A RocksDB directory without store metadata is a store the engine refuses: listed with the
+    # engine's reason, never skipped as if the directory were empty.
+    for path in sorted(find_stores(args.state_dir) + find_unrecognized_stores(args.state_dir)):
         try:
             store = open_store(path, read_only=True)
             try:
@@ -424,11 +440,14 @@ def _stores(args: argparse.Namespace, out: TextIO) -> int:
         })
     if args.json:
         out.write(json.dumps(rows, indent=2) + "\n")
-    elif not rows:
-        out.write(f"no state stores under {args.state_dir}\n")
-    else:
+    elif rows:
         out.write(_stores_table(rows) + "\n")
     out.flush()
+    if not rows:
+        print(f"error: no state store under {args.state_dir}: a state directory holds "
+              f"<application_id>/<task>/<store>/ with a {METADATA_FILE_NAME} in each store (give the "
+              f"state_dir of a stateful-streams instance, or one store's directory)", file=sys.stderr)
+        return 1
     if failures:
         print(f"error: {failures} of {len(rows)} store(s) under {args.state_dir} cannot be opened (their "
               f"rows say why)", file=sys.stderr)

@@ -24,7 +24,7 @@ Prints the CPU model and progress, then as its last line one JSON object:
 
     python bench/vs_kafka_streams.py [--guarantee at_least_once|exactly_once_v2 ...]
         [--commit-interval-ms MS] [--instances N] [--events N] [--users 10000] [--runs 1]
-        [--engines java,python] [--bootstrap HOST:PORT] [--chart PNG [--redraw RESULT_JSON]]
+        [--engines java,python] [--bootstrap HOST:PORT | --brokers N] [--chart PNG [--redraw RESULT_JSON]]
 
 ``--guarantee`` may be given twice; without it both run. ``--bootstrap`` uses a running broker
 (e.g. ``tools/kafka/broker.py start``) instead of starting one, and produces an input only when
@@ -49,6 +49,7 @@ import threading
 import time
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
@@ -59,6 +60,7 @@ from kafka.admin import NewTopic  # noqa: E402
 
 from bench.sessionize import PARTITIONS, produce_events, topology  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker, require_java, require_maven  # noqa: E402
+from tools.kafka.cluster import LocalKafkaCluster  # noqa: E402
 from tools.kafka.topics import read_committed_offsets  # noqa: E402
 
 JAVA_PROJECT = REPO_ROOT / "bench" / "kafka_streams_java"
@@ -222,7 +224,7 @@ def ensure_input(admin: KafkaAdminClient, bootstrap: str, events: int, users: in
     """The input topic of ``events`` clicks over ``users`` users, produced unless it exists."""
     source = f"bench-vs-clicks-{events}-{users}"
     if source not in admin.list_topics():
-        admin.create_topics([NewTopic(source, PARTITIONS, 1)])
+        admin.create_topics([NewTopic(source, PARTITIONS, -1)])  # the brokers' default.replication.factor
         t0 = time.monotonic()
         produce_events(bootstrap, events, users, topic=source)
         print(f"produced {events:,} events in {time.monotonic() - t0:.1f}s", flush=True)
@@ -244,7 +246,7 @@ def compare(args: argparse.Namespace, guarantee: str, java: list[str] | None, bo
         for engine in args.engines:
             app = f"bench-vs-{engine}-{guarantee}-{stamp}-{run}"
             output = f"{app}-out"
-            admin.create_topics([NewTopic(output, PARTITIONS, 1)])
+            admin.create_topics([NewTopic(output, PARTITIONS, -1)])
             commands = child_commands(engine, java, bootstrap, app, source, output, work / f"{app}-state",
                                       guarantee, commit_ms, args.instances)
             result = measure(engine, commands, admin, app, source, expected, work)
@@ -311,6 +313,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1, help="runs per engine, alternating (default 1)")
     parser.add_argument("--engines", default="java,python", help="comma-separated: java, python")
     parser.add_argument("--bootstrap", help="a running broker to use instead of starting one")
+    parser.add_argument("--brokers", type=int, default=1,
+                        help="start a local cluster of this many brokers (tools/kafka/cluster.py: replication "
+                             "factor min(3, N), min.insync.replicas 2, acks all) instead of one broker")
     parser.add_argument("--chart", type=Path, help="draw records per CPU-second into this PNG")
     parser.add_argument("--redraw", type=Path, help="with --chart: draw the result line kept in this file")
     args = parser.parse_args()
@@ -336,7 +341,14 @@ def main() -> int:
         java = build_java()
         print(f"built the Kafka Streams application in {time.monotonic() - t0:.1f}s", flush=True)
     stamp = time.strftime("%H%M%S")
-    broker = nullcontext(None) if args.bootstrap else LocalKafkaBroker(work / "kafka")
+    if args.brokers < 1:
+        parser.error(f"--brokers must be at least 1, got {args.brokers}")
+    broker: Any = nullcontext(None) if args.bootstrap else LocalKafkaBroker(work / "kafka") if args.brokers == 1 \
+        else LocalKafkaCluster(work / "kafka", nodes=args.brokers)
+    if not args.bootstrap:
+        print(f"brokers: {args.brokers}" + (f" (replication factor {min(3, args.brokers)}, min.insync.replicas "
+                                             f"{min(2, args.brokers)}, acks all)" if args.brokers > 1 else ""),
+              flush=True)
     results: dict[str, dict] = {}
     with broker as started:
         bootstrap = args.bootstrap or started.bootstrap_servers
@@ -351,7 +363,8 @@ def main() -> int:
     if args.chart is not None:
         draw_chart(results, machine, time.strftime("%Y-%m-%d"), args.chart)
     print(f"machine: {machine}", flush=True)
-    print(json.dumps({"machine": machine, "date": time.strftime("%Y-%m-%d"), "results": results}))
+    print(json.dumps({"machine": machine, "date": time.strftime("%Y-%m-%d"), "brokers": args.brokers,
+                      "results": results}))
     return 0 if all(r["outputs_agree"] for r in results.values()) else 1
 
 

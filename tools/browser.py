@@ -1,8 +1,9 @@
 """A real headless Chromium for tests, driven over the Chrome DevTools Protocol (CDP).
 
-Debian's ``chromium`` package (``.ci/run`` installs it when missing) is started headless
-with a new empty profile and ``--remote-debugging-port=0``; the port it picked is read from
-the ``DevToolsActivePort`` file it writes into the profile. One page target is attached and
+Debian's ``chromium`` package (``tools/ensure_chromium.sh``, the first step of ``make test``
+and ``.ci/run``, installs it when missing) is started headless with a new empty profile and
+``--remote-debugging-port=0``; the port it picked is read from the ``DevToolsActivePort`` file it
+writes into the profile. One page target is attached and
 driven with a handful of CDP commands (navigate, set a cookie, evaluate JavaScript, take a
 screenshot) over a websocket (``websockets``' synchronous client). No WebDriver, no Node.
 

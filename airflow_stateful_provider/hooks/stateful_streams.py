@@ -2,6 +2,9 @@
 security settings (hooks/kafka_connection.py), and the status/control protocol of stateful
 stream applications on top of them.
 
+Every duration the hook takes (``timeout``, ``stale_after``) follows Airflow's convention: a
+number is seconds (int or float), or give a timedelta.
+
 The secrets of the connection (the SASL password, an OAUTHBEARER token, a client key's
 password) are never logged and never appear in an error message or a repr.
 """
@@ -23,7 +26,7 @@ from airflow_stateful_provider.hooks.kafka_connection import (
     client_configs_from_connection,
     redact_client_configs,
 )
-from airflow_stateful_provider.streams.durations import duration_arg_ms
+from airflow_stateful_provider.streams.durations import seconds_arg_ms
 from airflow_stateful_provider.streams.status.document import DEFAULT_STALE_AFTER_MS
 
 if TYPE_CHECKING:
@@ -32,10 +35,13 @@ if TYPE_CHECKING:
     from airflow_stateful_provider.streams.task_id import TaskId
 
 __all__ = ["StatefulStreamsHook", "client_configs_from_connection", "redact_client_configs",
-           "SECURITY_PROTOCOLS", "SASL_MECHANISMS", "DEFAULT_READ_TIMEOUT"]
+           "SECURITY_PROTOCOLS", "SASL_MECHANISMS", "DEFAULT_READ_TIMEOUT",
+           "DEFAULT_STALE_AFTER"]
 
 #: Bound of one status read or metadata request when the caller gives none.
 DEFAULT_READ_TIMEOUT = timedelta(seconds=10)
+#: A status document older than this is stale when the caller gives no ``stale_after``.
+DEFAULT_STALE_AFTER = timedelta(milliseconds=DEFAULT_STALE_AFTER_MS)
 
 
 class StatefulStreamsHook(BaseHook):
@@ -113,9 +119,10 @@ class StatefulStreamsHook(BaseHook):
     def get_conn(self) -> Any:
         return self.get_admin_client()
 
-    def test_connection(self, timeout: int | timedelta = DEFAULT_READ_TIMEOUT) -> tuple[bool, str]:
-        """A metadata request against the brokers, bounded by ``timeout``: (ok, message)."""
-        timeout_ms = duration_arg_ms(timeout, "timeout", minimum=1)
+    def test_connection(self, timeout: float | timedelta = DEFAULT_READ_TIMEOUT) -> tuple[bool, str]:
+        """A metadata request against the brokers, bounded by ``timeout`` (seconds or a timedelta):
+        (ok, message)."""
+        timeout_ms = seconds_arg_ms(timeout, "timeout", minimum_ms=1)
         try:
             servers = ",".join(self.bootstrap_servers)
         except Exception as exc:  # noqa: BLE001 - a bad connection is the answer, not a crash
@@ -141,15 +148,15 @@ class StatefulStreamsHook(BaseHook):
         self,
         application_id: str,
         *,
-        stale_after: int | timedelta = DEFAULT_STALE_AFTER_MS,
-        timeout: int | timedelta = DEFAULT_READ_TIMEOUT,
+        stale_after: float | timedelta = DEFAULT_STALE_AFTER,
+        timeout: float | timedelta = DEFAULT_READ_TIMEOUT,
         expected_tasks: Iterable[str | TaskId] = (),
         allow_empty: bool = False,
     ) -> ApplicationStatus:
         """The application's status snapshot (``fetch_application_status`` on this connection).
 
-        ``stale_after``: documents older than this are flagged and not trusted;
-        ``timeout``: bound of the whole read; ``expected_tasks`` are listed (as
+        ``stale_after``: documents older than this (seconds or a timedelta) are flagged and not
+        trusted; ``timeout``: bound of the whole read (seconds or a timedelta); ``expected_tasks`` are listed (as
         unassigned) even when no instance claims them; ``allow_empty``: an application
         whose instances all left cleanly is a snapshot without instances, not an error.
         Raises the engine's UnknownApplicationError, BrokerUnreachableError,
@@ -160,25 +167,26 @@ class StatefulStreamsHook(BaseHook):
         configs = self.get_client_configs()
         return fetch_application_status(
             configs.pop("bootstrap_servers"), application_id,
-            stale_after_ms=duration_arg_ms(stale_after, "stale_after"), client_configs=configs,
-            timeout_ms=duration_arg_ms(timeout, "timeout", minimum=1), expected_tasks=list(expected_tasks),
+            stale_after_ms=seconds_arg_ms(stale_after, "stale_after"), client_configs=configs,
+            timeout_ms=seconds_arg_ms(timeout, "timeout", minimum_ms=1), expected_tasks=list(expected_tasks),
             allow_empty=allow_empty)
 
-    def list_applications(self, *, timeout: int | timedelta = DEFAULT_READ_TIMEOUT) -> list[str]:
+    def list_applications(self, *, timeout: float | timedelta = DEFAULT_READ_TIMEOUT) -> list[str]:
         """The applications on this connection's cluster (``list_applications``: every id with a
-        status and a control topic), sorted; BrokerUnreachableError past ``timeout``."""
+        status and a control topic), sorted; BrokerUnreachableError past ``timeout`` (seconds or a
+        timedelta)."""
         from airflow_stateful_provider.streams.status.reader import list_applications
 
         configs = self.get_client_configs()
-        return list_applications(configs.pop("bootstrap_servers"), duration_arg_ms(timeout, "timeout", minimum=1),
+        return list_applications(configs.pop("bootstrap_servers"), seconds_arg_ms(timeout, "timeout", minimum_ms=1),
                                  client_configs=configs)
 
     async def aget_status(
         self,
         application_id: str,
         *,
-        stale_after: int | timedelta = DEFAULT_STALE_AFTER_MS,
-        timeout: int | timedelta = DEFAULT_READ_TIMEOUT,
+        stale_after: float | timedelta = DEFAULT_STALE_AFTER,
+        timeout: float | timedelta = DEFAULT_READ_TIMEOUT,
         expected_tasks: Iterable[str | TaskId] = (),
     ) -> ApplicationStatus:
         """:meth:`get_status` for triggers: the connection is looked up asynchronously and
@@ -213,15 +221,16 @@ class StatefulStreamsHook(BaseHook):
         command: ControlCommand,
         *,
         instances: Iterable[str],
-        timeout: int | timedelta,
+        timeout: float | timedelta,
     ) -> CommandOutcome:
-        """Wait until every instance in ``instances`` acknowledged ``command`` as finished,
-        or ``timeout`` passed; the outcome says which answered, which failed, which are missing."""
+        """Wait until every instance in ``instances`` acknowledged ``command`` as finished, or
+        ``timeout`` (seconds or a timedelta: ``timeout=60`` is a minute) passed; the outcome says
+        which answered, which failed, which are missing."""
         from airflow_stateful_provider.streams.control.channel import wait_for_command
 
         configs = self.get_client_configs()
         return wait_for_command(configs.pop("bootstrap_servers"), command, instances=list(instances),
-                                client_configs=configs, timeout_ms=duration_arg_ms(timeout, "timeout", minimum=1))
+                                client_configs=configs, timeout_ms=seconds_arg_ms(timeout, "timeout", minimum_ms=1))
 
     # ------------------------------------------------------------------ queries
 
@@ -237,14 +246,14 @@ class StatefulStreamsHook(BaseHook):
         max_lag: int | None = None,
         limit: int | None = None,
         continuation: str | None = None,
-        timeout: int | timedelta = DEFAULT_READ_TIMEOUT,
+        timeout: float | timedelta = DEFAULT_READ_TIMEOUT,
     ) -> dict[str, Any]:
         """Read live state of a running application over its query topics
         (docs/interactive-queries.md): ``key``'s value (the version valid ``as_of`` on a
         versioned store, the sessions on a session store) or a page of ``key_range``.
         Returns JSON data with the answering instance, task, partition and position; raises
         the engine's UnknownApplicationError, UnknownStoreError, TaskNotAvailableError
-        ("restoring"), QueryTimeoutError."""
+        ("restoring"), QueryTimeoutError past ``timeout`` (seconds or a timedelta)."""
         from airflow_stateful_provider.streams.queries.lookups import DEFAULT_MAX_LAG, lookup_store
         from airflow_stateful_provider.streams.queries.requests import DEFAULT_LIMIT
 
@@ -253,4 +262,4 @@ class StatefulStreamsHook(BaseHook):
                             as_of=as_of, allow_stale=allow_stale,
                             max_lag=DEFAULT_MAX_LAG if max_lag is None else max_lag,
                             limit=DEFAULT_LIMIT if limit is None else limit, continuation=continuation,
-                            timeout_ms=duration_arg_ms(timeout, "timeout", minimum=1), client_configs=configs)
+                            timeout_ms=seconds_arg_ms(timeout, "timeout", minimum_ms=1), client_configs=configs)

@@ -34,7 +34,7 @@ from airflow_stateful_provider.operators.maintenance_arguments import (
     parse_store_names,
 )
 from airflow_stateful_provider.operators.maintenance_report import json_ready, result_table, utc_text
-from airflow_stateful_provider.streams.durations import duration_arg_ms
+from airflow_stateful_provider.streams.durations import seconds_arg_ms
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -69,7 +69,7 @@ class _StoreMaintenanceOperator(BaseOperator):
         mode: str = "online",
         state_dir: str | os.PathLike[str] | None = None,
         stateful_streams_conn_id: str = StatefulStreamsHook.default_conn_name,
-        timeout: int | timedelta = timedelta(minutes=10),
+        timeout: float | timedelta = timedelta(minutes=10),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -78,7 +78,7 @@ class _StoreMaintenanceOperator(BaseOperator):
         self.mode = mode
         self.state_dir = None if state_dir is None else os.fspath(state_dir)
         self.stateful_streams_conn_id = stateful_streams_conn_id
-        self.timeout_ms = duration_arg_ms(timeout, "timeout", minimum=1)
+        self.timeout_ms = seconds_arg_ms(timeout, "timeout", minimum_ms=1)
         self._rows: list[dict[str, Any]] = []  # what execute returned: the lineage's outputs
         # Check what is already known; templated values are checked again once rendered.
         if not is_template(mode):
@@ -147,9 +147,10 @@ class _StoreMaintenanceOperator(BaseOperator):
                 f"{self._describe()} on application {app!r}: no live instance to apply it (instances: {seen}); "
                 f"for a stopped application use mode='offline' on each instance's state_dir")
         command = self.hook.send_command(app, self.command_type, stores=stores, **command_kwargs)
-        self.log.info("sent %s (%s) to %s; waiting up to %d s for %s", self._describe(), command.command_id,
-                      f"{app}-control", self.timeout_ms // 1000, list(expected))
-        outcome = self.hook.wait_for_command(command, instances=expected, timeout=self.timeout_ms)
+        self.log.info("sent %s (%s) to %s; waiting up to %g s for %s", self._describe(), command.command_id,
+                      f"{app}-control", self.timeout_ms / 1000, list(expected))
+        outcome = self.hook.wait_for_command(command, instances=expected,
+                                             timeout=timedelta(milliseconds=self.timeout_ms))
         return self._online_result(outcome, expected)
 
     def _online_result(self, outcome: CommandOutcome, expected: Sequence[str]) -> list[dict[str, Any]]:
@@ -284,7 +285,8 @@ class StoreRetentionOperator(_StoreMaintenanceOperator):
         instance); templated.
     :param state_dir: offline only: the stopped instance's ``state_dir`` (templated).
     :param stateful_streams_conn_id: connection of type ``stateful_streams`` (online).
-    :param timeout: online: how long to wait for every live instance's answer (int ms or timedelta).
+    :param timeout: online: how long to wait for every live instance's answer (seconds or a
+        timedelta; default 10 minutes).
     """
 
     command_type = "enforce_retention"

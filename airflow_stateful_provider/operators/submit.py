@@ -63,7 +63,7 @@ from airflow_stateful_provider.links.stateful_streams import (
     StatefulStreamsPageLink,
 )
 from airflow_stateful_provider.spark.app import OAUTH_TOKEN_ENV, PASSWORD_ENV, SSL_PASSWORD_ENV
-from airflow_stateful_provider.streams.durations import duration_arg_ms
+from airflow_stateful_provider.streams.durations import seconds_arg_ms
 from airflow_stateful_provider.streams.kafka.oauth_tokens import StaticTokenProvider, TokenProviderReference
 from airflow_stateful_provider.streams.snapshots.catalog import SNAPSHOT_STORAGE_OPTIONS_ENV
 
@@ -95,10 +95,12 @@ class SubmitTopologyOperator(SparkSubmitOperator):
     :param snapshot_conn_id: Airflow connection of the snapshot location (``aws``, or any type
         whose extra holds ``storage_options``); its options reach the driver through the
         environment, never the command line.
-    :param submit_timeout: how long to wait for every instance's first status document.
+    :param submit_timeout: how long to wait for every instance's first status document
+        (seconds or a timedelta, as every duration here).
     :param log_path: where a detached spark-submit writes its output (local/client mode).
     :param max_failures, failure_window, initial_backoff, max_backoff, stop_timeout: the
-        supervisor's restart policy and stop bound (spark/app.py).
+        supervisor's restart policy and stop bound (spark/app.py); durations in seconds or a
+        timedelta.
 
     Other keyword arguments are SparkSubmitOperator's (``conn_id`` of the Spark connection,
     ``conf``, ``executor_memory``, ``num_executors``, ``deploy_mode`` ...).
@@ -121,13 +123,13 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         stateful_streams_conn_id: str = StatefulStreamsHook.default_conn_name,
         snapshot_url: str | None = None,
         snapshot_conn_id: str | None = None,
-        submit_timeout: timedelta | int = timedelta(minutes=5),
+        submit_timeout: timedelta | float = timedelta(minutes=5),
         log_path: str | None = None,
         max_failures: int = 5,
-        failure_window: timedelta | int = timedelta(minutes=10),
-        initial_backoff: timedelta | int = timedelta(seconds=1),
-        max_backoff: timedelta | int = timedelta(seconds=30),
-        stop_timeout: timedelta | int = timedelta(minutes=2),
+        failure_window: timedelta | float = timedelta(minutes=10),
+        initial_backoff: timedelta | float = timedelta(seconds=1),
+        max_backoff: timedelta | float = timedelta(seconds=30),
+        stop_timeout: timedelta | float = timedelta(minutes=2),
         application: str = "",
         name: str | None = None,
         openlineage_inject_parent_job_info: bool | None = None,
@@ -138,7 +140,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
             raise ValueError(f"SubmitTopologyOperator builds the application arguments itself; got application_args="
                              f"{kwargs['application_args']!r} (use topology, streams_config and instances)")
         submit_timeout, failure_window, initial_backoff, max_backoff, stop_timeout = (
-            timedelta(milliseconds=duration_arg_ms(value, name)) for value, name in (
+            timedelta(milliseconds=seconds_arg_ms(value, name)) for value, name in (
                 (submit_timeout, "submit_timeout"), (failure_window, "failure_window"),
                 (initial_backoff, "initial_backoff"), (max_backoff, "max_backoff"), (stop_timeout, "stop_timeout")))
         # SparkSubmitOperator's defaults: the [openlineage] spark_inject_* options.

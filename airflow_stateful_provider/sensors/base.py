@@ -15,20 +15,24 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
-from airflow_stateful_provider.hooks.stateful_streams import DEFAULT_READ_TIMEOUT, StatefulStreamsHook
+from airflow_stateful_provider.hooks.stateful_streams import (
+    DEFAULT_READ_TIMEOUT,
+    DEFAULT_STALE_AFTER,
+    StatefulStreamsHook,
+)
 from airflow_stateful_provider.links.stateful_streams import (
     SPARK_UI_XCOM,
     SparkUILink,
     StatefulStreamsPageLink,
     spark_ui_url,
 )
+from airflow_stateful_provider.streams.durations import seconds_arg_ms
 from airflow_stateful_provider.streams.status.application import ApplicationStatus
 from airflow_stateful_provider.streams.status.conditions import (
     TRANSIENT_STATUS_ERRORS,
     ConditionResult,
     normalize_task_ids,
 )
-from airflow_stateful_provider.streams.status.document import DEFAULT_STALE_AFTER_MS
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -44,26 +48,19 @@ __all__ = ["StatusConditionSensor", "DEFERRAL_TIMEOUT_GRACE"]
 DEFERRAL_TIMEOUT_GRACE = timedelta(seconds=60)
 
 
-def _ms(value: int | timedelta, name: str) -> int:
-    if isinstance(value, timedelta):
-        value = int(value.total_seconds() * 1000)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a timedelta or an int of milliseconds > 0, got {value!r}")
-    return value
-
-
 class StatusConditionSensor(BaseSensorOperator):
     """Base of the sensors over an application's status topic; subclasses define
     :meth:`evaluate` (a pure condition) and :meth:`build_trigger`.
 
     :param application_id: the application (its status topic is ``<application_id>-status``).
     :param task_ids: only these tasks (``["0_0", "0_1"]`` or ``"0_0,0_1"``); None: all.
-    :param stale_after: a document older than this is stale and never trusted.
+    :param stale_after: a document older than this is stale and never trusted (seconds or a
+        timedelta, as every duration here).
     :param stateful_streams_conn_id: connection of type ``stateful_streams``.
     :param deferrable: wait in the triggerer instead of a worker slot.
     :param poll_interval: seconds between status reads, in every mode (sets ``poke_interval``;
         give one of the two).
-    :param read_timeout: bound of one status read.
+    :param read_timeout: bound of one status read (seconds or a timedelta).
     """
 
     template_fields: Sequence[str] = ("application_id", "task_ids", "stateful_streams_conn_id")
@@ -75,11 +72,11 @@ class StatusConditionSensor(BaseSensorOperator):
         *,
         application_id: str,
         task_ids: str | Iterable[str | TaskId] | None = None,
-        stale_after: int | timedelta = timedelta(milliseconds=DEFAULT_STALE_AFTER_MS),
+        stale_after: float | timedelta = DEFAULT_STALE_AFTER,
         stateful_streams_conn_id: str = StatefulStreamsHook.default_conn_name,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float | timedelta | None = None,
-        read_timeout: int | timedelta = DEFAULT_READ_TIMEOUT,
+        read_timeout: float | timedelta = DEFAULT_READ_TIMEOUT,
         **kwargs: Any,
     ) -> None:
         if poll_interval is not None:
@@ -92,8 +89,8 @@ class StatusConditionSensor(BaseSensorOperator):
         super().__init__(**kwargs)
         self.application_id = application_id
         self.task_ids = task_ids if task_ids is None or isinstance(task_ids, str) else list(task_ids)
-        self.stale_after_ms = _ms(stale_after, "stale_after")
-        self.read_timeout_ms = _ms(read_timeout, "read_timeout")
+        self.stale_after_ms = seconds_arg_ms(stale_after, "stale_after", minimum_ms=1)
+        self.read_timeout_ms = seconds_arg_ms(read_timeout, "read_timeout", minimum_ms=1)
         self.stateful_streams_conn_id = stateful_streams_conn_id
         self.deferrable = deferrable
         if self.poke_interval <= 0:
@@ -121,9 +118,9 @@ class StatusConditionSensor(BaseSensorOperator):
     def _trigger_kwargs(self, deadline: float) -> dict[str, Any]:
         selected = self._selected_task_ids()
         return {"application_id": self.application_id, "stateful_streams_conn_id": self.stateful_streams_conn_id,
-                "task_ids": None if selected is None else list(selected), "stale_after_ms": self.stale_after_ms,
+                "task_ids": None if selected is None else list(selected), "stale_after": self.stale_after_ms / 1000,
                 "poll_interval": float(self.poke_interval), "deadline": deadline,
-                "read_timeout_ms": self.read_timeout_ms}
+                "read_timeout": self.read_timeout_ms / 1000}
 
     # ------------------------------------------------------------------ poke mode
 
@@ -133,8 +130,9 @@ class StatusConditionSensor(BaseSensorOperator):
         counts as not done; the timeout message names it."""
         selected = self._selected_task_ids()
         try:
-            status = self.hook.get_status(self.application_id, stale_after=self.stale_after_ms,
-                                          timeout=self.read_timeout_ms, expected_tasks=selected or ())
+            status = self.hook.get_status(self.application_id, stale_after=timedelta(milliseconds=self.stale_after_ms),
+                                          timeout=timedelta(milliseconds=self.read_timeout_ms),
+                                          expected_tasks=selected or ())
         except TRANSIENT_STATUS_ERRORS as exc:
             self._last_error = f"{type(exc).__name__}: {exc}"
             self.log.warning("status of %s not readable yet: %s", self.application_id, self._last_error)

@@ -31,7 +31,7 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_stateful_provider.spark.instance_job import InstanceSpec, run_instance
 from airflow_stateful_provider.spark.restart_policy import RestartPolicy
@@ -40,6 +40,9 @@ from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, SnapshotError, StreamsError, TopologyError
 from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSUMER, settings_for
 from airflow_stateful_provider.streams.snapshots.catalog import storage_options_from_env
+
+if TYPE_CHECKING:
+    from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["EVENT_PREFIX", "OAUTH_TOKEN_ENV", "PASSWORD_ENV", "SSL_PASSWORD_ENV", "main", "parse_config_values",
            "spark_application", "task_attempts"]
@@ -204,18 +207,26 @@ def _new_consumer(config: StreamsConfig, client_id: str) -> Any:
                             **config.consumer_configs})
 
 
-def _prepare_topics(config: StreamsConfig) -> None:
+def _prepare_topics(config: StreamsConfig, topology: Topology | None = None) -> None:
     """The status and control topics exist before any instance or watcher needs them; the
-    brokers are reached and replication_factor checked first (instance/preflight.py)."""
+    brokers are reached, replication_factor checked and pre-created changelogs checked
+    (they must be able to hold their stores' data) first (instance/preflight.py)."""
     from kafka import KafkaAdminClient
 
-    from airflow_stateful_provider.streams.instance.preflight import check_replication_factor, open_admin
+    from airflow_stateful_provider.streams.instance.preflight import (
+        check_existing_changelogs,
+        check_replication_factor,
+        open_admin,
+    )
     from airflow_stateful_provider.streams.status.publisher import ensure_control_topic, ensure_status_topic
+    from airflow_stateful_provider.streams.topics.internal_topics import internal_topics
 
     admin = open_admin(config, lambda: KafkaAdminClient(**{
         **_client_configs(config, ADMIN), "client_id": f"{config.application_id}-supervisor", **config.admin_configs}))
     try:
         check_replication_factor(admin, config)
+        if topology is not None:
+            check_existing_changelogs(admin, internal_topics(topology, config.application_id), config)
         ensure_status_topic(admin, config.application_id)
         ensure_control_topic(admin, config.application_id)
     finally:
@@ -294,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         from kafka.errors import KafkaError
 
         try:
-            _prepare_topics(config)
+            _prepare_topics(config, topology)
             initial = {instance_id: epoch + 1 for instance_id, epoch in _latest_epochs(config).items()}
         except StreamsError as exc:  # unreachable brokers, too few brokers for replication_factor, ...
             print(f"error: {exc}", file=sys.stderr)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 #: Where each public name lives (module relative to this package). The one list to extend.
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    ".config": ("AT_LEAST_ONCE", "EXACTLY_ONCE_V2", "ProcessingGuarantee", "StreamsConfig"),
+    ".config": ("AT_LEAST_ONCE", "EXACTLY_ONCE_V2", "MAX_COMMIT_INTERVAL_MS", "ProcessingGuarantee", "StreamsConfig"),
     ".control.channel": ("live_instances", "send_command", "wait_for_command"),
     ".control.commands": ("CommandOutcome", "ControlCommand", "new_command"),
     ".dsl.builder": ("StreamsBuilder",),
@@ -61,6 +61,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".queries.lookups": ("lookup_store",),
     ".queries.remote": ("QueryClient", "committed_position", "query_application"),
     ".queries.results": ("KeyQueryMetadata", "QueryResult", "StateQueryResult"),
+    ".reset.application_reset": ("reset_application",),
+    ".reset.plan": ("OffsetChange", "ResetPlan"),
     ".restoration.changelog_reader": ("StandbyUpdateListener", "StateRestoreListener", "SuspendReason"),
     ".serdes": ("Serde", "Serdes"),
     ".snapshots.catalog": ("SnapshotEntry", "delete_old_snapshots", "list_snapshots"),
@@ -92,6 +94,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 if TYPE_CHECKING:
     from .config import AT_LEAST_ONCE as AT_LEAST_ONCE
     from .config import EXACTLY_ONCE_V2 as EXACTLY_ONCE_V2
+    from .config import MAX_COMMIT_INTERVAL_MS as MAX_COMMIT_INTERVAL_MS
     from .config import ProcessingGuarantee as ProcessingGuarantee
     from .config import StreamsConfig as StreamsConfig
     from .control.channel import live_instances as live_instances
@@ -196,6 +199,9 @@ if TYPE_CHECKING:
     from .queries.results import KeyQueryMetadata as KeyQueryMetadata
     from .queries.results import QueryResult as QueryResult
     from .queries.results import StateQueryResult as StateQueryResult
+    from .reset.application_reset import reset_application as reset_application
+    from .reset.plan import OffsetChange as OffsetChange
+    from .reset.plan import ResetPlan as ResetPlan
     from .restoration.changelog_reader import StandbyUpdateListener as StandbyUpdateListener
     from .restoration.changelog_reader import StateRestoreListener as StateRestoreListener
     from .restoration.changelog_reader import SuspendReason as SuspendReason

@@ -43,6 +43,7 @@ from airflow_stateful_provider.streams.topic_names import MAX_TOPIC_NAME_LENGTH,
 __all__ = [
     "AT_LEAST_ONCE",
     "EXACTLY_ONCE_V2",
+    "MAX_COMMIT_INTERVAL_MS",
     "ProcessingGuarantee",
     "StreamsConfig",
 ]
@@ -81,6 +82,12 @@ DSL_STORE_TYPES = ("rocksdb", "in_memory")
 #: Values of ``on_changelog_loss`` (what a task does when its changelog lost what its
 #: checkpoint says the stores hold; docs/runbook.md).
 CHANGELOG_LOSS_RESPONSES = ("fail", "restore_from_changelog")
+
+
+#: The longest ``commit_interval_ms`` accepted: 24 hours. Past it an instance in practice never
+#: commits (a crash replays everything since the last commit, restarts restore from far back,
+#: the group's offsets can expire), and a typo such as 10**30 is no setting anyone means.
+MAX_COMMIT_INTERVAL_MS = 24 * 3600 * 1000
 
 
 def _default_state_dir() -> str:
@@ -241,6 +248,12 @@ class StreamsConfig:
             commit = 100 if guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2 else 30_000
         else:
             commit = duration_ms(self.commit_interval_ms, "commit_interval_ms", minimum=0)
+            if commit > MAX_COMMIT_INTERVAL_MS:
+                given = "" if isinstance(self.commit_interval_ms, int) else f" ({self.commit_interval_ms!r})"
+                raise ConfigError(
+                    f"commit_interval_ms must be at most {MAX_COMMIT_INTERVAL_MS} ms (24 h), got {commit} ms{given}: "
+                    f"an instance would practically never commit, and a crash would replay all its input since "
+                    f"the last commit (the default is 30000 ms, 100 ms with exactly-once)")
         set_(self, "commit_interval_ms", commit)
         for field in ("default_key_serde", "default_value_serde"):
             check_serde(getattr(self, field), field, allow_none=False)
@@ -433,6 +446,13 @@ def parse_bootstrap_servers(value: Any) -> tuple[str, ...]:
     if not servers:
         raise ConfigError(f"bootstrap_servers is empty: {value!r}")
     for server in servers:
+        scheme, separator, rest = server.partition("://")
+        if separator:
+            raise ConfigError(f"bootstrap_servers entry {server!r} has a URL scheme ({scheme + separator!r}): Kafka "
+                              f"bootstrap servers are host:port without one (give {rest.rstrip('/')!r}; TLS and "
+                              f"SASL are client settings such as security_protocol, not a scheme)")
+        if "/" in server:
+            raise ConfigError(f"bootstrap_servers entry {server!r} is not of the form host:port (a host has no '/')")
         try:
             check_endpoint(server)
         except GroupProtocolError:

@@ -10,6 +10,10 @@ The trigger enforces the sensor's deadline itself (``deadline``, epoch seconds),
 timeout is reported as an event carrying the table of the tasks still not done; Airflow's
 own deferral timeout, set a little later by the sensor, is only a backstop.
 
+Durations are seconds (``stale_after``, ``poll_interval``, ``read_timeout``), as everywhere in
+Airflow; a trigger serialized by an earlier release (with ``stale_after_ms`` and
+``read_timeout_ms``, milliseconds as their names say) is still accepted.
+
 Events (exactly one per run): ``{"status": "success" | "timeout" | "error", "message": str,
 "table": str, "status_json": dict | None}``.
 """
@@ -19,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -69,10 +73,12 @@ class _StatusConditionTrigger(BaseTrigger):
         application_id: str,
         stateful_streams_conn_id: str = StatefulStreamsHook.default_conn_name,
         task_ids: list[str] | None = None,
-        stale_after_ms: int = DEFAULT_STALE_AFTER_MS,
+        stale_after: float = DEFAULT_STALE_AFTER_MS / 1000,
         poll_interval: float = 30.0,
         deadline: float | None = None,
-        read_timeout_ms: int = 10_000,
+        read_timeout: float = 10.0,
+        stale_after_ms: int | None = None,
+        read_timeout_ms: int | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(application_id, str) or not application_id:
@@ -81,11 +87,14 @@ class _StatusConditionTrigger(BaseTrigger):
         self.stateful_streams_conn_id = stateful_streams_conn_id
         normalized = normalize_task_ids(task_ids)
         self.task_ids = None if normalized is None else list(normalized)
+        # stale_after_ms / read_timeout_ms: the keys of a trigger serialized by an earlier release.
         for name, value in (("stale_after_ms", stale_after_ms), ("read_timeout_ms", read_timeout_ms)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise ValueError(f"{name} must be an int of milliseconds > 0, got {value!r}")
-        self.stale_after_ms = stale_after_ms
-        self.read_timeout_ms = read_timeout_ms
+        self.stale_after = stale_after_ms / 1000 if stale_after_ms is not None \
+            else _positive_number(stale_after, "stale_after")
+        self.read_timeout = read_timeout_ms / 1000 if read_timeout_ms is not None \
+            else _positive_number(read_timeout, "read_timeout")
         self.poll_interval = _positive_number(poll_interval, "poll_interval")
         self.deadline = None if deadline is None else _positive_number(deadline, "deadline")
 
@@ -105,10 +114,10 @@ class _StatusConditionTrigger(BaseTrigger):
             "stateful_streams_conn_id": self.stateful_streams_conn_id,
             "task_ids": None if self.task_ids is None else list(self.task_ids),
             **self._condition_kwargs(),
-            "stale_after_ms": self.stale_after_ms,
+            "stale_after": self.stale_after,
             "poll_interval": self.poll_interval,
             "deadline": self.deadline,
-            "read_timeout_ms": self.read_timeout_ms,
+            "read_timeout": self.read_timeout,
         })
 
     def _hook(self) -> StatefulStreamsHook:
@@ -119,16 +128,17 @@ class _StatusConditionTrigger(BaseTrigger):
         last: tuple[ApplicationStatus, ConditionResult] | None = None
         last_error: str | None = None
         while True:
-            read_timeout_ms = self.read_timeout_ms
+            read_timeout = self.read_timeout
             if self.deadline is not None:
                 left = self.deadline - time.time()
                 if left <= 0:
                     yield self._timeout_event(last, last_error)
                     return
-                read_timeout_ms = max(1_000, min(read_timeout_ms, int(left * 1000)))
+                read_timeout = max(1.0, min(read_timeout, left))
             try:
-                status = await hook.aget_status(self.application_id, stale_after=self.stale_after_ms,
-                                                timeout=read_timeout_ms, expected_tasks=self.task_ids or ())
+                status = await hook.aget_status(self.application_id, stale_after=timedelta(seconds=self.stale_after),
+                                                timeout=timedelta(seconds=read_timeout),
+                                                expected_tasks=self.task_ids or ())
                 result = self.evaluate(status)
             except TRANSIENT_STATUS_ERRORS as exc:
                 last_error = f"{type(exc).__name__}: {exc}"

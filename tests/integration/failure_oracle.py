@@ -121,9 +121,9 @@ class CountingApp:
                   **self.config, **overrides}
         return KafkaStreams(counting_topology(self.input, self.output, self.echo), StreamsConfig(**values))
 
-    def create_topics(self, **input_configs: str) -> None:
+    def create_topics(self, replication_factor: int = 1, **input_configs: str) -> None:
         create_topics(self.bootstrap_servers, {self.input: PARTITIONS, self.output: PARTITIONS, self.echo: 1},
-                      {self.input: input_configs})
+                      {self.input: input_configs}, replication_factor=replication_factor)
 
     def committed_input(self) -> dict[int, int]:
         return committed_offsets(self.bootstrap_servers, self.app_id, self.input)

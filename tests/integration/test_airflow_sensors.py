@@ -95,7 +95,7 @@ def application(bootstrap_servers, monkeypatch):
 
     def both_readable() -> bool:
         try:
-            return len(hook.get_status(app, timeout=5_000).instances) == 2
+            return len(hook.get_status(app, timeout=5).instances) == 2
         except Exception:  # noqa: BLE001 - not published yet
             return False
 

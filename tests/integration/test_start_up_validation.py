@@ -196,6 +196,10 @@ CASES = [
          lambda c: start(c, bootstrap_servers="localhost:99999")),
     Case("bootstrap host with a space", ConfigError, ("bootstrap_servers", "'my host:9092'"),
          lambda c: start(c, bootstrap_servers="my host:9092")),
+    Case("bootstrap server with a URL scheme", ConfigError, ("bootstrap_servers", "'http://host:9092'", "URL scheme"),
+         lambda c: start(c, bootstrap_servers="http://host:9092")),
+    Case("commit interval above its bound", ConfigError, ("commit_interval_ms", str(10**30), "86400000"),
+         lambda c: start(c, commit_interval_ms=10**30)),
     Case("rack_aware_assignment_tags as a string", ConfigError, ("rack_aware_assignment_tags", "'zone'"),
          lambda c: start(c, rack_aware_assignment_tags="zone")),
     Case("unknown StreamsConfig keyword", ConfigError, ("comit_interval_ms", "commit_interval_ms"),
@@ -237,6 +241,55 @@ def test_a_bad_setting_fails_naming_it_and_creates_nothing(case, bootstrap_serve
         assert elapsed < UNREACHABLE_BOUND_MS / 1000 + 20, elapsed
 
 
+def topic_configs(servers: str, topic: str) -> dict[str, str | None]:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    admin = KafkaAdminClient(bootstrap_servers=servers)
+    try:
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+    finally:
+        admin.close()
+    return {key: entry.get("value") for key, entry in described["topic"][topic].items()}
+
+
+@pytest.mark.parametrize(("store", "configs", "names"), [
+    ("letter-counts", {"cleanup.policy": "delete", "retention.ms": "1000"},
+     ("cleanup.policy=delete", "retention.ms=1000", "--add-config 'cleanup.policy=compact'")),
+    ("letter-counts", {"cleanup.policy": "compact,delete", "retention.ms": "60000"},
+     ("retention.ms=60000", "the store keeps its keys forever")),
+], ids=["delete-1s", "compact-delete-60s"])
+def test_a_precreated_changelog_that_loses_state_is_refused_and_nothing_is_created(
+        bootstrap_servers, source_topic, tmp_path, store, configs, names):
+    """A changelog created by hand before the first start with a cleanup policy or retention
+    that drops the store's data: start() names the topic, the settings and the repair (the
+    ChangelogConfigOperator), and creates nothing (no repartition, status, control or query
+    topic; the changelog's configs untouched)."""
+    ctx = Context(bootstrap_servers, source_topic, f"validation-{uuid.uuid4().hex[:8]}", tmp_path)
+    changelog = f"{ctx.app}-{store}-changelog"
+    create_topics(bootstrap_servers, {changelog: 2, f"{ctx.app}-out": 1}, configs={changelog: configs})
+    before = topic_names(bootstrap_servers)
+    described_before = topic_configs(bootstrap_servers, changelog)
+    with pytest.raises(ConfigError) as raised:
+        start(ctx)
+    message = str(raised.value)
+    for name in (f"changelog topic {changelog!r}", f"of store {store!r}", *names, "ChangelogConfigOperator",
+                 "nothing was created"):
+        assert name in message, message
+    assert topic_names(bootstrap_servers) == before
+    assert sorted(t for t in before if t.startswith(ctx.app)) == sorted([changelog, f"{ctx.app}-out"])
+    assert topic_configs(bootstrap_servers, changelog) == described_before
+
+
+def test_a_precreated_changelog_that_keeps_state_is_accepted(bootstrap_servers, source_topic, tmp_path):
+    """The check refuses only what loses state: a compacted changelog created beforehand is used."""
+    ctx = Context(bootstrap_servers, source_topic, f"validation-{uuid.uuid4().hex[:8]}", tmp_path)
+    changelog = f"{ctx.app}-letter-counts-changelog"
+    create_topics(bootstrap_servers, {changelog: 2, f"{ctx.app}-out": 1},
+                  configs={changelog: {"cleanup.policy": "compact", "retention.ms": "1000"}})
+    start(ctx)
+    assert {f"{ctx.app}-status", f"{ctx.app}-control", changelog} <= topic_names(bootstrap_servers)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("gcsfs") is not None, reason="needs gcsfs not to be installed")
 def test_a_snapshot_url_whose_implementation_is_missing_names_the_package(bootstrap_servers, source_topic, tmp_path):
     ctx = Context(bootstrap_servers, source_topic, f"validation-{uuid.uuid4().hex[:8]}", tmp_path)
@@ -244,3 +297,23 @@ def test_a_snapshot_url_whose_implementation_is_missing_names_the_package(bootst
     with pytest.raises(ConfigError, match=r"snapshot_url 'gs://bucket/snapshots'.*pip install gcsfs"):
         start(ctx, snapshot_url="gs://bucket/snapshots")
     assert topic_names(bootstrap_servers) == before
+
+
+def test_the_spark_driver_refuses_a_changelog_that_loses_state_before_creating_its_topics(
+        bootstrap_servers, source_topic, tmp_path):
+    """The driver creates the status and control topics before any instance starts: it makes
+    the same changelog check first, so a refused submission leaves nothing on the broker."""
+    from airflow_stateful_provider.spark.app import _prepare_topics
+
+    ctx = Context(bootstrap_servers, source_topic, f"validation-{uuid.uuid4().hex[:8]}", tmp_path)
+    changelog = f"{ctx.app}-letter-counts-changelog"
+    create_topics(bootstrap_servers, {changelog: 2}, configs={changelog: {"cleanup.policy": "delete"}})
+    before = topic_names(bootstrap_servers)
+    config = StreamsConfig(application_id=ctx.app, bootstrap_servers=bootstrap_servers,
+                           state_dir=str(tmp_path / "state"))
+    with pytest.raises(ConfigError, match=f"changelog topic '{changelog}' of store 'letter-counts'.*cleanup.policy="
+                                          f"delete.*ChangelogConfigOperator"):
+        _prepare_topics(config, letter_counts(ctx))
+    assert topic_names(bootstrap_servers) == before
+    _prepare_topics(config)  # without the topology (as before): only the status and control topics
+    assert {f"{ctx.app}-status", f"{ctx.app}-control"} <= topic_names(bootstrap_servers)

@@ -65,6 +65,40 @@ def test_a_corrupt_store_is_reported_and_the_others_still_listed(tmp_path):
     assert "app/1_0/clicks" in out
 
 
+def test_a_directory_without_stores_is_an_error_naming_what_a_state_dir_holds(tmp_path, capsys):
+    (tmp_path / "etc" / "ssl").mkdir(parents=True)
+    (tmp_path / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
+    for argv in (("stores", str(tmp_path / "etc")), ("stores", str(tmp_path / "etc"), "--json")):
+        code, out = run(*argv)
+        assert code == 1
+        assert "no state stores" not in out
+        err = capsys.readouterr().err
+        assert f"error: no state store under {tmp_path / 'etc'}" in err
+        assert f"<application_id>/<task>/<store>/ with a {METADATA_FILE_NAME}" in err
+
+
+def test_a_rocksdb_directory_the_engine_refuses_is_listed_with_its_reason(tmp_path, capsys):
+    """Kafka Streams' own layout (<task>/rocksdb/<store>), or a store whose metadata is lost:
+    RocksDB files without store metadata. Listed as refused (exit 1), not 'no state stores'."""
+    state_dir = make_state_dir(tmp_path)
+    kafka_streams_store = state_dir / "app" / "0_0" / "rocksdb" / "counts"
+    kafka_streams_store.parent.mkdir(parents=True)
+    (state_dir / "app" / "0_0" / "counts").rename(kafka_streams_store)
+    (kafka_streams_store / METADATA_FILE_NAME).unlink()
+    code, out = run("stores", str(state_dir))
+    assert code == 1
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert "ERROR" in rows["app/0_0/rocksdb/counts"]
+    assert f"is not a store directory: it has no {METADATA_FILE_NAME}" in rows["app/0_0/rocksdb/counts"]
+    assert "ERROR" not in rows["app/1_0/clicks"]
+    assert "1 of 2 store(s)" in capsys.readouterr().err
+
+    # the refused store alone: still an error, never "no state stores"
+    code, out = run("stores", str(kafka_streams_store.parent), "--json")
+    assert code == 1
+    assert [row["path"] for row in json.loads(out)] == ["counts"] and "error" in json.loads(out)[0]
+
+
 def test_missing_state_dir_is_an_error(tmp_path, capsys):
     code, _ = run("stores", str(tmp_path / "nope"))
     assert code == 1

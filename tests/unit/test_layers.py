@@ -40,6 +40,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "status": {"topics", "topology", "kafka"},
     "control": {"status", "processing", "topology", "topics", "state", "kafka"},
     "queries": {"status", "processing", "config", "topics", "topology", "state", "kafka"},
+    "reset": {"queries", "status", "topics", "kafka"},
     "instance": {"queries", "control", "status", "topics", "restoration", "processing", "assignment", "config",
                  "topology", "state", "snapshots", "kafka"},
     "testing": {"processing", "config", "topology", "state"},

@@ -368,16 +368,30 @@ class LocalKafkaCluster:
 
     def start_node(self, node_id: int, timeout: float | None = None) -> float:
         """Start a stopped node again on its data directory and ports; returns when it answers
-        metadata requests as a member of the cluster (the seconds that took)."""
-        node = self.node(node_id)
-        if node.running:
-            raise ClusterError(f"node {node_id} is already running (pid {node.process.pid})")  # type: ignore[union-attr]
-        busy = [port for port in (node.port, node.controller_port) if port_in_use(port)]
-        if busy:
-            raise ClusterError(f"node {node_id} cannot start again: its port(s) {busy} on 127.0.0.1 are in use")
+        metadata requests as a member of the cluster (the seconds that took). Call it from a
+        thread that outlives the node: a node gets SIGTERM when the thread that started it
+        ends (PR_SET_PDEATHSIG, so that nodes never outlive the tests)."""
+        return self.start_nodes([node_id], timeout)
+
+    def start_nodes(self, node_ids: Iterable[int] | None = None, timeout: float | None = None) -> float:
+        """Start stopped nodes (every stopped one by default) at once and wait until each
+        answers: after the whole cluster went down, one node alone has no controller quorum to
+        join. Returns the seconds that took; see start_node for the calling thread."""
+        nodes = [self.node(n) for n in node_ids] if node_ids is not None else \
+            [n for n in self.nodes.values() if not n.running]
+        for node in nodes:
+            if node.running:
+                raise ClusterError(f"node {node.node_id} is already running (pid {node.process.pid})")  # type: ignore[union-attr]
+            busy = [port for port in (node.port, node.controller_port) if port_in_use(port)]
+            if busy:
+                raise ClusterError(f"node {node.node_id} cannot start again: its port(s) {busy} on 127.0.0.1 are "
+                                   f"in use")
         began = time.monotonic()
-        self._spawn(node)
-        self._wait_answers(node, began + (timeout or self.start_timeout))
+        for node in nodes:
+            self._spawn(node)
+        deadline = began + (timeout or self.start_timeout)
+        for node in nodes:
+            self._wait_answers(node, deadline)
         return time.monotonic() - began
 
     def _running(self, node_id: int) -> ClusterNode:

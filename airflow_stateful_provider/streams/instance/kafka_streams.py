@@ -41,6 +41,7 @@ from airflow_stateful_provider.streams.errors import (
 )
 from airflow_stateful_provider.streams.instance.garbage_collection import raise_gc_thresholds
 from airflow_stateful_provider.streams.instance.preflight import (
+    check_existing_changelogs,
     check_replication_factor,
     check_snapshot_storage,
     check_topic_names,
@@ -337,6 +338,7 @@ class KafkaStreams:
         self.task_counts = self.topology.validate_partition_counts(counts, self.config.application_id)
         self.topic_roles = {**{topic: "source" for topic in external}, **{topic: "sink" for topic in sinks},
                             **{topic.name: topic.kind for topic in self.internal_topics}}
+        check_existing_changelogs(admin, self.internal_topics, self.config)
         manager = InternalTopicManager(admin, replication_factor=self.config.replication_factor)
         manager.ensure(self.internal_topics)
         ensure_status_topic(admin, self.config.application_id)

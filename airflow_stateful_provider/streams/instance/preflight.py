@@ -4,7 +4,8 @@ StreamsConfig checks what the config alone can tell. What needs the topology (th
 topic names ``<application_id>-<store>-changelog`` must be legal Kafka names), the machine
 (``state_dir`` must be a writable directory, the fsspec implementation of ``snapshot_url``
 must be installed) or the brokers (reachable within a bound, with
-at least ``replication_factor`` of them) is checked here, by ``KafkaStreams`` and by the
+at least ``replication_factor`` of them, pre-created changelogs able to hold their stores'
+data) is checked here, by ``KafkaStreams`` and by the
 Spark driver, before the first topic is created. Each failure is a ConfigError or a
 BrokerUnreachableError naming the setting and the fix.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
@@ -35,10 +36,12 @@ from airflow_stateful_provider.streams.processing.error_handling import (
     processing_handler_from_config,
 )
 from airflow_stateful_provider.streams.topic_names import MAX_TOPIC_NAME_LENGTH, topic_name_problem
-from airflow_stateful_provider.streams.topics.internal_topics import internal_topics
+from airflow_stateful_provider.streams.topics.changelog_safety import unsafe_changelog_settings
+from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic, internal_topics
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = [
+    "check_existing_changelogs",
     "check_replication_factor",
     "check_snapshot_storage",
     "check_topic_names",
@@ -154,3 +157,43 @@ def check_replication_factor(admin: Any, config: StreamsConfig) -> None:
         raise ConfigError(f"replication_factor is {config.replication_factor} but the cluster at "
                           f"{servers_text(config.bootstrap_servers)} has {len(brokers)} live broker(s); set "
                           f"replication_factor to at most {len(brokers)} (or -1 for the broker default)")
+
+
+def _describe_topic_configs(admin: Any, topics: list[str]) -> dict[str, dict[str, str | None]]:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics],
+                                       config_filter="all")
+    return {name: {key: entry.get("value") for key, entry in configs.items()}
+            for name, configs in described.get("topic", {}).items() if name in topics}
+
+
+def check_existing_changelogs(admin: Any, topics: Iterable[InternalTopic], config: StreamsConfig) -> None:
+    """A changelog that already exists (created by hand, or edited since) keeps its store's data:
+    ``cleanup.policy`` with ``compact`` and a ``retention.ms`` the store's data fits in
+    (topics/changelog_safety.py). ConfigError naming the topic, the settings and the repair
+    otherwise, before anything is created."""
+    changelogs = {t.name: t for t in topics if t.kind == "changelog"}
+    if not changelogs:
+        return
+    existing = sorted(set(admin.list_topics()) & set(changelogs))
+    if not existing:
+        return
+    actual = _describe_topic_configs(admin, existing)
+    problems = []
+    for name in existing:
+        unsafe = unsafe_changelog_settings(changelogs[name], actual.get(name, {}))
+        if not unsafe:
+            continue
+        repair = {u.key: u.repair for u in unsafe if u.repair is not None}
+        settings = "; ".join(u.text() for u in unsafe)
+        alter = ",".join(f"{key}={value}" for key, value in repair.items())
+        problems.append(f"changelog topic {name!r} of store {changelogs[name].store!r} cannot hold the store's "
+                        f"data: {settings}. Repair: kafka-configs.sh --alter --entity-type topics --entity-name "
+                        f"{name} --add-config '{alter}'")
+    if problems:
+        raise ConfigError(
+            f"application {config.application_id!r} cannot start: a restore would lose state (nothing was "
+            f"created). " + " ".join(problems) + f". Or from Airflow: ChangelogConfigOperator(application_id="
+            f"{config.application_id!r}, topology=..., repair=True) sets every changelog config the topology "
+            f"needs (docs/maintenance.md); then start again")

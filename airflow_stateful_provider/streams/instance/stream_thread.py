@@ -55,6 +55,7 @@ from airflow_stateful_provider.streams.errors import (
     IllegalStateError,
     MissingTopicError,
     StreamsError,
+    TaskTimeoutError,
     TransactionFailedError,
 )
 from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
@@ -186,7 +187,7 @@ class StreamThread(threading.Thread):
         #: Thread-level metrics (processed records, commit latency, poll sizes, aborts).
         self.metrics = ThreadMetrics()
         #: The Kafka call the thread waits in now, and the task timeout of its retries.
-        self.kafka_waits = KafkaWaits(cast(int, config.task_timeout_ms))
+        self.kafka_waits = KafkaWaits(cast(int, config.task_timeout_ms), interrupted=self._shutdown_requested)
         #: Commits the tasks, and purges the repartition records they committed.
         self.committer = TaskCommitter(self, config, repartition_topics,
                                        self._admin_client if admin_factory is not None else None, self.metrics)
@@ -275,8 +276,9 @@ class StreamThread(threading.Thread):
                 self._on_error(self, self.error)
 
     def _explain(self, exc: BaseException) -> BaseException:
-        """The error the thread dies with: a missing topic, when one is behind ``exc``."""
-        if isinstance(exc, (StreamsError, KafkaError)) and not isinstance(exc, MissingTopicError):
+        """The error the thread dies with: a missing topic, when one is behind ``exc``. Not
+        asked after a task timeout: the brokers did not answer, and would not answer that."""
+        if isinstance(exc, (StreamsError, KafkaError)) and not isinstance(exc, (MissingTopicError, TaskTimeoutError)):
             try:
                 topic: str | None = getattr(exc, "topic", None)
                 self.topic_watch.check(exc, extra=[topic] if topic else ())
@@ -290,8 +292,7 @@ class StreamThread(threading.Thread):
         self.producer = StreamsProducer(
             self._producer_factory, client_id=f"{prefix}-producer",
             transactional_id=transactional_id(self.config.application_id, self.instance_id, self.index)
-            if eos else None, on_slow_flush=self.topic_watch.check, waits=self.kafka_waits,
-            interrupted=self._shutdown_requested)
+            if eos else None, on_slow_flush=self.topic_watch.check, waits=self.kafka_waits)
         # Exactly-once: input, repartition topics, restoration and standbys see committed
         # records only; restoration ends at the last stable offset.
         isolation = {"isolation_level": "read_committed"} if eos else {}

@@ -22,13 +22,20 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
 from kafka import TopicPartition as KafkaTopicPartition
-from kafka.errors import CommitFailedError, IllegalGenerationError, RebalanceInProgressError, UnknownMemberIdError
+from kafka.errors import (
+    CommitFailedError,
+    IllegalGenerationError,
+    KafkaError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
 from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import TransactionFailedError
 from airflow_stateful_provider.streams.instance.task_manager import TaskManager
 from airflow_stateful_provider.streams.kafka.group_join import request_rebalance
+from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWaits
 from airflow_stateful_provider.streams.processing.metrics import ThreadMetrics
 from airflow_stateful_provider.streams.processing.record_collector import ProductionError
 from airflow_stateful_provider.streams.processing.records import OffsetAndMetadata
@@ -49,6 +56,8 @@ class CommitOwner(Protocol):
     consumer: Any
     producer: StreamsProducer | None
     task_manager: TaskManager
+    #: Retries what the brokers cannot answer yet, up to the task timeout.
+    kafka_waits: KafkaWaits
 
     def roll_back(self, cause: BaseException) -> None: ...
 
@@ -149,6 +158,15 @@ class TaskCommitter:
                             "again", self._owner.name, type(exc).__name__)
                 self._block()
                 return None
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                # the group coordinator cannot answer yet (moving, loading, its broker down):
+                # the tasks stay "commit needed", the next iteration commits again
+                self._owner.kafka_waits.failed("commit (the group coordinator)", exc)
+                log.warning("%s: commit failed (%r); committing again", self._owner.name, exc)
+                return None
+            self._owner.kafka_waits.succeeded()
         return self._committed(offsets, tasks, enforce_checkpoint=enforce_checkpoint)
 
     def _commit_transaction(self, tasks: Iterable[StreamTask] | None, *, enforce_checkpoint: bool) -> int | None:

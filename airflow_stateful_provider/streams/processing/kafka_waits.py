@@ -41,9 +41,12 @@ class KafkaWait:
 class KafkaWaits:
     """See module docstring. Written by one stream thread, read by any."""
 
-    def __init__(self, task_timeout_ms: int, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, task_timeout_ms: int, *, clock: Callable[[], float] = time.time,
+                 interrupted: threading.Event | None = None) -> None:
         self.task_timeout_ms = task_timeout_ms
         self._clock = clock
+        #: Set when the thread is asked to stop: retrying ends, the last error is raised.
+        self.interrupted = interrupted or threading.Event()
         self._lock = threading.Lock()
         self._current: KafkaWait | None = None
         #: When the calls started failing for want of a broker (wall-clock s), and the call.
@@ -105,10 +108,10 @@ class KafkaWaits:
                 try:
                     result = function(*args, **kwargs)
                 except KafkaError as exc:
-                    if not exc.retriable or isinstance(exc, UnknownTopicOrPartitionError):
+                    if not exc.retriable or isinstance(exc, UnknownTopicOrPartitionError) or self.interrupted.is_set():
                         raise
                     self.failed(call, exc)
-                    time.sleep(RETRY_BACKOFF_SECONDS)
+                    self.interrupted.wait(RETRY_BACKOFF_SECONDS)
                     continue
                 self.succeeded()
                 return result

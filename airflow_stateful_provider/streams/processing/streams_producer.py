@@ -28,7 +28,6 @@ because no broker answers yet is retried until ``task_timeout_ms`` (kafka_waits.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -42,7 +41,6 @@ from airflow_stateful_provider.streams.kafka.batched_send import (
 from airflow_stateful_provider.streams.kafka.transactional_calls import (
     abort_transaction_within,
     commit_transaction_within,
-    coordinators,
     discard_unsent_records,
     keep_requests_of_unreachable_coordinators,
     send_offsets_to_transaction_within,
@@ -78,15 +76,14 @@ class StreamsProducer:
     """
 
     def __init__(self, factory: Callable[..., Any], *, client_id: str, transactional_id: str | None,
-                 on_slow_flush: Callable[[BaseException], None] | None = None, waits: KafkaWaits | None = None,
-                 interrupted: threading.Event | None = None) -> None:
+                 on_slow_flush: Callable[[BaseException], None] | None = None,
+                 waits: KafkaWaits | None = None) -> None:
         self._factory = factory
         self._client_id = client_id
         self.transactional_id = transactional_id
-        #: Where the thread's waits on Kafka are shown, and retried within the task timeout.
+        #: Where the thread's waits on Kafka are shown, and retried within the task timeout
+        #: (a producer being retried is given up when the thread is asked to stop).
         self.waits = waits if waits is not None else KafkaWaits(300_000)
-        #: Set when the thread is asked to stop: a producer being retried is given up.
-        self._interrupted = interrupted or threading.Event()
         #: Called every FLUSH_CHECK_SECONDS a flush waits (with the timeout error): it may
         #: raise, e.g. when the records wait for a topic that was deleted.
         self._on_slow_flush = on_slow_flush
@@ -111,11 +108,11 @@ class StreamsProducer:
                     self.waits.succeeded()  # exactly-once: a committed transaction says so
                 return producer
             except KafkaError as exc:
-                if not exc.retriable or self._interrupted.is_set():
+                if not exc.retriable or self.waits.interrupted.is_set():
                     raise
                 self.waits.failed(f"{call} of producer {self.transactional_id or self._client_id}", exc)
                 log.warning("%s: %s failed (%r); retrying", self._client_id, call, exc)
-                self._interrupted.wait(PRODUCER_RETRY_BACKOFF_SECONDS)
+                self.waits.interrupted.wait(PRODUCER_RETRY_BACKOFF_SECONDS)
 
     def _try_new_producer(self) -> Any:
         if self.transactional_id is None:
@@ -258,11 +255,6 @@ class StreamsProducer:
             raise TransactionFailedError(f"transaction of {self.transactional_id} aborted: {exc!r}") from exc
         self._in_transaction = False
         self.waits.succeeded()
-
-    @property
-    def coordinators(self) -> dict[str, Any]:
-        """The broker ids of the transaction's coordinators, by kind (None: being looked up)."""
-        return coordinators(self._producer)
 
     def abort_transaction(self) -> None:
         """Abort the open transaction, if any (errors are logged; the producer stays usable)."""

@@ -15,7 +15,7 @@ from airflow_stateful_provider.streams.state.common.kind import store_kind, stor
 from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME, read_metadata
 from airflow_stateful_provider.streams.state.common.rocks import RocksDBStore
 
-__all__ = ["find_stores", "open_store"]
+__all__ = ["find_stores", "find_unrecognized_stores", "open_store"]
 
 
 def open_store(
@@ -56,6 +56,34 @@ def find_stores(state_dir: str | os.PathLike[str]) -> list[str]:
         if METADATA_FILE_NAME in files:
             found.append(root)
             dirs[:] = []  # a store's own folders hold no further stores
+        else:
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+    return sorted(found)
+
+
+def _files(directory: str) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
+
+
+def _holds_rocksdb(files: list[str]) -> bool:
+    return "CURRENT" in files and any(name.startswith("MANIFEST-") for name in files)
+
+
+def find_unrecognized_stores(state_dir: str | os.PathLike[str]) -> list[str]:
+    """Every directory under ``state_dir`` that holds a RocksDB database (itself, or in the
+    ``rocksdb/`` folder where this engine keeps it) without store metadata: another program's
+    store (Kafka Streams' own ``<task>/rocksdb/<store>``), or one whose metadata was lost.
+    :func:`open_store` refuses them; a listing should say so rather than skip them. Sorted."""
+    found = []
+    for root, dirs, files in os.walk(os.fspath(state_dir)):
+        if METADATA_FILE_NAME in files:
+            dirs[:] = []
+        elif _holds_rocksdb(files) or ("rocksdb" in dirs and _holds_rocksdb(_files(os.path.join(root, "rocksdb")))):
+            found.append(root)
+            dirs[:] = []
         else:
             dirs[:] = [d for d in dirs if not d.startswith(".")]
     return sorted(found)

@@ -31,7 +31,7 @@ with DAG(dag_id="lineage_of_a_stateful_pipeline", schedule=None, start_date=pend
         hook = StatefulStreamsHook()
         status = hook.get_status(application_id)
         command = hook.send_command(application_id, "stop")
-        outcome = hook.wait_for_command(command, instances=[i.instance_id for i in status.instances], timeout=120_000)
+        outcome = hook.wait_for_command(command, instances=[i.instance_id for i in status.instances], timeout=120)
         assert outcome.succeeded, outcome
 
     submit >> retention >> configs >> stop(APP)

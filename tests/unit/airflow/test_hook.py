@@ -184,7 +184,7 @@ def test_invalid_connection_fails_test_connection_with_the_reason(monkeypatch):
 def test_get_status_delegates_with_security_configs_and_durations(sasl_conn):
     hook = StatefulStreamsHook()
     with mock.patch("airflow_stateful_provider.streams.status.reader.fetch_application_status") as fetch:
-        result = hook.get_status("clicks", stale_after=timedelta(seconds=5), timeout=2_000, expected_tasks=["0_1"])
+        result = hook.get_status("clicks", stale_after=timedelta(seconds=5), timeout=2, expected_tasks=["0_1"])
     assert result is fetch.return_value
     args, kwargs = fetch.call_args
     assert args == (["127.0.0.1:1"], "clicks")
@@ -205,7 +205,7 @@ def test_aget_status_runs_the_blocking_read_off_the_event_loop(sasl_conn):
 
     async def read():
         loop_thread.append(threading.current_thread())
-        return await StatefulStreamsHook().aget_status("clicks", timeout=1_000)
+        return await StatefulStreamsHook().aget_status("clicks", timeout=1)
 
     with mock.patch("airflow_stateful_provider.streams.status.reader.fetch_application_status",
                     side_effect=fake_fetch):
@@ -213,10 +213,35 @@ def test_aget_status_runs_the_blocking_read_off_the_event_loop(sasl_conn):
     assert loop_thread[0] is not loop_thread[1]
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, True])
-def test_get_status_rejects_bad_durations(sasl_conn, bad):
-    with pytest.raises(ValueError, match="stale_after must be an int of milliseconds"):
+@pytest.mark.parametrize(("bad", "message"), [
+    (-1, "stale_after must be >= 0 s"),
+    (True, "stale_after must be a number of seconds or a timedelta, got bool True"),
+    ("5", "stale_after must be a number of seconds or a timedelta, got str '5'"),
+])
+def test_get_status_rejects_bad_durations(sasl_conn, bad, message):
+    with pytest.raises(ValueError, match=message):
         StatefulStreamsHook().get_status("clicks", stale_after=bad)
+
+
+@pytest.mark.parametrize(("given", "ms"), [(60, 60_000), (1.5, 1_500), (timedelta(minutes=2), 120_000)])
+def test_every_hook_duration_is_seconds_or_a_timedelta(sasl_conn, given, ms):
+    """Airflow's convention: timeout=60 is a minute (it used to be 60 ms)."""
+    from airflow_stateful_provider.streams.control.commands import new_command
+
+    hook = StatefulStreamsHook()
+    with mock.patch("airflow_stateful_provider.streams.status.reader.fetch_application_status") as fetch:
+        hook.get_status("clicks", stale_after=given, timeout=given)
+        asyncio.run(hook.aget_status("clicks", stale_after=given, timeout=given))
+    assert [(c.kwargs["stale_after_ms"], c.kwargs["timeout_ms"]) for c in fetch.call_args_list] == [(ms, ms)] * 2
+    with mock.patch("airflow_stateful_provider.streams.status.reader.list_applications") as listing:
+        hook.list_applications(timeout=given)
+    assert listing.call_args.args[1] == ms
+    with mock.patch("airflow_stateful_provider.streams.control.channel.wait_for_command") as wait:
+        hook.wait_for_command(new_command("clicks", "checkpoint"), instances=["i-1"], timeout=given)
+    assert wait.call_args.kwargs["timeout_ms"] == ms
+    with mock.patch("airflow_stateful_provider.streams.queries.lookups.lookup_store") as lookup:
+        hook.query_store("clicks", "counts", "k", timeout=given)
+    assert lookup.call_args.kwargs["timeout_ms"] == ms
 
 
 def test_the_password_prints_redacted_but_authenticates_with_its_value():
@@ -253,7 +278,7 @@ def test_unknown_command_type_is_refused_before_anything_is_sent(sasl_conn):
     send.assert_not_called()
 
 
-def test_wait_for_command_delegates_with_the_timeout_in_ms(sasl_conn):
+def test_wait_for_command_delegates_with_the_timeout_as_ms(sasl_conn):
     from airflow_stateful_provider.streams.control.commands import new_command
 
     command = new_command("clicks", "checkpoint")

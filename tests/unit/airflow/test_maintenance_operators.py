@@ -80,7 +80,8 @@ def test_store_names():
     ({}, "online mode needs application_id"),
     ({"application_id": APP, "state_dir": "/s"}, "state_dir '/s' is only for mode='offline'"),
     ({"application_id": APP, "mode": "offline"}, "offline mode needs state_dir"),
-    ({"application_id": APP, "timeout": 0}, "timeout must be an int of milliseconds >= 1"),
+    ({"application_id": APP, "timeout": 0}, "timeout must be >= 0.001 s"),
+    ({"application_id": APP, "timeout": "60"}, "timeout must be a number of seconds or a timedelta, got str '60'"),
     ({"application_id": APP, "stores": []}, "stores must name at least one store"),
     ({"application_id": APP, "now": "soon"}, "'soon' is neither"),
 ])
@@ -160,7 +161,7 @@ def test_online_retention_sends_now_to_live_instances_and_returns_rows(capsys):
     rows = operator.execute({})
     (command,) = hook.sent
     assert (command.command_type, command.stores, command.now_ms) == ("enforce_retention", ("s",), NOW_MS)
-    assert hook.waited == [(("a", "b"), 30_000)]  # the stale instance is not waited for
+    assert hook.waited == [(("a", "b"), timedelta(seconds=30))]  # the stale instance is not waited for
     assert [(r["instance"], r["task_id"], r["role"]) for r in rows] == [
         ("a", "0_0", "active"), ("b", "0_1", "active"), ("b", "0_0", "standby")]
     assert rows[0]["result"] == RETENTION_RESULT
@@ -179,7 +180,7 @@ def test_online_failure_names_failed_and_silent_instances_and_what_succeeded():
     three = snapshot(document("a", task("0_0")), document("b", task("0_1")), document("c"))
     hook.status = three
     hook.answers["b"] = ("failed", {"error": "InvalidStoreError: boom"})
-    operator = with_hook(StoreCompactionOperator(task_id="c", application_id=APP, timeout=1_000), hook)
+    operator = with_hook(StoreCompactionOperator(task_id="c", application_id=APP, timeout=1), hook)
     with pytest.raises(AirflowException) as info:
         operator.execute({})
     message = str(info.value)
@@ -188,6 +189,7 @@ def test_online_failure_names_failed_and_silent_instances_and_what_succeeded():
     assert "Succeeded: a (1 store(s))" in message
     assert "10 B -> 5 B in 0.25s" in message  # the table of what succeeded
     assert hook.sent[0].now_ms is None and hook.sent[0].command_type == "compact"
+    assert hook.waited == [(("a", "b", "c"), timedelta(seconds=1))]  # timeout=1 is a second, not 1 ms
 
 
 def test_online_without_a_live_instance_sends_nothing():

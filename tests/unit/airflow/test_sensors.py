@@ -54,7 +54,24 @@ def test_poke_logs_the_progress_table_and_returns_the_condition(statuses, capsys
     assert "40/100 (40%)" in logged and "10/s" in logged and "60 offsets remaining (> 0), ETA 6s" in logged
     assert sensor.poke({}) is True
     assert "2/2 task(s) done - COMPLETE" in capsys.readouterr().out
-    assert calls[0] == ("prod", "clicks", {"stale_after": 20_000, "timeout": 4_000, "expected_tasks": ()})
+    assert calls[0] == ("prod", "clicks", {"stale_after": timedelta(seconds=20), "timeout": timedelta(seconds=4),
+                                           "expected_tasks": ()})
+
+
+def test_int_durations_are_seconds_and_the_poke_mode_waits_them(statuses):
+    """Airflow's convention: stale_after=20, read_timeout=4 and poll_interval=1 are seconds
+    (stale_after and read_timeout used to be milliseconds); timeout=2 ends the wait after 2 s."""
+    items, calls = statuses
+    items.append(RESTORING)
+    sensor = RestorationSensor(task_id="restored", application_id="clicks", stale_after=20, read_timeout=4,
+                               poll_interval=1, timeout=2)
+    started = time.monotonic()
+    with pytest.raises(AirflowSensorTimeout):
+        sensor.execute({})
+    waited = time.monotonic() - started
+    assert 2 <= waited < 10, waited
+    assert 2 <= len(calls) <= 4, calls  # a read about every second
+    assert calls[0][2]["stale_after"] == timedelta(seconds=20) and calls[0][2]["timeout"] == timedelta(seconds=4)
 
 
 def test_poke_passes_task_ids_as_expected_tasks(statuses):
@@ -117,8 +134,8 @@ def test_deferrable_defers_to_the_trigger_with_deadline_and_backstop_timeout(sta
     _, kwargs = trigger.serialize()
     assert before + 600 <= kwargs.pop("deadline") <= time.time() + 600
     assert kwargs == {"application_id": "clicks", "stateful_streams_conn_id": "prod", "task_ids": ["0_1"],
-                      "max_remaining_records": 7, "stale_after_ms": 45_000, "poll_interval": 15.0,
-                      "read_timeout_ms": 10_000}
+                      "max_remaining_records": 7, "stale_after": 45.0, "poll_interval": 15.0,
+                      "read_timeout": 10.0}
 
 
 def test_deferrable_standby_sensor_builds_its_trigger(statuses):
@@ -184,7 +201,8 @@ def test_rendered_task_ids_are_validated_at_use(statuses):
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"poll_interval": 5, "poke_interval": 10}, "poll_interval 5 and poke_interval 10 disagree"),
     ({"poll_interval": 0}, "poll_interval must be > 0 seconds"),
-    ({"stale_after": 0}, "stale_after must be a timedelta or an int of milliseconds > 0"),
+    ({"stale_after": 0}, "stale_after must be >= 0.001 s"),
+    ({"read_timeout": "10"}, "read_timeout must be a number of seconds or a timedelta, got str '10'"),
     ({"max_remaining_records": -1}, "max_remaining_records must be an int >= 0, got -1"),
 ])
 def test_bad_sensor_arguments_are_named(kwargs, message):

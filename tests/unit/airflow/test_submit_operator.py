@@ -139,7 +139,7 @@ def fresh(*ids: str, published_at: int = NOW_MS - 1_000):
 
 def test_waits_until_every_instance_published_since_the_submission(monkeypatch):
     monkeypatch.setattr("time.sleep", lambda s: None)
-    op = operator(submit_timeout=60_000)
+    op = operator(submit_timeout=60)
     hook = FakeStatusHook(UnknownApplicationError("no status topic"), fresh("clicks-0"),
                           fresh("clicks-0", "clicks-1", published_at=NOW_MS - 100_000),  # an older run's documents
                           fresh("clicks-0", "clicks-1"))
@@ -167,6 +167,17 @@ def test_instances_that_never_report_time_out_with_what_was_seen(tmp_path, monke
         op._wait_for_instances(FakeStatusHook(fresh("clicks-0")), "clicks", NOW_MS - 5_000, None, log)
 
 
+def test_an_int_submit_timeout_is_seconds_and_waited(tmp_path, monkeypatch):
+    """submit_timeout=3 waits 3 s (it used to be 3 ms); sleeps are recorded, not slept."""
+    clock = [0.0]
+    monkeypatch.setattr("time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("time.sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    op = operator(submit_timeout=3)
+    with pytest.raises(AirflowException, match=r"did not all report in within 0:00:03"):
+        op._wait_for_instances(FakeStatusHook(fresh("clicks-0")), "clicks", NOW_MS - 5_000, None, tmp_path / "log")
+    assert clock[0] == 4.0  # polls every 2 s: at 0, 2 and 4 (past the 3 s deadline)
+
+
 def test_on_kill_sends_a_stop_command_not_a_kill(sasl_connection):
     op = operator()
     with mock.patch.object(StatefulStreamsHook, "send_command") as send:
@@ -174,13 +185,16 @@ def test_on_kill_sends_a_stop_command_not_a_kill(sasl_connection):
     send.assert_called_once_with("clicks", "stop")
 
 
-def test_durations_are_int_milliseconds_or_timedeltas_and_application_args_are_refused():
-    op = operator(submit_timeout=90_000, initial_backoff=500, stop_timeout=timedelta(seconds=30))
+def test_durations_are_seconds_or_timedeltas_and_application_args_are_refused():
+    op = operator(submit_timeout=90, initial_backoff=0.5, failure_window=600, max_backoff=30,
+                  stop_timeout=timedelta(seconds=30))
     assert op.submit_timeout == timedelta(seconds=90)
     assert op.restart_args[op.restart_args.index("--initial-backoff") + 1] == "0.5"
+    assert op.restart_args[op.restart_args.index("--failure-window") + 1] == "600.0"
+    assert op.restart_args[op.restart_args.index("--max-backoff") + 1] == "30.0"
     assert op.restart_args[op.restart_args.index("--stop-timeout") + 1] == "30.0"
-    with pytest.raises(ValueError, match="max_backoff must be an int of milliseconds >= 0 or a timedelta, got 1.5"):
-        operator(max_backoff=1.5)
+    with pytest.raises(ValueError, match="max_backoff must be a number of seconds or a timedelta, got str '1.5'"):
+        operator(max_backoff="1.5")
     with pytest.raises(ValueError, match="builds the application arguments itself"):
         operator(application_args=["--instances", "3"])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 from unittest import mock
 
 import pytest
@@ -45,8 +46,8 @@ def run_to_event(trigger, statuses):
 
 @pytest.mark.parametrize("trigger", [
     RestorationTrigger(application_id="clicks", task_ids=["0_1", "0_0"], max_remaining_records=5,
-                       stateful_streams_conn_id="kafka_prod", stale_after_ms=20_000, poll_interval=2.5,
-                       deadline=1_800_000_000.5, read_timeout_ms=3_000),
+                       stateful_streams_conn_id="kafka_prod", stale_after=20, poll_interval=2.5,
+                       deadline=1_800_000_000.5, read_timeout=3.5),
     RestorationTrigger(application_id="clicks"),
     StandbyLagTrigger(application_id="clicks", max_lag_records=1_000, min_standbys_per_task=2, task_ids=None,
                       deadline=1_800_000_000.0),
@@ -72,6 +73,8 @@ def test_serialized_kwargs_survive_airflow_serde():
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"application_id": ""}, "application_id must be a non-empty string"),
     ({"application_id": "a", "poll_interval": 0}, "poll_interval must be a number of seconds > 0"),
+    ({"application_id": "a", "stale_after": 0}, "stale_after must be a number of seconds > 0"),
+    ({"application_id": "a", "read_timeout": "3"}, "read_timeout must be a number of seconds > 0"),
     ({"application_id": "a", "stale_after_ms": 0}, "stale_after_ms must be an int of milliseconds > 0"),
     ({"application_id": "a", "task_ids": ["x"]}, "'x' is not a task id"),
     ({"application_id": "a", "max_remaining_records": -3}, "max_remaining_records must be an int >= 0, got -3"),
@@ -83,13 +86,33 @@ def test_bad_trigger_arguments_are_named(kwargs, message):
 
 def test_restoration_trigger_polls_until_running():
     trigger = RestorationTrigger(application_id="clicks", poll_interval=0.01, deadline=time.time() + 30,
-                                 task_ids=["0_1"], read_timeout_ms=4_000)
+                                 task_ids=["0_1"], read_timeout=4)
     payload, calls = run_to_event(trigger, [RESTORING, RESTORING, RUNNING])
     assert payload["status"] == "success"
     assert len(calls) == 3
-    assert calls[0] == ("clicks", {"stale_after": 30_000, "timeout": 4_000, "expected_tasks": ["0_1"]})
+    assert calls[0] == ("clicks", {"stale_after": timedelta(seconds=30), "timeout": timedelta(seconds=4),
+                                   "expected_tasks": ["0_1"]})
     assert "1/1 task(s) done" in payload["message"]
     assert "0_1" in payload["table"] and payload["status_json"]["application_id"] == "clicks"
+
+
+def test_int_durations_are_seconds_and_the_trigger_waits_them():
+    """poll_interval=1, read_timeout=4, stale_after=20 are seconds: the second read comes a
+    second after the first, and the hook is asked for a 4 s read of 20 s staleness."""
+    trigger = RestorationTrigger(application_id="clicks", poll_interval=1, deadline=time.time() + 30,
+                                 read_timeout=4, stale_after=20)
+    started = time.monotonic()
+    payload, calls = run_to_event(trigger, [RESTORING, RUNNING])
+    assert payload["status"] == "success" and len(calls) == 2
+    assert 1 <= time.monotonic() - started < 5
+    assert calls[0][1]["timeout"] == timedelta(seconds=4) and calls[0][1]["stale_after"] == timedelta(seconds=20)
+
+
+def test_a_trigger_serialized_by_an_earlier_release_keeps_its_milliseconds():
+    legacy = RestorationTrigger(application_id="clicks", stale_after_ms=20_000, read_timeout_ms=3_000)
+    _, kwargs = legacy.serialize()
+    assert (kwargs["stale_after"], kwargs["read_timeout"]) == (20.0, 3.0)
+    assert "stale_after_ms" not in kwargs and "read_timeout_ms" not in kwargs
 
 
 def test_timeout_event_carries_the_stuck_tasks():
@@ -108,9 +131,9 @@ def test_timeout_event_carries_the_stuck_tasks():
 
 def test_read_timeout_is_capped_by_the_time_left():
     trigger = RestorationTrigger(application_id="clicks", poll_interval=0.05, deadline=time.time() + 2.0,
-                                 read_timeout_ms=60_000)
+                                 read_timeout=60)
     _, calls = run_to_event(trigger, [RUNNING])
-    assert 1_000 <= calls[0][1]["timeout"] <= 2_000
+    assert timedelta(seconds=1) <= calls[0][1]["timeout"] <= timedelta(seconds=2)
 
 
 def test_transient_errors_are_retried_and_named_on_timeout():

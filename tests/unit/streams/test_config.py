@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_stateful_provider.streams.config import ProcessingGuarantee, StreamsConfig
+from airflow_stateful_provider.streams.config import MAX_COMMIT_INTERVAL_MS, ProcessingGuarantee, StreamsConfig
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError
 
@@ -28,6 +28,7 @@ def test_defaults():
 def test_durations_accept_timedelta():
     c = StreamsConfig("app", ["a:1", "b:2"], commit_interval_ms=timedelta(seconds=5), max_task_idle_ms=timedelta(0))
     assert c.commit_interval_ms == 5000
+    assert StreamsConfig("app", "a:1", commit_interval_ms=MAX_COMMIT_INTERVAL_MS).commit_interval_ms == 86_400_000
     assert c.bootstrap_servers == ("a:1", "b:2")
     assert duration_ms(timedelta(milliseconds=7), "x") == 7
     with pytest.raises(ConfigError, match="whole number of milliseconds"):
@@ -46,6 +47,16 @@ def test_durations_accept_timedelta():
         ({"num_stream_threads": 0}, "num_stream_threads must be >= 1, got 0"),
         ({"num_stream_threads": "2"}, "num_stream_threads must be an int"),
         ({"commit_interval_ms": -1}, "commit_interval_ms must be >= 0"),
+        ({"commit_interval_ms": 10**30}, f"commit_interval_ms must be at most 86400000 ms \\(24 h\\), got {10**30} ms: "
+                                         "an instance would practically never commit"),
+        ({"commit_interval_ms": timedelta(days=2)}, "commit_interval_ms must be at most 86400000 ms \\(24 h\\), got "
+                                                    "172800000 ms \\(datetime.timedelta\\(days=2\\)\\)"),
+        ({"bootstrap_servers": "http://host:9092"}, "bootstrap_servers entry 'http://host:9092' has a URL scheme "
+                                                    "\\('http://'\\).* \\(give 'host:9092'"),
+        ({"bootstrap_servers": ["a:1", "SASL_SSL://b:9093"]}, "bootstrap_servers entry 'SASL_SSL://b:9093' has a URL "
+                                                              "scheme \\('SASL_SSL://'\\)"),
+        ({"bootstrap_servers": "host:9092/kafka"}, "bootstrap_servers entry 'host:9092/kafka' is not of the form "
+                                                   "host:port \\(a host has no '/'\\)"),
         ({"processing_guarantee": "exactly_once"}, "processing_guarantee must be one of"),
         ({"default_key_serde": "utf8"}, "default_key_serde"),
         ({"default_value_serde": object()}, "default_value_serde"),

@@ -53,3 +53,58 @@ def test_a_success_starts_the_task_timeout_again():
     waits.failed("commit", OSError("down again"))
     clock.now += 9
     waits.failed("commit", OSError("still down"))  # 9 s since the new first failure
+
+
+def test_retried_calls_again_while_the_brokers_cannot_answer_and_shows_the_wait():
+    from kafka.errors import KafkaTimeoutError
+
+    waits = KafkaWaits(60_000)
+    seen = []
+    answers = [KafkaTimeoutError("Failed to get offsets by timestamps in 30000 ms"), {"tp": 7}]
+
+    def end_offsets(partitions):
+        seen.append(waits.current)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert waits.retried("end_offsets", "the changelogs' partition leaders", end_offsets, ["tp"]) == {"tp": 7}
+    assert [w.call for w in seen] == ["end_offsets", "end_offsets"]
+    assert waits.current is None and waits.failing_since_ms is None  # a success clears the failures
+
+
+def test_retried_raises_at_once_what_retrying_cannot_mend():
+    from kafka.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError
+
+    waits = KafkaWaits(60_000)
+    for error in (TopicAuthorizationFailedError("no"), UnknownTopicOrPartitionError("deleted")):
+        calls = []
+
+        def failing(error=error, calls=calls):
+            calls.append(1)
+            raise error
+
+        with pytest.raises(type(error)):
+            waits.retried("committed", "the group coordinator", failing)
+        assert len(calls) == 1
+
+
+def test_retried_stops_when_the_thread_is_asked_to_stop():
+    import threading
+
+    from kafka.errors import KafkaConnectionError
+
+    stop = threading.Event()
+    waits = KafkaWaits(600_000, interrupted=stop)
+    calls = []
+
+    def down():
+        calls.append(1)
+        if len(calls) == 2:
+            stop.set()
+        raise KafkaConnectionError("111 ECONNREFUSED")
+
+    with pytest.raises(KafkaConnectionError):
+        waits.retried("committed", "the group coordinator", down)
+    assert len(calls) == 2

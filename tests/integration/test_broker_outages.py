@@ -1,0 +1,143 @@
+"""Exactly-once through broker outages on a replicated 3-node cluster (tools/kafka/cluster.py):
+an instance starting while one bootstrap broker is down, the whole cluster unavailable for a
+while (the instance waits, says so, and resumes without loss), and unavailable past
+``task_timeout_ms`` (the thread fails with TaskTimeoutError within a bound, and ``close()``
+completes). The oracle is the counting application's (failure_oracle.py): every key's
+read_committed output is exactly 1..n and the store holds n, after a restart where one was
+needed."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+
+import pytest
+
+from airflow_stateful_provider.streams import KafkaStreamsState
+from airflow_stateful_provider.streams.errors import TaskTimeoutError
+from tests.integration.failure_oracle import CountingApp, assert_exact, produce_numbered
+from tools.kafka.cluster import LocalKafkaCluster
+from tools.waits import wait_progressing, wait_until
+
+pytestmark = pytest.mark.kafka
+
+#: How long the whole cluster stays down while the instance keeps running.
+OUTAGE_SECONDS = 60
+#: A task timeout short enough for the test, long enough for the brokers to be back first.
+TASK_TIMEOUT_MS = 15_000
+#: Each transactional call's bound (the producer's max_block_ms) in these tests.
+CALL_BOUND_MS = 5_000
+RECORDS = 20_000
+KEYS = 50
+
+
+@pytest.fixture
+def cluster(kafka_cluster: LocalKafkaCluster):
+    """The module's cluster, made whole again after the test."""
+    yield kafka_cluster
+    _start_stopped(kafka_cluster)
+    kafka_cluster.wait_healthy()
+
+
+def _start_stopped(cluster: LocalKafkaCluster) -> None:
+    """Start every stopped node at once: one node alone has no controller quorum to join."""
+    cluster.start_nodes()
+
+
+def _kill_all(cluster: LocalKafkaCluster) -> None:
+    for node_id in list(cluster.nodes):
+        cluster.kill_node(node_id)
+
+
+def counting_app(cluster: LocalKafkaCluster, tmp_path, **config) -> CountingApp:
+    app = CountingApp(cluster.bootstrap_servers, uuid.uuid4().hex[:8], tmp_path, processing_guarantee="exactly_once_v2",
+                      replication_factor=3, commit_interval_ms=200, **config)
+    app.create_topics(replication_factor=3)
+    return app
+
+
+def test_an_instance_starts_while_a_bootstrap_broker_is_down(cluster, tmp_path):
+    """A redeploy during a broker's patch: the first bootstrap broker is down, the others answer."""
+    app = counting_app(cluster, tmp_path)
+    expected = produce_numbered(cluster.bootstrap_servers, app.input, 2_000, KEYS, start_ms=int(time.time() * 1000))
+    app.run_to_end()  # the internal topics exist (RF 3 needs three live brokers to create them)
+    first, *others = sorted(cluster.nodes)
+    cluster.stop_node(first)
+    live = ",".join(cluster.node(n).address for n in others)
+    more = produce_numbered(live, app.input, 2_000, KEYS, start_ms=int(time.time() * 1000))
+    expected = {key: expected.get(key, 0) + more.get(key, 0) for key in {*expected, *more}}
+    app.bootstrap_servers = live
+    app.run_to_end(bootstrap_servers=[cluster.node(first).address, *[cluster.node(n).address for n in others]])
+    assert_exact(app.outputs_per_key(), app.store_counts(), expected)
+
+
+def test_the_whole_cluster_down_for_a_minute_then_processing_resumes_exactly(cluster, tmp_path):
+    app = counting_app(cluster, tmp_path, task_timeout_ms=300_000)
+    expected = produce_numbered(cluster.bootstrap_servers, app.input, RECORDS, KEYS, start_ms=int(time.time() * 1000))
+    streams = app.streams(producer_configs={"max_block_ms": CALL_BOUND_MS})
+    seen: list[BaseException] = []
+    streams.set_uncaught_exception_handler(seen.append)
+    streams.start()
+    try:
+        wait_progressing(lambda: app.committed_total() >= RECORDS // 4, app.committed_total,
+                         "a quarter of the input committed", measure="committed input offsets")
+        _kill_all(cluster)
+        down_at = time.monotonic()
+        waited: set[str] = set()
+        while time.monotonic() - down_at < OUTAGE_SECONDS:
+            assert streams.state in (KafkaStreamsState.RUNNING, KafkaStreamsState.REBALANCING), \
+                f"the instance left RUNNING while the brokers were down: {streams.state} {seen}"
+            waited.update(f"{t.kafka_waits.current.call}" for t in streams.threads if t.kafka_waits.current)
+            time.sleep(0.5)
+        print(f"\nwhile the cluster was down the thread waited in: {sorted(waited)}", file=sys.stderr)
+        _start_stopped(cluster)
+        back_at = time.monotonic()
+        committed_at_return = app.committed_total()
+        wait_until(lambda: app.committed_total() > committed_at_return, 60,
+                   "processing to resume within 60 s of the brokers being back",
+                   lambda: f"state {streams.state}, waits {[t.kafka_waits.current for t in streams.threads]}")
+        print(f"processing resumed {time.monotonic() - back_at:.1f} s after the brokers were back", file=sys.stderr)
+        wait_progressing(lambda: app.committed_total() >= RECORDS, app.committed_total, "every record committed",
+                         measure="committed input offsets", context=lambda: f"state {streams.state}")
+        assert not seen, seen
+    finally:
+        assert streams.close(timeout=60)
+    assert waited, "the stream thread never showed a wait on Kafka while the whole cluster was down"
+    assert_exact(app.outputs_per_key(), app.store_counts(), expected)
+
+
+def test_the_cluster_down_past_the_task_timeout_fails_the_thread_in_bounded_time_and_loses_nothing(cluster,
+                                                                                                  tmp_path):
+    app = counting_app(cluster, tmp_path)
+    expected = produce_numbered(cluster.bootstrap_servers, app.input, RECORDS, KEYS, start_ms=int(time.time() * 1000))
+    streams = app.streams(task_timeout_ms=TASK_TIMEOUT_MS,
+                          producer_configs={"max_block_ms": CALL_BOUND_MS, "bootstrap_timeout_ms": CALL_BOUND_MS})
+    seen: list[BaseException] = []
+    streams.set_uncaught_exception_handler(seen.append)
+    streams.start()
+    try:
+        wait_progressing(lambda: app.committed_total() >= RECORDS // 4, app.committed_total,
+                         "a quarter of the input committed", measure="committed input offsets")
+        _kill_all(cluster)
+        down_at = time.monotonic()
+        # the work in hand cannot commit: the transaction fails, the producer is replaced,
+        # which is retried until the task timeout (each attempt at most its bounds)
+        bound = (TASK_TIMEOUT_MS + 4 * CALL_BOUND_MS) / 1000 + 30
+        wait_until(lambda: streams.state is KafkaStreamsState.ERROR, bound,
+                   "the thread to fail past the task timeout", lambda: f"state {streams.state}, waits "
+                   f"{[t.kafka_waits.current for t in streams.threads]}")
+        took = time.monotonic() - down_at
+        print(f"\nthe thread failed {took:.1f} s after the cluster went down (task_timeout_ms {TASK_TIMEOUT_MS})",
+              file=sys.stderr)
+    finally:
+        closing = time.monotonic()
+        closed = streams.close(timeout=30)
+    assert closed and time.monotonic() - closing < 35
+    assert len(seen) == 1 and isinstance(seen[0], TaskTimeoutError), seen
+    assert f"task_timeout_ms={TASK_TIMEOUT_MS}" in str(seen[0]) and seen[0].call, seen[0]
+    assert took >= TASK_TIMEOUT_MS / 1000
+    _start_stopped(cluster)
+    cluster.wait_healthy()
+    app.run_to_end()  # a new instance on the same state directory finishes the input
+    assert_exact(app.outputs_per_key(), app.store_counts(), expected)
