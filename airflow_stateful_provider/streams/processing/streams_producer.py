@@ -43,6 +43,7 @@ from airflow_stateful_provider.streams.kafka.transactional_calls import (
     commit_transaction_within,
     discard_unsent_records,
     keep_requests_of_unreachable_coordinators,
+    retry_transactional_requests_sooner,
     send_offsets_to_transaction_within,
 )
 from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWaits
@@ -120,6 +121,7 @@ class StreamsProducer:
         producer = self._factory(client_id=self._client_id, transactional_id=self.transactional_id)
         try:
             keep_requests_of_unreachable_coordinators(producer)
+            retry_transactional_requests_sooner(producer)
             producer.init_transactions()
         except BaseException:
             _close_quietly(producer)

@@ -55,3 +55,24 @@ def test_installed_once_and_other_errors_still_raise():
 
 def test_a_producer_without_a_sender_is_left_alone():
     keep_requests_of_unreachable_coordinators(types.SimpleNamespace())
+
+
+def test_a_transactional_producer_retries_its_requests_after_20_ms_not_its_retry_backoff():
+    from kafka import KafkaProducer
+
+    from airflow_stateful_provider.streams.kafka.transactional_calls import (
+        TRANSACTIONAL_RETRY_BACKOFF_MS,
+        retry_transactional_requests_sooner,
+    )
+
+    # kafka-python 3.0.12's sender: its own copy of the producer's settings
+    transactional = types.SimpleNamespace(_sender=types.SimpleNamespace(
+        config={"retry_backoff_ms": 100, "transaction_manager": object()}))
+    retry_transactional_requests_sooner(transactional)
+    assert transactional._sender.config["retry_backoff_ms"] == TRANSACTIONAL_RETRY_BACKOFF_MS == 20
+
+    idempotent_only = types.SimpleNamespace(_sender=types.SimpleNamespace(
+        config={"retry_backoff_ms": 100, "transaction_manager": None}))
+    retry_transactional_requests_sooner(idempotent_only)
+    assert idempotent_only._sender.config["retry_backoff_ms"] == 100
+    assert KafkaProducer.DEFAULT_CONFIG["retry_backoff_ms"] == 100  # what kafka-python would wait
