@@ -32,7 +32,7 @@ def cluster(kafka_cluster: LocalKafkaCluster):
             kafka_cluster.thaw_node(node.node_id)
         if not node.running:
             kafka_cluster.start_node(node.node_id)
-    kafka_cluster.wait_healthy()
+    kafka_cluster.wait_healthy(None)
 
 
 def _java_string_hash(text: str) -> int:

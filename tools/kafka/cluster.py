@@ -464,10 +464,12 @@ class LocalKafkaCluster:
         """The node id of ``transactional_id``'s transaction coordinator."""
         return self._coordinator(transactional_id, TRANSACTION, timeout)
 
-    def partitions(self, topics: Iterable[str], timeout: float = 30.0) -> dict[tuple[str, int], PartitionState]:
-        """Leader, replicas and in-sync replicas of every partition of ``topics`` (that exist),
-        asked again within ``timeout`` while a node just stopped is still in the metadata."""
-        names = list(topics)
+    def partitions(self, topics: Iterable[str] | None, timeout: float = 30.0,
+                   ) -> dict[tuple[str, int], PartitionState]:
+        """Leader, replicas and in-sync replicas of every partition of ``topics`` (that exist;
+        None: every topic), asked again within ``timeout`` while a node just stopped is still in
+        the metadata."""
+        names = None if topics is None else list(topics)
 
         def ask() -> list[dict[str, Any]]:
             with self.admin() as admin:
@@ -536,14 +538,15 @@ class LocalKafkaCluster:
         self._retry(elected, timeout - (time.monotonic() - began), f"node {to_node} to lead {topic}-{partition}")
         return time.monotonic() - began
 
-    def wait_healthy(self, topics: Iterable[str] = (), timeout: float = 120.0) -> float:
-        """Until every node is registered and every partition of ``topics`` and of the internal
-        topics (those that exist) has a leader and all its replicas in sync; returns the seconds
-        waited. Only meaningful with every node running and thawed."""
+    def wait_healthy(self, topics: Iterable[str] | None = (), timeout: float = 120.0) -> float:
+        """Until every node is registered and every partition of ``topics`` (None: of every
+        topic) and of the internal topics (those that exist) has a leader and all its replicas
+        in sync; returns the seconds waited. Only meaningful with every node running and thawed."""
         stopped = [n.node_id for n in self.nodes.values() if not n.running or n.frozen]
         if stopped:
             raise ClusterError(f"nodes {stopped} are stopped or frozen: the cluster cannot become healthy")
-        names = [*INTERNAL_TOPICS, *topics]
+        wanted = None if topics is None else list(topics)
+        names = None if wanted is None else [*INTERNAL_TOPICS, *wanted]
         began = time.monotonic()
         unhealthy: dict[str, Any] = {}
 
@@ -554,7 +557,7 @@ class LocalKafkaCluster:
             if brokers != set(self.nodes):
                 unhealthy["registered brokers"] = sorted(brokers)
             states = self.partitions(names)
-            for topic in topics:
+            for topic in wanted or ():
                 if not any(t == topic for t, _ in states):
                     unhealthy[topic] = "missing"
             unhealthy.update({f"{t}-{p}": s for (t, p), s in states.items() if not s.fully_replicated})
@@ -589,11 +592,13 @@ def _main(argv: list[str] | None = None) -> int:
             if not pid_files:
                 print(f"no cluster node is running from {args.dir}", file=sys.stderr)
             pids = [int(pid_file.read_text()) for pid_file in pid_files]
-            for pid in pids:  # thawed first, then all at once, so the nodes stop side by side
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGCONT)
+            for sig in (signal.SIGCONT, signal.SIGTERM):  # thawed, then all at once: they stop side by side
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, sig)
+            deadline = time.monotonic() + CLUSTER_STOP_GRACE_SECONDS
             for pid, pid_file in zip(pids, pid_files, strict=True):
-                terminate(pid, wait_pid(pid))
+                terminate(pid, wait_pid(pid), grace=max(0.1, deadline - time.monotonic()))
                 pid_file.unlink(missing_ok=True)
     except BrokerError as exc:
         print(f"error: {exc}", file=sys.stderr)

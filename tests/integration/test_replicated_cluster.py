@@ -1,0 +1,298 @@
+"""Routine Kafka operations under a running exactly-once application (issue 33's scenario).
+
+Two instance processes of a per-key counting topology (tests.integration.topologies:
+configured_counts, exactly_once_v2) run on the 3-node cluster (tools/kafka/cluster.py:
+replication factor 3, min.insync.replicas 2) while input keeps arriving, and the brokers go
+through what operators and managed services do to them: a rolling restart of every node with
+SIGTERM, one node killed with SIGKILL, the application's group coordinator killed, each
+transaction coordinator of its producers killed, partition leaders moved, and the group
+coordinator frozen (SIGSTOP) longer than both the broker and the consumer session timeouts,
+then thawed.
+
+Oracle:
+- every key's output, read ``read_committed``, is exactly 1..n, n being the key's records in
+  the input topic (what the brokers acknowledged, read back at the end);
+- neither instance ends (the runner exits when its instance goes to ERROR), and both stop
+  cleanly (exit 0) at the end;
+- the group's committed offsets move again within 60 s of a node coming back (started again,
+  or thawed), and also within 60 s of a node stopping or being killed (two of three nodes
+  keep every partition available): waited for on that progress, never a fixed sleep. The
+  longest pause between two advances of the committed offsets around each event is printed.
+
+When the committed offsets stop moving, the instances are sent SIGABRT with Python's fault
+handler on: the failure shows every thread's stack (where each waited) and the status
+documents' blocked threads.
+"""
+
+from __future__ import annotations
+
+import collections
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+from kafka import KafkaProducer
+
+from airflow_stateful_provider.streams.processing.streams_producer import transactional_id
+from tests.integration.counts_input import counts_input
+from tools.instances import InstanceProcess
+from tools.kafka.cluster import LocalKafkaCluster
+from tools.kafka.topics import create_topics, end_offsets, read_all, read_committed_offsets
+from tools.waits import wait_for_commits, wait_until
+
+pytestmark = pytest.mark.kafka
+
+TOPOLOGY = "tests.integration.topologies:configured_counts"
+PARTITIONS = 4
+KEYS = 200
+#: input records per second while the brokers go through the events
+RATE = 100
+#: the consumers' session timeout; the frozen broker stays frozen longer than this and the broker's (9 s)
+SESSION_TIMEOUT_MS = 10_000
+FREEZE_SECONDS = 20
+#: processing must move again within this long after each event
+RESUME_SECONDS = 60
+
+
+class InputFlow(threading.Thread):
+    """Sends numbered records (counts_input) at RATE per second with one idempotent acks=all
+    producer until stopped. Records the brokers refused are counted, not retried: the oracle
+    is the input topic as read back at the end."""
+
+    def __init__(self, bootstrap_servers: str, topic: str) -> None:
+        super().__init__(daemon=True, name="input-flow")
+        self.bootstrap_servers, self.topic = bootstrap_servers, topic
+        self.sent = self.failed = 0
+        self.error: BaseException | None = None
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        try:
+            producer = KafkaProducer(bootstrap_servers=self.bootstrap_servers, acks="all", enable_idempotence=True,
+                                     linger_ms=5)
+            try:
+                started, n = time.monotonic(), 0
+                while not self._stop_event.is_set():
+                    due = int((time.monotonic() - started) * RATE)
+                    if due > n:
+                        for key, value in counts_input(n, due - n, KEYS):
+                            producer.send(self.topic, key=key.encode(), value=value.encode()).add_errback(
+                                self._failed)
+                        self.sent = n = due
+                    self._stop_event.wait(0.05)
+                producer.flush(timeout=120)
+            finally:
+                producer.close(timeout=30)
+        except BaseException as exc:  # noqa: BLE001 - reported by stop()
+            self.error = exc
+
+    def _failed(self, _error: Exception) -> None:
+        self.failed += 1
+
+    def cancel(self) -> None:
+        self._stop_event.set()
+
+    def stop(self) -> None:
+        self.cancel()
+        self.join(180)
+        assert not self.is_alive(), "the input producer did not finish within 180 s"
+        assert self.error is None, f"the input producer failed: {self.error!r}"
+
+
+class CommitWatch(threading.Thread):
+    """Samples the group's committed offsets on the input topic twice a second (through the
+    nodes that answer at the time; a sample the cluster cannot give now is skipped) and keeps
+    when they advanced."""
+
+    def __init__(self, cluster: LocalKafkaCluster, group: str, topic: str) -> None:
+        super().__init__(daemon=True, name="commit-watch")
+        self.cluster, self.group, self.topic = cluster, group, topic
+        self.total = 0
+        #: monotonic times at which the committed total grew
+        self.advances: list[float] = []
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(0.5):
+            try:
+                with self.cluster.admin() as admin:
+                    total = sum(read_committed_offsets(admin, self.group, self.topic).values())
+            except Exception:  # noqa: BLE001 - no answer right now is what the events cause; skipped
+                continue
+            if total > self.total:
+                self.total = total
+                self.advances.append(time.monotonic())
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(30)
+
+    def advanced_since(self, moment: float) -> bool:
+        return bool(self.advances) and self.advances[-1] > moment
+
+    def longest_pause(self, start: float, end: float) -> float:
+        """The longest time in [start, end] without an advance of the committed offsets."""
+        moments = [start, *(t for t in self.advances if start < t < end), end]
+        return max(b - a for a, b in zip(moments, moments[1:], strict=False))
+
+
+class Scenario:
+    def __init__(self, cluster: LocalKafkaCluster, app: str, source: str, instances: list[InstanceProcess],
+                 watch: CommitWatch) -> None:
+        self.cluster, self.app, self.source, self.instances, self.watch = cluster, app, source, instances, watch
+        #: event -> longest pause of the committed offsets (seconds)
+        self.pauses: dict[str, float] = {}
+
+    def check_running(self) -> None:
+        for instance in self.instances:
+            instance.check_alive()
+
+    def wait_progress(self, what: str, since: float) -> float:
+        """Until the committed offsets advance after ``since`` (both instances alive), at most
+        RESUME_SECONDS; on a stall the instances dump their threads' stacks into the failure."""
+        try:
+            return wait_until(lambda: (self.check_running(), self.watch.advanced_since(since))[1], RESUME_SECONDS,
+                              f"the committed offsets to move {what}", interval=0.25)
+        except AssertionError as stalled:
+            raise AssertionError(f"{stalled}\n{self.diagnose()}") from None
+
+    def diagnose(self) -> str:
+        """Every thread's stack of each running instance (SIGABRT with the fault handler on),
+        the status documents' view, the cluster's partitions and the nodes' logs."""
+        lines = [f"committed total {self.watch.total}; partitions "
+                 f"{self.cluster.partitions([self.source, '__consumer_offsets', '__transaction_state'])}"]
+        try:
+            from airflow_stateful_provider.streams import fetch_application_status
+
+            status = fetch_application_status(self.cluster.bootstrap_servers, self.app, timeout_ms=10_000)
+            for instance in status.instances:
+                lines.append(f"status of {instance.instance_id}: {instance.state}, threads {instance.threads}")
+        except Exception as exc:  # noqa: BLE001 - diagnostics only
+            lines.append(f"(no status document: {exc!r})")
+        for instance in self.instances:
+            if instance.alive():
+                instance.process.send_signal(signal.SIGABRT)
+                instance.process.wait(30)
+            lines.append(f"----- {instance.name}\n{instance.log_tail(150)}")
+        lines.append(self.cluster.logs(10))
+        return "\n".join(lines)
+
+    def event(self, name: str, away: Callable[[], object], back: Callable[[], object] | None = None, *,
+              progress_while_away: bool = True) -> None:
+        """``away`` takes a node away (or changes the cluster), ``back`` brings it back; the
+        committed offsets must move within RESUME_SECONDS after each (after ``away`` only with
+        ``progress_while_away``: two of three nodes keep the cluster available)."""
+        self.check_running()
+        began = time.monotonic()
+        away()
+        if progress_while_away:
+            self.wait_progress(f"after {name}", time.monotonic())
+        if back is not None:
+            back()
+            self.cluster.wait_healthy(None)  # every topic in sync again before the next event
+            self.wait_progress(f"after the node came back ({name})", time.monotonic())
+        self.pauses[name] = self.watch.longest_pause(began, time.monotonic())
+        print(f"{name}: longest pause of the committed offsets {self.pauses[name]:.1f}s "
+              f"(event took {time.monotonic() - began:.1f}s)", flush=True)
+
+
+@pytest.mark.timeout(1500)  # a dozen events of up to 2 minutes each on a loaded machine (usually 5-8 minutes)
+def test_exactly_once_through_rolling_restarts_coordinator_loss_leader_moves_and_a_frozen_broker(
+        kafka_cluster: LocalKafkaCluster, tmp_path, monkeypatch):
+    cluster = kafka_cluster
+    cluster.wait_healthy()
+    monkeypatch.setenv("PYTHONFAULTHANDLER", "1")  # the instances dump their stacks on SIGABRT
+    app = f"replicated-{uuid.uuid4().hex[:8]}"
+    source, sink = f"{app}-in", f"{app}-out"
+    create_topics(cluster.bootstrap_servers, {source: PARTITIONS, sink: PARTITIONS}, replication_factor=3)
+    cluster.wait_healthy([source, sink])
+
+    names = ["a", "b"]
+    instances = [InstanceProcess(TOPOLOGY, {
+        "application_id": app, "bootstrap_servers": cluster.bootstrap_servers,
+        "state_dir": str(tmp_path / name / "state"), "instance_id": name,
+        "processing_guarantee": "exactly_once_v2", "app_configs": {"input": source, "output": sink},
+        "consumer_configs": {"session_timeout_ms": SESSION_TIMEOUT_MS}}, tmp_path, name) for name in names]
+    flow = InputFlow(cluster.bootstrap_servers, source)
+    watch = CommitWatch(cluster, app, source)
+    scenario = Scenario(cluster, app, source, instances, watch)
+    try:
+        for instance in instances:
+            instance.start()
+        flow.start()
+        watch.start()
+        scenario.wait_progress("once the instances run", time.monotonic())
+        wait_until(lambda: (scenario.check_running(), watch.total >= 3 * RATE)[1], 120,
+                   f"{3 * RATE} records committed before the first event")
+
+        for node in sorted(cluster.nodes):  # rolling restart
+            scenario.event(f"SIGTERM node {node}", lambda n=node: cluster.stop_node(n),
+                           lambda n=node: cluster.start_node(n))
+        victim = cluster.leader(source, 0)
+        scenario.event(f"SIGKILL node {victim} (leader of {source}-0)", lambda: cluster.kill_node(victim),
+                       lambda: cluster.start_node(victim))
+        coordinator = cluster.group_coordinator(app)
+        scenario.event(f"SIGKILL group coordinator node {coordinator}", lambda: cluster.kill_node(coordinator),
+                       lambda: cluster.start_node(coordinator))
+        transaction_coordinators = sorted({cluster.transaction_coordinator(transactional_id(app, name, 1))
+                                           for name in names})
+        for node in transaction_coordinators:
+            scenario.event(f"SIGKILL transaction coordinator node {node}", lambda n=node: cluster.kill_node(n),
+                           lambda n=node: cluster.start_node(n))
+
+        def move_leaders() -> None:
+            for topic in (source, sink):
+                states = cluster.partitions([topic])
+                leader = states[(topic, 0)].leader
+                cluster.move_leader(topic, 0, next(n for n in states[(topic, 0)].isr if n != leader))
+
+        scenario.event(f"leaders of {source}-0 and {sink}-0 moved", move_leaders)
+        coordinator = cluster.group_coordinator(app)
+
+        def freeze() -> None:
+            cluster.freeze_node(coordinator)
+            time.sleep(FREEZE_SECONDS)  # the event itself: frozen past the session timeouts
+
+        # The event ends when the node is thawed: processing must move within 60 s of that
+        # (the longest pause printed includes the time frozen).
+        scenario.event(f"group coordinator node {coordinator} frozen {FREEZE_SECONDS}s",
+                       freeze, lambda: cluster.thaw_node(coordinator), progress_while_away=False)
+
+        flow.stop()
+        watch.stop()
+        print(f"input: {flow.sent} records sent, {flow.failed} refused by the brokers", flush=True)
+        ends = end_offsets(cluster.bootstrap_servers, source)
+        try:
+            wait_for_commits(lambda: _committed(cluster, app, source), ends, "every input record to be committed",
+                             instances)
+        except AssertionError as stalled:
+            raise AssertionError(f"{stalled}\n{scenario.diagnose()}") from None
+        codes = {instance.name: instance.stop() for instance in instances}
+        assert codes == {name: 0 for name in names}, "\n".join(i.log_tail() for i in instances)
+    finally:
+        flow.cancel()
+        watch.stop()
+        for instance in instances:
+            instance.ensure_stopped()
+
+    print("longest pause of the committed offsets per event:\n" +
+          "\n".join(f"  {name}: {pause:.1f}s" for name, pause in scenario.pauses.items()))
+    expected = collections.Counter(record.key.decode() for record in read_all(cluster.bootstrap_servers, source))
+    seen: dict[str, list[int]] = collections.defaultdict(list)
+    for record in read_all(cluster.bootstrap_servers, sink):
+        seen[record.key.decode()].append(int.from_bytes(record.value, "big", signed=True))
+    wrong = {key: counts for key, counts in seen.items() if counts != list(range(1, expected[key] + 1))}
+    assert set(seen) == set(expected) and not wrong, \
+        f"{len(wrong)} keys with output other than 1..n, e.g. {list(wrong.items())[:2]}; " \
+        f"keys missing {sorted(set(expected) - set(seen))[:5]}"
+
+
+def _committed(cluster: LocalKafkaCluster, group: str, topic: str) -> dict[int, int]:
+    with cluster.admin() as admin:
+        return read_committed_offsets(admin, group, topic)
+
+
+
