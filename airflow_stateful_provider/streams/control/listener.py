@@ -254,7 +254,7 @@ def _maintain(thread: Any, command: ControlCommand, now_ms: int) -> list[dict[st
             task.stores.flush()  # write record caches through first: nothing pending lands after the drop
         for entry in entries:
             rows.append({"task_id": str(task.id), "store": entry.name, "role": role,
-                         "result": _apply(entry, command.command_type, now_ms)})
+                         "result": _apply(task.stores, entry, command.command_type, now_ms, write_cutoff=running)})
         if running:
             if thread.commit([task], enforce_checkpoint=True) is None:
                 log.info("%s: checkpoint of %s after %s deferred to the next commit (rebalancing)",
@@ -265,10 +265,14 @@ def _maintain(thread: Any, command: ControlCommand, now_ms: int) -> list[dict[st
     return rows
 
 
-def _apply(entry: Any, command_type: str, now_ms: int) -> dict[str, Any]:
+def _apply(stores: Any, entry: Any, command_type: str, now_ms: int, *, write_cutoff: bool) -> dict[str, Any]:
+    """One store's maintenance. Retention of a running active's store also writes the cut-off
+    into its changelog (committed right after, by the caller); a standby, a warmup or a
+    restoring active only applies it locally (the active's marker reaches them by the changelog)."""
     store = entry.raw
     if command_type == "enforce_retention":
-        return store.enforce_retention(now_ms).as_dict()
+        result: dict[str, Any] = stores.enforce_retention(entry.name, now_ms, write_cutoff=write_cutoff)
+        return result
     compact = getattr(store, "compact", None)
     if compact is None:
         return {"skipped": "in-memory store: nothing to compact"}

@@ -41,6 +41,7 @@ from airflow_stateful_provider.streams.serdes import resolve_serde
 from airflow_stateful_provider.streams.snapshots.taking import StoreToSnapshot
 from airflow_stateful_provider.streams.state.common.builder import StoreBuilder, StoreContext
 from airflow_stateful_provider.streams.state.common.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.cutoff import encode_cutoff
 from airflow_stateful_provider.streams.state.common.kind import StoreKind
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
@@ -270,6 +271,29 @@ class TaskStateManager:
             if entry.changelog == partition:
                 return entry
         raise StreamsError(f"task {self.task_id} has no store logged to {partition}")
+
+    # ------------------------------------------------------------------ maintenance
+
+    def enforce_retention(self, name: str, now_ms: int, *, write_cutoff: bool) -> dict[str, Any]:
+        """Retention on the store ``name`` as of ``now_ms`` (its result as a dict). With
+        ``write_cutoff`` (a running active task) a store whose cut-off moved and that has a
+        changelog gets the cut-off marker written there (state/common/cutoff.py), through the
+        task's collector: in the open transaction under exactly-once, flushed by the next
+        commit under at-least-once. A restore, a standby and a snapshot's tail then reach the
+        same cut-off. Call it after :meth:`flush` (nothing cached lands after the drop)."""
+        entry = self._entry(name)
+        raw = entry.raw
+        before = raw.retention_cutoff
+        result = raw.enforce_retention(now_ms)
+        written = 0
+        if write_cutoff and entry.changelog is not None and result.cutoff_ms is not None \
+                and (before is None or result.cutoff_ms > before):
+            topic, partition = entry.changelog
+            self._collector.send_bytes(topic, raw.cutoff_marker_key, encode_cutoff(result.cutoff_ms),
+                                       result.cutoff_ms, partition=partition)
+            written = 1
+        done: dict[str, Any] = dataclasses.replace(result, changelog_records_written=written).as_dict()
+        return done
 
     # ------------------------------------------------------------------ restoration
 

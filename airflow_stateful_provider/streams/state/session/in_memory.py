@@ -118,6 +118,12 @@ class InMemorySessionStore(InMemoryStore, SessionStoreBase):
         return result
 
     def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
+        """Replay changelog records, applying the retention cut-off markers among them where
+        they stand (common/cutoff.py). Returns how many records were applied."""
+        self._check_open()
+        return self._restore_runs(records, self._restore_run)
+
+    def _restore_run(self, records: Iterable[ChangelogRecord]) -> int:
         self._check_open()
         batch_records = [r for r in records if r.key is not None]
         sessions = []
