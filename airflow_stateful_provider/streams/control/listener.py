@@ -260,7 +260,11 @@ def _maintain(thread: Any, command: ControlCommand, now_ms: int) -> list[dict[st
                 log.info("%s: checkpoint of %s after %s deferred to the next commit (rebalancing)",
                          thread.name, task.id, command.command_type)
         else:
+            # a standby or a restoring active: the local drop is committed state at once (it only
+            # applies what the active's marker brings through the changelog anyway); under
+            # exactly-once a drop left in the transaction buffer would block the next restore
             task.stores.flush()
+            task.stores.commit_transaction()
             task.stores.checkpoint({}, force=True)
     return rows
 
