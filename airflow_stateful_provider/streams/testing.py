@@ -321,7 +321,8 @@ class TopologyTestDriver:
         rows = []
         for task in self._tasks:
             manager, _ = self._task_of_store_manager(task)
-            entries = [e for e in manager.entries() if e.kind.maintainable and (wanted is None or e.name in wanted)]
+            entries = [e for e in manager.entries() if (e.kind.maintainable or e.retention is not None)
+                       and (wanted is None or e.name in wanted)]
             if not entries:
                 continue
             manager.flush()

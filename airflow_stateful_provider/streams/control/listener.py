@@ -47,7 +47,12 @@ CONTROL_POLL_MS = 200
 def maintainable_stores(topology: Any) -> list[str]:
     """Names of the topology's stores that maintenance acts on: those of a maintainable kind
     (session and versioned stores)."""
-    return [name for name in topology.store_names if topology.store_builder(name).kind.maintainable]
+    return [name for name in topology.store_names if _maintainable(topology.store_builder(name))]
+
+
+def _maintainable(builder: Any) -> bool:
+    """Session and versioned stores, and key-value stores with a time to live."""
+    return bool(builder.kind.maintainable or getattr(builder, "time_to_live_ms", None))
 
 
 class ControlListener:
@@ -245,7 +250,7 @@ def _maintain(thread: Any, command: ControlCommand, now_ms: int) -> list[dict[st
     rows: list[dict[str, Any]] = []
     for task, role in _holders(thread):
         entries_of = getattr(task.stores, "entries", None)  # a stateless task has no TaskStateManager
-        entries = [e for e in (entries_of() if entries_of else []) if e.kind.maintainable
+        entries = [e for e in (entries_of() if entries_of else []) if _maintainable(e.builder)
                    and (command.stores is None or e.name in command.stores)]
         if not entries:
             continue

@@ -8,6 +8,7 @@ from typing import Any, Protocol, cast
 
 from airflow_stateful_provider.streams.dsl.change import Change
 from airflow_stateful_provider.streams.dsl.dropped import log_dropped
+from airflow_stateful_provider.streams.dsl.expiry import KeyExpiry
 from airflow_stateful_provider.streams.processor import Processor, Record, trusted_record
 from airflow_stateful_provider.streams.state.common.segments import segment_clock
 from airflow_stateful_provider.streams.state.session.store import session_segment_interval
@@ -36,10 +37,13 @@ class StreamAggregateProcessor(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self._store = context.get_state_store(self._store_name)
+        self._expiry = KeyExpiry(context, self._store, self._store_name)
 
     def process(self, record: Record) -> None:
         if record.key is None or record.value is None:
             log_dropped(self.context, "null-key-or-value", "an aggregation needs a key and a value")
+            return
+        if self._expiry.active and self._expiry.dropped(record):
             return
         old = self._store.get(record.key)
         agg = self._initializer() if old is None else old

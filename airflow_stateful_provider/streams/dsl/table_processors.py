@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.dsl.change import Change
 from airflow_stateful_provider.streams.dsl.dropped import log_dropped
+from airflow_stateful_provider.streams.dsl.expiry import KeyExpiry
 from airflow_stateful_provider.streams.processor import Processor, Record
 from airflow_stateful_provider.streams.state.common.segments import segment_clock
 from airflow_stateful_provider.streams.state.versioned.store import NOT_PUT, VALID_TO_UNDEFINED
@@ -34,6 +35,7 @@ class KTableSourceProcessor(Processor):
         super().init(context)
         self._store = context.get_state_store(self._store_name)
         self._clock = segment_clock(self._store) if self._versioned else None
+        self._expiry = None if self._versioned else KeyExpiry(context, self._store, self._store_name)
 
     def process(self, record: Record) -> None:
         if record.key is None:
@@ -50,6 +52,9 @@ class KTableSourceProcessor(Processor):
             is_latest = result == PUT_RETURN_CODE_VALID_TO_UNDEFINED
             self.context.forward(record.with_value(Change(record.value, old_value, is_latest)))
         else:
+            expiry = self._expiry
+            if expiry is not None and expiry.active and expiry.dropped(record):
+                return
             old_value = store.get(record.key)
             store.put(record.key, record.value)
             self.context.forward(record.with_value(Change(record.value, old_value, True)))

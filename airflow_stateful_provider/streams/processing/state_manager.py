@@ -69,6 +69,7 @@ class StoreEntry:
     persistent: bool
     changelog: TopicPartition | None  # None when logging is disabled
     cache: Any = None  # the record cache in the stack, if any (flush_cache() before flushing)
+    retention: Any = None  # where retention is enforced when not on ``raw`` (BuiltStore.retention)
 
     @property
     def kind(self) -> StoreKind:
@@ -282,6 +283,12 @@ class TaskStateManager:
         commit under at-least-once. A restore, a standby and a snapshot's tail then reach the
         same cut-off. Call it after :meth:`flush` (nothing cached lands after the drop)."""
         entry = self._entry(name)
+        if entry.retention is not None:  # a key-value store's time to live: deletes are logged
+            if not write_cutoff:
+                return {"skipped": "time to live: applied by the active task, its deletes reach this copy "
+                                   "through the changelog"}
+            ttl: dict[str, Any] = entry.retention.enforce_retention(now_ms).as_dict()
+            return ttl
         raw = entry.raw
         before = raw.retention_cutoff
         result = raw.enforce_retention(now_ms)
@@ -430,7 +437,8 @@ class TaskStateManager:
             set_record_timestamp=self._set_timestamp_override,
             cache_max_bytes=cache_bytes // config.num_stream_threads if cache_bytes > 0 else None,
         ))
-        return StoreEntry(builder.name, builder, built.raw, built.typed, persistent, changelog, built.cache)
+        return StoreEntry(builder.name, builder, built.raw, built.typed, persistent, changelog, built.cache,
+                          built.retention)
 
     def _is_persistent(self, builder: StoreBuilder) -> bool:
         return is_persistent_store(builder, self._config, self._store_type)

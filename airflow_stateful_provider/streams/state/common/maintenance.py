@@ -78,6 +78,8 @@ class RetentionResult(_AsDict):
     #: the changelog (1 when an active task's logged store moved its cut-off, else 0)
     cutoff_ms: int | None = None
     changelog_records_written: int = 0
+    #: rows deleted one by one (key-value stores with a time to live: the expired keys)
+    rows_dropped: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

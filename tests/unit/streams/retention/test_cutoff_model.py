@@ -1,7 +1,8 @@
 """Property-based model test of retention with restarts (issue 34, TopologyTestDriver).
 
 Random interleavings of session clicks (several keys, in and out of order), versioned table
-updates and orders joined against them, maintenance runs (``enforce_retention``) at random
+updates and orders joined against them, updates and deletes of a key-value table with a time
+to live, maintenance runs (``enforce_retention``) at random
 ``now``, and restarts on a wiped state directory (a new instance restored from the
 changelogs, marker included). Oracle: a reference run of the same inputs and the same
 maintenance on one instance that never restarts. The outputs, the stores (every session;
@@ -29,7 +30,8 @@ HR = 600_000
 BASE = 1_700_000_000_000
 KEYS = ("a", "b", "c")
 KEY_SERDE = SessionWindowedSerde(S)
-STORES = ("sessions", "rates-store")
+STORES = ("sessions", "rates-store", "profiles")
+TTL = 2 * GAP
 
 
 def topology():
@@ -40,6 +42,8 @@ def topology():
     table = builder.table("rates", Consumed.with_(S, S), Materialized.as_versioned("rates-store", history_retention=HR))
     orders = builder.stream("orders", Consumed.with_(S, S))
     orders.join(table, lambda o, r: f"{o}@{r}").to("joined", Produced.with_(S, S))
+    profiles = builder.table("profiles", Consumed.with_(S, S), Materialized.as_("profiles").with_time_to_live(TTL))
+    profiles.to_stream().to("profiles-out", Produced.with_(S, S))
     return builder.build()
 
 
@@ -48,16 +52,17 @@ class Run:
 
     def __init__(self, store_type):
         self.store_type = store_type
-        self.outputs = {"counts": [], "joined": []}
+        self.outputs = {"counts": [], "joined": [], "profiles-out": []}
         self.dropped = {}
         self._start(None)
 
     def _start(self, changelogs):
         self.driver = TopologyTestDriver(topology(), store_type=self.store_type, changelogs=changelogs)
         d = self.driver
-        self.inputs = {t: d.create_input_topic(t, S, S) for t in ("clicks", "rates", "orders")}
+        self.inputs = {t: d.create_input_topic(t, S, S) for t in ("clicks", "rates", "orders", "profiles")}
         self.outs = {"counts": d.create_output_topic("counts", KEY_SERDE, Serdes.int64()),
-                     "joined": d.create_output_topic("joined", S, S)}
+                     "joined": d.create_output_topic("joined", S, S),
+                     "profiles-out": d.create_output_topic("profiles-out", S, S)}
 
     def _collect(self):
         for name, topic in self.outs.items():
@@ -74,8 +79,9 @@ class Run:
             self.driver.close()
             self._start(changelogs)
         else:
-            _, topic, key, ts = op
-            self.inputs[topic].pipe_input(key, f"{topic}-{ts}", ts)
+            _, topic, key, ts = op[:4]
+            deleted = len(op) > 4
+            self.inputs[topic].pipe_input(key, None if deleted else f"{topic}-{ts}", ts)
         self._collect()
 
     def _count_dropped(self):
@@ -92,9 +98,10 @@ class Run:
         as_of = {(k, t): _version(versioned.get(k, t)) for k in KEYS for t in probe_times}
         latest = {k: _version(versioned.get(k)) for k in KEYS}
         cutoff = self.driver.get_session_store("sessions").retention_cutoff
+        profiles = sorted((kv.key, kv.value) for kv in self.driver.get_key_value_store("profiles").all())
         self.driver.close()
         return {"outputs": self.outputs, "dropped": self.dropped, "sessions": sessions, "as_of": as_of,
-                "latest": latest, "cutoff": cutoff}
+                "latest": latest, "cutoff": cutoff, "profiles": profiles}
 
 
 def _version(found):
@@ -107,7 +114,8 @@ def scenarios(draw):
     ops = []
     clock = BASE
     for _ in range(draw(st.integers(5, 40))):
-        choice = draw(st.sampled_from(["clicks", "clicks", "rates", "orders", "maintain", "restart", "quiet"]))
+        choice = draw(st.sampled_from(["clicks", "clicks", "rates", "orders", "profiles", "profiles", "maintain",
+                                       "restart", "quiet"]))
         if choice == "quiet":
             clock += draw(st.sampled_from([GAP, 3 * GAP, 86_400_000]))
         elif choice == "maintain":
@@ -117,7 +125,10 @@ def scenarios(draw):
         else:
             clock += draw(st.integers(0, GAP))
             ts = clock - draw(st.sampled_from([0, 0, 0, GAP // 3, GAP, 2 * HR, 86_400_000]))
-            ops.append(("record", choice, draw(st.sampled_from(KEYS)), max(ts, 0)))
+            op = ("record", choice, draw(st.sampled_from(KEYS)), max(ts, 0))
+            if choice == "profiles" and draw(st.integers(0, 4)) == 0:
+                op += ("delete",)
+            ops.append(op)
     return ops
 
 
@@ -141,6 +152,7 @@ def _check(store_type, ops):
         horizon = max(cutoffs) - GAP
         assert all(end >= horizon for _, _, end, _ in reference["sessions"])
         assert reference["cutoff"] == max(cutoffs)
+        assert all(int(value.rsplit("-", 1)[1]) + TTL > max(cutoffs) for _, value in reference["profiles"])
 
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
