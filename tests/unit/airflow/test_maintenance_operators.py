@@ -186,7 +186,7 @@ def test_online_failure_names_failed_and_silent_instances_and_what_succeeded():
     assert "b failed: InvalidStoreError: boom" in message
     assert "no answer within 1s from ['c']" in message
     assert "Succeeded: a (1 store(s))" in message
-    assert "10 B -> 5 B in 0.25s" in message  # the table of what succeeded
+    assert "10 B -> 5 B (reclaimed 5 B) in 0.25s" in message  # the table of what succeeded
     assert hook.sent[0].now_ms is None and hook.sent[0].command_type == "compact"
 
 
@@ -208,7 +208,7 @@ def test_result_table():
     lines = result_table(rows).splitlines()
     assert lines[0].split() == ["INSTANCE", "TASK", "STORE", "ROLE", "RESULT"]
     assert lines[1].split(None, 4) == ["a", "0_0", "s", "active", "skipped: in-memory store: nothing to compact"]
-    assert lines[2].split(None, 4) == ["-", "0_1", "kv", "-", "2.0 KiB -> 1.0 KiB in 1.00s"]
+    assert lines[2].split(None, 4) == ["-", "0_1", "kv", "-", "2.0 KiB -> 1.0 KiB (reclaimed 1.0 KiB) in 1.00s"]
     assert result_table([]) == "(no store)"
 
 
@@ -408,3 +408,15 @@ def test_without_topology_inferred_checks_and_unchecked_notes():
 def test_unknown_application():
     with pytest.raises(AirflowException, match=f"unknown application '{APP}'"):
         changelog_operator(FakeAdmin({"x-status": (1, {})})).execute({})
+
+
+def test_the_retention_summary_reports_rows_segments_bytes_and_changelog_records():
+    from airflow_stateful_provider.operators.maintenance_report import result_table
+
+    result = {**RETENTION_RESULT, "rows_before": 120, "rows_after": 40, "segments_before": 3, "segments_after": 1,
+              "changelog_records_written": 1}
+    line = result_table([{"instance": "a", "task_id": "0_0", "store": "s", "role": "active", "result": result}])
+    assert "rows ~120 -> ~40; segments 3 -> 1; 4.0 KiB -> 2.0 KiB; 1 changelog record(s) written" in line
+    ttl = {**result, "segments_dropped": [], "rows_dropped": 7, "changelog_records_written": 8}
+    line = result_table([{"instance": "a", "task_id": "0_0", "store": "kv", "role": "active", "result": ttl}])
+    assert "expired 7 key(s)" in line and "segments" not in line and "8 changelog record(s) written" in line
