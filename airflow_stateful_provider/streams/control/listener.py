@@ -181,7 +181,8 @@ class ControlListener:
             unknown = [s for s in command.stores or () if s not in known]
             if unknown:
                 raise StreamsError(f"unknown store(s) {unknown}: the stores of instance {self.instance_id} that "
-                                   f"retention and compaction act on (session and versioned stores) are {known}")
+                                   f"retention and compaction act on (session and versioned stores, key-value "
+                                   f"stores with a time to live) are {known}")
             now_ms = command.now_ms if command.now_ms is not None else self._clock()
             action: Callable[[Any], Any] = lambda thread: _maintain(thread, command, now_ms)  # noqa: E731
         else:

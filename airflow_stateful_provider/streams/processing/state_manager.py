@@ -319,6 +319,8 @@ class TaskStateManager:
         entry = self.store_for_changelog(TopicPartition(partition[0], partition[1]))
         records = records if isinstance(records, list) else list(records)
         entry.raw.restore_batch(records)
+        if entry.retention is not None:
+            entry.retention.invalidate()  # a key-value TTL layer rebuilds its clock from the rows
         if not records:
             return 0
         if entry.changelog is not None:  # always: the entry was found by its changelog

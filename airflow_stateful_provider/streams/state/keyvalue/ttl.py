@@ -124,6 +124,12 @@ class TimeToLiveKeyValueStore:
         self._listener = listener
         return True
 
+    def invalidate(self) -> None:
+        """Rows arrived underneath (a restore batch): rebuild the clock and the queue at the
+        next use (a standby answering a query, then promoted, never works from a stale one)."""
+        self._built = False
+        self._cutoff = _NONE
+
     def _ensure_built(self) -> None:
         if self._built:
             return

@@ -141,3 +141,23 @@ def test_a_restored_store_keeps_stream_time_when_the_newest_key_was_deleted(inst
         instance.profiles.pipe_input("k3", "old", T + 30 * MIN - TTL)
         assert instance.expired() == 1
         assert instance.table() == [("k2", "v2")]
+
+
+def test_rows_restored_underneath_a_ttl_store_that_was_already_read_move_its_clock():
+    """A standby's store read by a query, then restored further: the layer rebuilds its clock
+    and expiry queue from the rows (the task's state manager invalidates it after each batch)."""
+    import struct
+
+    from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+    from airflow_stateful_provider.streams.state.keyvalue.in_memory import InMemoryKeyValueStore
+    from airflow_stateful_provider.streams.state.keyvalue.ttl import TimeToLiveKeyValueStore
+
+    raw = InMemoryKeyValueStore("kv")
+    ttl = TimeToLiveKeyValueStore(raw, TTL, lambda: 0)
+    stamp = struct.Struct(">q").pack
+    raw.restore_batch([ChangelogRecord(b"old", stamp(T) + b"1", T, 0)])
+    assert ttl.get(b"old") == b"1" and ttl.observed_stream_time == T
+    raw.restore_batch([ChangelogRecord(b"new", stamp(T + TTL) + b"2", T + TTL, 1)])
+    ttl.invalidate()
+    assert ttl.observed_stream_time == T + TTL
+    assert ttl.get(b"old") is None and ttl.get(b"new") == b"2"
