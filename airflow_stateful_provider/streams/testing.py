@@ -26,11 +26,12 @@ import tempfile
 from collections import deque
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import StreamsError
+from airflow_stateful_provider.streams.processing.in_memory_producer import InMemoryProducer, Produced
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.records import ConsumedRecord
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
@@ -75,69 +76,6 @@ class TestRecord:
         object.__setattr__(self, "headers", _as_headers(self.headers))
 
 
-@dataclasses.dataclass(frozen=True)
-class _Produced:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: tuple[tuple[str, bytes | None], ...]
-
-
-class _Metadata(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-
-
-class _Done:
-    """A send result whose callback runs at once (what a future does once acknowledged)."""
-
-    __slots__ = ("_metadata",)
-
-    def __init__(self, metadata: _Metadata) -> None:
-        self._metadata = metadata
-
-    def add_callback(self, fn: Any, *args: Any) -> _Done:
-        fn(*args, self._metadata) if args else fn(self._metadata)
-        return self
-
-    def add_errback(self, fn: Any, *args: Any) -> _Done:
-        return self
-
-
-class _InMemoryProducer:
-    """Captures everything the tasks produce (sinks, changelogs, dead letters)."""
-
-    def __init__(self) -> None:
-        self.pending: deque[_Produced] = deque()
-        self._offsets: dict[str, itertools.count] = {}
-
-    def send(
-        self,
-        topic: str,
-        value: bytes | None = None,
-        key: bytes | None = None,
-        headers: list[tuple[str, bytes | None]] | None = None,
-        partition: int | None = None,
-        timestamp_ms: int | None = None,
-    ) -> _Done:
-        offset = next(self._offsets.setdefault(topic, itertools.count()))
-        part = 0 if partition is None else partition
-        self.pending.append(
-            _Produced(topic, part, offset, key, value, timestamp_ms or 0, tuple(headers or ()))
-        )
-        return _Done(_Metadata(topic, part, offset))
-
-    def flush(self, timeout: float | None = None) -> None:
-        pass
-
-    def partitions_for(self, topic: str) -> set[int]:
-        return {0}
-
-
 class TopologyTestDriver:
     """Drives a topology deterministically, without a broker (see module docstring).
 
@@ -174,8 +112,8 @@ class TopologyTestDriver:
             self.config = self._make_config(config)
             self._wall_clock = _to_epoch_ms(initial_wall_clock_time)
             self._topology = topology
-            self._producer = _InMemoryProducer()
-            self._outputs: dict[str, deque[_Produced]] = {}
+            self._producer = InMemoryProducer()
+            self._outputs: dict[str, deque[Produced]] = {}
             #: every record written to a changelog topic, in order (changelog_records)
             self._changelogs: dict[str, list[ChangelogRecord]] = {}
             self._input_offsets: dict[str, itertools.count] = {}
@@ -471,7 +409,7 @@ class TopologyTestDriver:
                 return task.stores, task  # type: ignore[return-value]  # the driver builds TaskStateManagers
         raise StreamsError(f"no state store named {name!r}; stores: {sorted(self._store_names())}")
 
-    def _read(self, topic: str) -> _Produced:
+    def _read(self, topic: str) -> Produced:
         self._check_open()
         queue = self._outputs.get(topic)
         if not queue:
