@@ -364,8 +364,8 @@ def maintenance_lines(results: dict) -> list[str]:
     actives = [row.get("result") or {} for row in rows if row.get("role") == "active"]
     lines.append(f"retention: {dropped} expired segment(s) dropped from {len(retention)} store cop(ies) "
                  f"(the traffic ended {DATA_AGE_HOURS} h ago; the example keeps sessions a day)")
-    lines.append(f"  active copies: rows ~{sum(r.get('rows_before') or 0 for r in actives):,} -> "
-                 f"~{sum(r.get('rows_after') or 0 for r in actives):,}, segments "
+    lines.append(f"  active copies: {sum(r.get('rows_dropped') or 0 for r in actives):,} row(s) dropped "
+                 f"(sessions; version rows), segments "
                  f"{sum(r.get('segments_before') or 0 for r in actives)} -> "
                  f"{sum(r.get('segments_after') or 0 for r in actives)}, "
                  f"{size_text(sum(r.get('bytes_before') or 0 for r in actives))} -> "

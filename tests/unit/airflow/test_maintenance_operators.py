@@ -417,6 +417,11 @@ def test_the_retention_summary_reports_rows_segments_bytes_and_changelog_records
               "changelog_records_written": 1}
     line = result_table([{"instance": "a", "task_id": "0_0", "store": "s", "role": "active", "result": result}])
     assert "rows ~120 -> ~40; segments 3 -> 1; 4.0 KiB -> 2.0 KiB; 1 changelog record(s) written" in line
-    ttl = {**result, "segments_dropped": [], "rows_dropped": 7, "changelog_records_written": 8}
+    assert "holding" not in line
+    line = result_table([{"instance": "a", "task_id": "0_0", "store": "s", "role": "active",
+                          "result": {**result, "rows_dropped": 80}}])
+    assert "dropped 2 segment(s) (3..4) holding 80 row(s)" in line
+    ttl = {**result, "segments_dropped": [], "min_live_segment": None, "rows_dropped": 7,
+           "changelog_records_written": 8}
     line = result_table([{"instance": "a", "task_id": "0_0", "store": "kv", "role": "active", "result": ttl}])
     assert "expired 7 key(s)" in line and "segments" not in line and "8 changelog record(s) written" in line

@@ -78,7 +78,9 @@ class RetentionResult(_AsDict):
     #: the changelog (1 when an active task's logged store moved its cut-off, else 0)
     cutoff_ms: int | None = None
     changelog_records_written: int = 0
-    #: rows deleted one by one (key-value stores with a time to live: the expired keys)
+    #: rows dropped, counted exactly: the sessions (session stores) or segment rows (versioned
+    #: RocksDB stores) of the dropped segments, the expired keys (key-value TTL); 0 when unknown
+    #: (in-memory versioned stores)
     rows_dropped: int = 0
 
 

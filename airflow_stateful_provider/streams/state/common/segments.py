@@ -227,6 +227,7 @@ class SegmentedStore:
         segments_before = len(list(self._live_segment_ids()))
         new_min = min_live_segment(max(before, now_ms), self._segment_retention_ms, self.segment_interval_ms)
         dropped = [s for s in self._live_segment_ids() if s < new_min]
+        rows_dropped = self._count_rows(dropped)
         self.apply_cutoff(now_ms)
         bytes_after = self._reclaim(dropped)
         return RetentionResult(
@@ -242,10 +243,15 @@ class SegmentedStore:
             segments_before=segments_before,
             segments_after=len(list(self._live_segment_ids())),
             cutoff_ms=self._cutoff,
+            rows_dropped=rows_dropped,
         )
 
     def _settle(self) -> int:
         """Hook: bring the files up to date before a retention run; returns their size."""
+        return 0
+
+    def _count_rows(self, segment_ids: list[int]) -> int:
+        """Hook: how many rows the segments hold (what a retention run drops; one scan of them)."""
         return 0
 
     def _reclaim(self, dropped: list[int]) -> int:
@@ -331,6 +337,17 @@ class SegmentedRocksDBStore(RocksDBStore, SegmentedStore):
 
     def _live_segment_ids(self) -> list[int]:
         return self._segments.ids
+
+    def _count_rows(self, segment_ids: list[int]) -> int:
+        count = 0
+        it = self._db.iter()
+        for segment_id in segment_ids:
+            prefix = segment_prefix(segment_id)
+            it.seek(prefix)
+            while it.valid() and it.key().startswith(prefix):
+                count += 1
+                it.next()
+        return count
 
     def _settle(self) -> int:
         self._on_flush()

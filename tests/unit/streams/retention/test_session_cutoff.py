@@ -91,6 +91,8 @@ def test_after_maintenance_the_late_record_is_dropped_as_expired_here_and_on_a_r
     rows = a.driver.enforce_retention(NOW)
     result = rows[0]["result"]
     assert [len(result["segments_dropped"]), result["changelog_records_written"], result["cutoff_ms"]] == [1, 1, NOW]
+    assert result["rows_dropped"] == 2  # the sessions of a and b
+    assert [result["segments_before"], result["segments_after"]] == [1, 0]
     assert result["observed_stream_time_after"] == NOW
     assert a.sessions() == []
     changelog = a.driver.changelog_records("sessions")
