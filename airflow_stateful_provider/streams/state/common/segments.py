@@ -67,7 +67,7 @@ def segment_clock(store: object) -> SegmentedStore | None:
     the store's observed stream time and retention cut-off from."""
     seen = 0
     while not isinstance(store, SegmentedStore) and seen < 16:
-        store = getattr(store, "__dict__", {}).get("inner")
+        store = getattr(store, "inner", None)
         if store is None:
             return None
         seen += 1

@@ -141,3 +141,18 @@ def test_a_marker_of_a_newer_format_is_refused_not_guessed(instances):
                             5, 0)
     with pytest.raises(InvalidRecordError, match="format_version 2, newer"):
         instances(changelogs={"sessions": [newer]})
+
+
+def test_the_processors_find_the_byte_store_under_any_wrapper():
+    from airflow_stateful_provider.streams.state.common.segments import segment_clock
+    from airflow_stateful_provider.streams.state.session.in_memory import InMemorySessionStore
+
+    class Slotted:
+        __slots__ = ("inner",)
+
+        def __init__(self, inner):
+            self.inner = inner
+
+    raw = InMemorySessionStore(GAP)
+    assert segment_clock(Slotted(Slotted(raw))) is raw
+    assert segment_clock(Slotted(object())) is None
