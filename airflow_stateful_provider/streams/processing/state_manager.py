@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from operator import attrgetter, countOf
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import StreamsError
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
@@ -296,8 +297,11 @@ class TaskStateManager:
         if write_cutoff and entry.changelog is not None and result.cutoff_ms is not None \
                 and (before is None or result.cutoff_ms > before):
             topic, partition = entry.changelog
+            # stamped with the wall clock: a cut-off may lie ahead (brokers refuse timestamps more
+            # than an hour ahead) or far behind (a session changelog's time retention would
+            # delete the marker before the records it judges)
             self._collector.send_bytes(topic, raw.cutoff_marker_key, encode_cutoff(result.cutoff_ms),
-                                       result.cutoff_ms, partition=partition)
+                                       wall_clock_ms(), partition=partition)
             written = 1
         done: dict[str, Any] = dataclasses.replace(result, changelog_records_written=written).as_dict()
         return done

@@ -14,12 +14,15 @@ Record layout (the same for session and versioned changelogs, only the key diffe
 - key: :data:`SESSION_CUTOFF_KEY` or :data:`VERSIONED_CUTOFF_KEY` (one fixed key per store
   kind, so a compacted changelog keeps the newest marker);
 - value: UTF-8 JSON ``{"marker": "retention-cutoff", "format_version": 1, "cutoff_ms": N}``;
-- timestamp: the cut-off ``N``.
+- timestamp: the wall clock when it is written (a cut-off may lie ahead, and brokers refuse
+  timestamps more than an hour ahead; or far behind, and a session changelog's time retention
+  would delete the marker before the records it judges).
 
 Other engine versions: a reader older than the marker refuses the session marker (its window
 ``[-1, -1]`` is invalid: "expected 0 <= start <= end", naming the offset), and reads the
-versioned marker as a put at ``N`` of a reserved key no serde produces, which moves its
-observed stream time to ``N`` just as the cut-off does. A reader finding a marker with a newer
+versioned marker as a put of a reserved key no serde produces at the marker's timestamp (the
+wall clock of the run, which is ``N`` when the run used the wall clock): its observed stream
+time moves there, close to what the cut-off does, and one extra row is kept. A reader finding a marker with a newer
 ``format_version`` than :data:`CUTOFF_FORMAT_VERSION` refuses it (upgrade the instance)
 rather than guess.
 """
