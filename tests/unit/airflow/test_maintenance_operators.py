@@ -425,3 +425,61 @@ def test_the_retention_summary_reports_rows_segments_bytes_and_changelog_records
            "changelog_records_written": 8}
     line = result_table([{"instance": "a", "task_id": "0_0", "store": "kv", "role": "active", "result": ttl}])
     assert "expired 7 key(s)" in line and "segments" not in line and "8 changelog record(s) written" in line
+
+
+class FakeProducer:
+    def __init__(self, partitions):
+        self.partitions, self.sent, self.closed = partitions, [], False
+
+    def partitions_for(self, topic):
+        return self.partitions.get(topic)
+
+    def send(self, topic, key=None, value=None, partition=None, timestamp_ms=None):
+        self.sent.append((topic, partition, key, json.loads(value)))
+
+        class Done:
+            def get(self, timeout=None):
+                return None
+
+        return Done()
+
+    def flush(self, timeout=None):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+class ProducingHook:
+    def __init__(self, producer):
+        self.producer = producer
+
+    def get_producer(self, **overrides):
+        return self.producer
+
+
+def test_offline_retention_can_write_the_cut_off_into_each_changelog(tmp_path):
+    from airflow_stateful_provider.streams.state.common.cutoff import SESSION_CUTOFF_KEY, VERSIONED_CUTOFF_KEY
+
+    state_dir = make_state_dir(tmp_path / "state")
+    producer = FakeProducer({f"{APP}-s-changelog": {0, 1}})  # "v" has no changelog topic
+    operator = with_hook(StoreRetentionOperator(task_id="r", application_id=APP, mode="offline",
+                                                state_dir=str(state_dir), now=NOW_MS, write_cutoff=True),
+                         ProducingHook(producer))
+    rows = {(r["task_id"], r["store"]): r["result"] for r in operator.execute({})}
+    marker = {"marker": "retention-cutoff", "format_version": 1, "cutoff_ms": NOW_MS}
+    assert sorted(producer.sent) == [(f"{APP}-s-changelog", 0, SESSION_CUTOFF_KEY, marker),
+                                     (f"{APP}-s-changelog", 1, SESSION_CUTOFF_KEY, marker)]
+    assert VERSIONED_CUTOFF_KEY not in [s[2] for s in producer.sent] and producer.closed
+    assert rows[("0_0", "s")]["changelog_records_written"] == rows[("0_1", "s")]["changelog_records_written"] == 1
+    versioned = rows[("0_0", "v")]
+    assert versioned["changelog_records_written"] == 0 and "marker not written" in versioned["changelog"]
+
+
+def test_offline_retention_writes_nothing_to_kafka_by_default(tmp_path):
+    state_dir = make_state_dir(tmp_path / "state")
+    producer = FakeProducer({f"{APP}-s-changelog": {0, 1}})
+    operator = with_hook(StoreRetentionOperator(task_id="r", application_id=APP, mode="offline",
+                                                state_dir=str(state_dir), now=NOW_MS), ProducingHook(producer))
+    rows = operator.execute({})
+    assert producer.sent == [] and all(r["result"].get("changelog_records_written", 0) == 0 for r in rows)
