@@ -18,7 +18,8 @@ once per instance, on its machine). See docs/maintenance.md.
 Parameters: ``application_id``, ``mode`` (online/offline), ``state_dir`` (offline only),
 ``now`` (null: the wall clock; epoch ms or ISO-8601), ``stores`` (null: every session and
 versioned store and key-value store with a TTL), ``topology`` and ``streams_config``
-(for an exact changelog check; empty: inferred), ``repair``.
+(for an exact changelog check; empty: inferred), ``repair``, ``write_cutoff`` (offline: also
+write the retention cut-off into the changelogs, docs/maintenance.md).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ with DAG(
         "topology": Param("", type="string", description="package.module:function; empty: inferred check"),
         "streams_config": Param({}, type="object", description="StreamsConfig values the topology reads"),
         "repair": Param(False, type="boolean"),
+        "write_cutoff": Param(False, type="boolean",
+                              description="offline only: also write the cut-off markers into the changelogs"),
     },
     doc_md=__doc__,
 ) as dag:
@@ -62,7 +65,8 @@ with DAG(
         "stores": "{{ params.stores }}",
         "timeout": timedelta(minutes=10),
     }
-    retention = StoreRetentionOperator(task_id="enforce_retention", now="{{ params.now }}", **common)
+    retention = StoreRetentionOperator(task_id="enforce_retention", now="{{ params.now }}",
+                                       write_cutoff="{{ params.write_cutoff }}", **common)
     compaction = StoreCompactionOperator(task_id="compact", **common)
     changelog_configs = ChangelogConfigOperator(
         task_id="check_changelog_configs",

@@ -297,10 +297,10 @@ class StoreRetentionOperator(_StoreMaintenanceOperator):
     """
 
     command_type = "enforce_retention"
-    template_fields: Sequence[str] = ("application_id", "stores", "mode", "state_dir", "now",
+    template_fields: Sequence[str] = ("application_id", "stores", "mode", "state_dir", "now", "write_cutoff",
                                       "stateful_streams_conn_id")
 
-    def __init__(self, *, now: datetime | int | str | None = None, write_cutoff: bool = False,
+    def __init__(self, *, now: datetime | int | str | None = None, write_cutoff: bool | str = False,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.now = now
@@ -328,7 +328,7 @@ class StoreRetentionOperator(_StoreMaintenanceOperator):
         return store.enforce_retention(self._now_ms)
 
     def _after_offline(self, rows: list[dict[str, Any]]) -> None:
-        if self.write_cutoff:
+        if self.write_cutoff is True or str(self.write_cutoff).lower() == "true":  # a rendered template
             from airflow_stateful_provider.operators.maintenance_changelog import write_offline_cutoffs
 
             write_offline_cutoffs(self.hook, rows)
