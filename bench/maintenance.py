@@ -1,6 +1,6 @@
 """A month of simulated traffic with and without the daily maintenance (issue 34).
 
-Run: .venv/bin/python -m bench.maintenance [--keys 100000] [--days 30] [--json out.json]
+Run: .venv/bin/python -m bench.maintenance [--keys 50000] [--days 30] [--json out.json]
 
 A table of ``--keys`` live keys over 5 partitions (one RocksDB store each, as 5 tasks hold
 them), every live key updated once a simulated day. Each week a fifth of the live keys go
@@ -175,7 +175,7 @@ def live_only(days_keys: list[set[bytes]], root: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument("--keys", type=int, default=50_000)
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args(argv)
