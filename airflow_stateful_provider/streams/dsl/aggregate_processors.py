@@ -119,9 +119,9 @@ class SessionWindowAggregateProcessor(Processor):
             if self._on_close:
                 self._forward_before_expiry(record)
         clock = self._clock
-        if clock is not None and clock._observed > self._observed_stream_time:
+        if clock is not None and clock.observed_stream_time > self._observed_stream_time:
             # the store is ahead: restored (a restarted or moved task) or moved by retention
-            self._observed_stream_time = clock._observed
+            self._observed_stream_time = clock.observed_stream_time
         close_time = self._observed_stream_time - self._grace - self._gap
         store = self._store
         merged = store.find_sessions(key, ts - self._gap, ts + self._gap)
@@ -135,8 +135,8 @@ class SessionWindowAggregateProcessor(Processor):
         for _, value in merged if len(merged) < 2 else _outermost(merged):
             agg = self._merger(key, agg, value)
         if end < close_time:
-            cutoff = -1 if clock is None else clock._cutoff
-            if end < cutoff - self._grace - self._gap:
+            cutoff = None if clock is None else clock.retention_cutoff
+            if cutoff is not None and end < cutoff - self._grace - self._gap:
                 log_dropped(
                     self.context,
                     "expired",

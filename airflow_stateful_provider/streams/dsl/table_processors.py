@@ -59,19 +59,19 @@ class KTableSourceProcessor(Processor):
             store.put(record.key, record.value)
             self.context.forward(record.with_value(Change(record.value, old_value, True)))
 
-
     def _count_expired(self, record: Record) -> None:
         """A version older than history retention as of a maintenance run's cut-off is dropped
         as expired and counted (docs/semantics.md §5); other NOT_PUT versions are not counted,
         as in Kafka Streams."""
         clock = self._clock
-        if clock is None:
+        cutoff = None if clock is None else clock.retention_cutoff
+        if cutoff is None:
             return
-        horizon = clock._cutoff - clock._segment_retention_ms
-        if clock._cutoff >= 0 and record.timestamp < horizon:
+        horizon = cutoff - self._store.history_retention_ms
+        if record.timestamp < horizon:
             log_dropped(self.context, "expired",
                         f"version at {record.timestamp} of key {record.key!r} is older than history retention as "
-                        f"of the retention cut-off {clock._cutoff} of a maintenance run ({horizon})")
+                        f"of the retention cut-off {cutoff} of a maintenance run ({horizon})")
 
 
 class StreamTableJoinProcessor(Processor):
