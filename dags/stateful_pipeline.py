@@ -55,6 +55,9 @@ with DAG(
         "partitions": Param(4, type="integer", minimum=1),
         "generate": Param(True, type="boolean", description="false: reuse the data already in the topics"),
         "seed": Param(1, type="integer"),
+        "data_age_hours": Param(0, type="number", minimum=0, maximum=40,
+                                description="place the generated data this many hours further in the past "
+                                            "(it ends 30 minutes before now otherwise)"),
         "users": Param(100, type="integer", minimum=1),
         "clicks": Param(3000, type="integer", minimum=1),
         "payments": Param(600, type="integer", minimum=0),
@@ -81,8 +84,11 @@ with DAG(
         ensure_topics(",".join(servers), topics.values(), params["partitions"], client_configs=configs)
         if not params["generate"]:
             return {"sent": {}, "topics": topics}
+        import time
+
+        now_ms = int(time.time() * 1000) - int(float(params.get("data_age_hours") or 0) * 3_600_000)
         records = generate(seed=params["seed"], users=params["users"], clicks=params["clicks"],
-                           payments=params["payments"])
+                           payments=params["payments"], now_ms=now_ms)
         sent = produce(",".join(servers), records, clicks_topic=topics["clicks_topic"],
                        payments_topic=topics["payments_topic"], rates_topic=topics["rates_topic"],
                        partitions=params["partitions"], client_configs=configs)

@@ -11,8 +11,12 @@
 4. a restart as a new Spark application over the same data: executor-local state is gone,
    so every task restores its stores from the changelogs, drawn as a live progress bar
    from the status topic (what ``stateful-streams status`` and the sensor read);
-5. the standbys' lag, the ``store_maintenance`` DAG and what it removed and compacted;
-6. a clean stop (``stateful-streams stop``) and a summary.
+5. the standbys' lag;
+6. the ``store_maintenance`` DAG on data that is really stale (the generated traffic happened
+   more than a day ago, beyond the sessions' one-day retention): what retention dropped and
+   compaction reclaimed, then a session store restored from its changelog (cut-off marker
+   included) agreeing with the maintained active;
+7. a clean stop (``stateful-streams stop``) and a summary.
 
 It exits non-zero when a step fails or when no task was seen restoring with progress.
 The terminal gets the story; everything else the demo's process prints (Airflow's task
@@ -55,6 +59,10 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 from tools.kafka.broker import BrokerError, LocalKafkaBroker  # noqa: E402 - after AIRFLOW_HOME is set
 
 DATA = {"users": 20_000, "clicks": 200_000, "payments": 20_000}
+#: The generated traffic ends this long ago: older than the sessions' one-day retention, so
+#: step 6's maintenance has really stale data to drop (and younger than the session
+#: changelogs' retention.ms, retention + 1 day, so the restore in step 4 finds all of it).
+DATA_AGE_HOURS = 26
 STEPS = 7
 
 
@@ -350,19 +358,75 @@ def size_text(n: float) -> str:
 
 def maintenance_lines(results: dict) -> list[str]:
     lines = []
-    retention = [row.get("result") or {} for row in results.get("enforce_retention") or []]
+    rows = results.get("enforce_retention") or []
+    retention = [row.get("result") or {} for row in rows]
     dropped = sum(len(r.get("segments_dropped") or []) for r in retention)
+    actives = [row.get("result") or {} for row in rows if row.get("role") == "active"]
     lines.append(f"retention: {dropped} expired segment(s) dropped from {len(retention)} store cop(ies) "
-                 f"(data older than each store's retention; the example keeps sessions a day)")
+                 f"(the traffic ended {DATA_AGE_HOURS} h ago; the example keeps sessions a day)")
+    lines.append(f"  active copies: {sum(r.get('rows_dropped') or 0 for r in actives):,} row(s) dropped "
+                 f"(sessions; version rows), segments "
+                 f"{sum(r.get('segments_before') or 0 for r in actives)} -> "
+                 f"{sum(r.get('segments_after') or 0 for r in actives)}, "
+                 f"{size_text(sum(r.get('bytes_before') or 0 for r in actives))} -> "
+                 f"{size_text(sum(r.get('bytes_after') or 0 for r in actives))} on disk, "
+                 f"{sum(r.get('changelog_records_written') or 0 for r in actives)} cut-off marker(s) "
+                 f"written to the changelogs")
     compact = [row.get("result") or {} for row in results.get("compact") or []]
     before = sum(r.get("bytes_before") or 0 for r in compact)
     after = sum(r.get("bytes_after") or 0 for r in compact)
     lines.append(f"compaction: {len(compact)} store cop(ies) rewritten, "
-                 f"{size_text(before)} -> {size_text(after)} on disk")
+                 f"{size_text(before)} -> {size_text(after)} on disk (reclaimed {size_text(max(before - after, 0))})")
     check = results.get("check_changelog_configs") or {}
     lines.append(f"changelog configs: {len(check.get('checked_topics') or [])} internal topic(s) checked, "
                  f"{len(check.get('drift') or [])} drifting setting(s) found (dry run)")
     return lines
+
+
+def restored_agreement(servers: str, app_id: str, rows: list[dict]) -> tuple[bool, ...]:
+    """Restore the sessions store of the active task that dropped the most from its changelog
+    partition (read_committed, cut-off marker included) into a fresh store, as a new instance
+    on an empty disk would; it must hold what the maintained active holds (its live segments,
+    stream time). Also what the same restore without the marker would bring back."""
+    from airflow_stateful_provider.examples.clicks_and_payments import SESSIONS_STORE, ExampleSettings
+    from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+    from airflow_stateful_provider.streams.state.common.cutoff import SESSION_CUTOFF_KEY
+    from airflow_stateful_provider.streams.state.session.rocksdb import RocksDBSessionStore
+    from tools.kafka.topics import read_all
+
+    actives = [r for r in rows if r.get("role") == "active" and r.get("store") == SESSIONS_STORE]
+    if not actives:
+        return False, f"no active copy of {SESSIONS_STORE} answered the retention run"
+    row = max(actives, key=lambda r: len((r.get("result") or {}).get("segments_dropped") or []))
+    result = row["result"]
+    partition = int(row["task_id"].split("_")[1])
+    topic = f"{app_id}-{SESSIONS_STORE}-changelog"
+    records = [ChangelogRecord(r.key, r.value, r.timestamp, r.offset)
+               for r in read_all(servers, topic) if r.partition == partition]
+    retention = ExampleSettings().sessions_retention_ms
+
+    def restore(path: str, batch: list) -> tuple[int, int, int]:
+        store = RocksDBSessionStore(path, retention, name=SESSIONS_STORE)
+        try:
+            for at in range(0, len(batch), 10_000):
+                store.restore_batch(batch[at:at + 10_000])
+            stats = store.stats()
+            return len(store.all()), len(stats.live_segments), store.observed_stream_time
+        finally:
+            store.close()
+
+    with tempfile.TemporaryDirectory(prefix="demo-restore-") as scratch:
+        sessions, segments, observed = restore(os.path.join(scratch, "with"), records)
+        without = restore(os.path.join(scratch, "without"), [r for r in records if r.key != SESSION_CUTOFF_KEY])
+    markers = sum(r.key == SESSION_CUTOFF_KEY for r in records)
+    agrees = segments == result.get("segments_after") and observed == result.get("observed_stream_time_after")
+    return (agrees,
+            f"restored task {row['task_id']}'s {SESSIONS_STORE} from its changelog on an empty disk "
+            f"({len(records):,} records, {markers} cut-off marker): {sessions:,} session(s) in {segments} live "
+            f"segment(s), stream time {observed}",
+            f"  the maintained active: {result.get('segments_after')} live segment(s), stream time "
+            f"{result.get('observed_stream_time_after')}: {'agrees' if agrees else 'DISAGREES'}; without the "
+            f"marker the restore would have brought back {without[0]:,} dropped session(s)")
 
 
 # ---------------------------------------------------------------------------- main
@@ -434,7 +498,7 @@ def run(story: Story, verbose: bool, spark_master: str) -> int:
                        stdout=subprocess.DEVNULL, stderr=None if verbose else subprocess.DEVNULL)
         story.say(f"Airflow metadata database ready ({AIRFLOW_HOME})")
 
-        conf = {"application_id": app_id, "topic_prefix": f"{app_id}-", **DATA}
+        conf = {"application_id": app_id, "topic_prefix": f"{app_id}-", "data_age_hours": DATA_AGE_HOURS, **DATA}
         story.step(f"Submit the topology: {DATA['clicks']:,} clicks and {DATA['payments']:,} payments, "
                    f"{app_id} on Spark {spark_master}")
         story.say("DAG stateful_pipeline: generate data -> SubmitTopologyOperator (2 instances, 1 standby each) "
@@ -476,11 +540,18 @@ def run(story: Story, verbose: bool, spark_master: str) -> int:
         story.step("Standby lag")
         story.say(standby_lag_line(servers, app_id))
 
-        story.step("Store maintenance")
+        story.step(f"Store maintenance on really stale data (the traffic ended {DATA_AGE_HOURS} h ago)")
         maintenance = run_dag(story, "store_maintenance.py", "store_maintenance",
                               {"application_id": app_id, "mode": "online"})
-        for line in maintenance_lines(return_values(maintenance)):
+        results = return_values(maintenance)
+        for line in maintenance_lines(results):
             story.say(line)
+        restored = restored_agreement(servers, app_id, results.get("enforce_retention") or [])
+        for line in restored[1:]:
+            story.say(line)
+        if not restored[0]:
+            story.error("the store restored from the changelog does not agree with the maintained active")
+            return 1
 
         story.step("Clean stop")
         stop_application(servers, app_id)

@@ -188,6 +188,9 @@ class _StoreMaintenanceOperator(BaseOperator):
     def _apply_offline(self, store: Any) -> Any:
         raise NotImplementedError
 
+    def _after_offline(self, rows: list[dict[str, Any]]) -> None:
+        """Hook: once every selected store was maintained offline."""
+
     def _execute_offline(self, stores: tuple[str, ...] | None) -> list[dict[str, Any]]:
         from airflow_stateful_provider.streams.errors import InvalidStoreError
         from airflow_stateful_provider.streams.state.common.kind import maintainable_store_types
@@ -259,6 +262,8 @@ class _StoreMaintenanceOperator(BaseOperator):
         finally:
             for _, store in opened:
                 store.close()
+        if not failures:
+            self._after_offline(todo)
         rows = json_ready(rows)
         table = result_table(rows)
         if failures:
@@ -284,18 +289,24 @@ class StoreRetentionOperator(_StoreMaintenanceOperator):
     :param mode: ``"online"`` (control topic) or ``"offline"`` (``state_dir`` of a stopped
         instance); templated.
     :param state_dir: offline only: the stopped instance's ``state_dir`` (templated).
+    :param write_cutoff: offline only: also write each maintained store's cut-off marker into
+        its changelog partition (through the connection), so that restores of those stores
+        reach the same cut-off (online, the instances write it themselves). Default False:
+        offline mode then needs no Kafka connection, and restored copies do not see the run.
     :param stateful_streams_conn_id: connection of type ``stateful_streams`` (online).
     :param timeout: online: how long to wait for every live instance's answer (seconds or a
         timedelta; default 10 minutes).
     """
 
     command_type = "enforce_retention"
-    template_fields: Sequence[str] = ("application_id", "stores", "mode", "state_dir", "now",
+    template_fields: Sequence[str] = ("application_id", "stores", "mode", "state_dir", "now", "write_cutoff",
                                       "stateful_streams_conn_id")
 
-    def __init__(self, *, now: datetime | int | str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, now: datetime | int | str | None = None, write_cutoff: bool | str = False,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.now = now
+        self.write_cutoff = write_cutoff
         if not is_template(now):
             parse_now_ms(now)
         self._now_ms: int | None = None
@@ -317,6 +328,12 @@ class StoreRetentionOperator(_StoreMaintenanceOperator):
 
     def _apply_offline(self, store: Any) -> Any:
         return store.enforce_retention(self._now_ms)
+
+    def _after_offline(self, rows: list[dict[str, Any]]) -> None:
+        if self.write_cutoff is True or str(self.write_cutoff).lower() == "true":  # a rendered template
+            from airflow_stateful_provider.operators.maintenance_changelog import write_offline_cutoffs
+
+            write_offline_cutoffs(self.hook, rows)
 
 
 class StoreCompactionOperator(_StoreMaintenanceOperator):

@@ -38,13 +38,28 @@ def _summary(result: Mapping[str, Any] | None) -> str:
         dropped = result.get("segments_dropped") or []
         ids = [s.get("segment_id") for s in dropped if isinstance(s, Mapping)]
         which = "" if not ids else (f" ({ids[0]})" if len(ids) == 1 else f" ({ids[0]}..{ids[-1]})")
-        return (f"dropped {len(dropped)} segment(s){which}; "
-                f"stream time {utc_text(result.get('observed_stream_time_before'))}"
-                f" -> {utc_text(result.get('observed_stream_time_after'))}; "
-                f"{_bytes(result.get('bytes_before'))} -> {_bytes(result.get('bytes_after'))}")
+        ttl = result.get("min_live_segment", 0) is None  # a key-value store's time to live: keys
+        what = f"dropped {len(dropped)} segment(s){which}"
+        if ttl:
+            what = f"expired {result.get('rows_dropped', 0)} key(s)"
+        elif result.get("rows_dropped"):
+            what += f" holding {result['rows_dropped']} row(s)"
+        parts = [what,
+                 f"stream time {utc_text(result.get('observed_stream_time_before'))}"
+                 f" -> {utc_text(result.get('observed_stream_time_after'))}"]
+        if "rows_before" in result:
+            parts.append(f"rows ~{result['rows_before']} -> ~{result.get('rows_after')}")
+        if "segments_before" in result and not ttl:
+            parts.append(f"segments {result['segments_before']} -> {result.get('segments_after')}")
+        parts.append(f"{_bytes(result.get('bytes_before'))} -> {_bytes(result.get('bytes_after'))}")
+        if "changelog_records_written" in result:
+            parts.append(f"{result['changelog_records_written']} changelog record(s) written")
+        return "; ".join(parts)
     if "duration_s" in result:
-        return (f"{_bytes(result.get('bytes_before'))} -> {_bytes(result.get('bytes_after'))} "
-                f"in {float(result['duration_s']):.2f}s")
+        before, after = result.get("bytes_before"), result.get("bytes_after")
+        reclaimed = f" (reclaimed {_bytes(before - after)})" \
+            if isinstance(before, int) and isinstance(after, int) and before > after else ""
+        return f"{_bytes(before)} -> {_bytes(after)}{reclaimed} in {float(result['duration_s']):.2f}s"
     return json.dumps(result, sort_keys=True)
 
 

@@ -4,8 +4,9 @@ only lays it out, so what a cell says is decided (and tested) here.
 Per application: the health verdict (the one ``stateful-streams status --check`` gives),
 its instances (epoch, host, state, age of their last status), its tasks (active, standby and
 warmup owners, restoration progress with rate, ETA and source, standby lag against the bound,
-input lag, processing rate, dropped records, the newest snapshot) and the control commands
-its instances acknowledged, newest first.
+input lag, processing rate, dropped records, the newest snapshot), the control commands
+its instances acknowledged, newest first, and the last retention and compaction of every
+store copy (status/maintenance_view.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.status.application import ApplicationStatus, TaskStatus
 from airflow_stateful_provider.streams.status.health import application_health
+from airflow_stateful_provider.streams.status.maintenance_view import last_maintenance
 from airflow_stateful_provider.streams.status.readable import age_text, duration_text, rate_text
 
 __all__ = ["MAX_COMMANDS", "application_data", "unreadable_application_data"]
@@ -54,6 +56,9 @@ def application_data(conn_id: str, status: ApplicationStatus, *, max_standby_lag
                              "at": a.at, "age": f"{age_text(max(0, now - a.at))} ago",
                              "result": a.result} for i in status.instances for a in i.acknowledgements),
                            key=lambda c: (-c["at"], c["instance_id"]))[:MAX_COMMANDS],
+        "maintenance": [{"store": m.store, "task_id": m.task_id, "instance_id": m.instance_id, "role": m.role,
+                         "run": m.what, "at": m.at, "age": f"{age_text(max(0, now - m.at))} ago",
+                         "summary": m.summary} for m in last_maintenance(status.instances)],
     }
 
 
@@ -61,7 +66,7 @@ def unreadable_application_data(conn_id: str, application_id: str, error: str) -
     """An application (or a whole connection, ``application_id`` "") that could not be read."""
     return {"conn_id": conn_id, "application_id": application_id, "error": error,
             "health": {"healthy": False, "stopped": False, "summary": f"UNREADABLE: {error}", "problems": [error]},
-            "spark": None, "instances": [], "tasks": [], "commands": []}
+            "spark": None, "instances": [], "tasks": [], "commands": [], "maintenance": []}
 
 
 def _task(task: TaskStatus, now_ms: int, max_standby_lag: int) -> dict[str, Any]:

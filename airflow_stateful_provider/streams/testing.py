@@ -26,17 +26,19 @@ import tempfile
 from collections import deque
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import StreamsError
+from airflow_stateful_provider.streams.processing.in_memory_producer import InMemoryProducer, Produced
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.records import ConsumedRecord
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.processing.task import StreamTask
 from airflow_stateful_provider.streams.processor import Headers, KeyValue, _as_headers
 from airflow_stateful_provider.streams.serdes import resolve_serde
+from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.topology import Topology
@@ -74,69 +76,6 @@ class TestRecord:
         object.__setattr__(self, "headers", _as_headers(self.headers))
 
 
-@dataclasses.dataclass(frozen=True)
-class _Produced:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: tuple[tuple[str, bytes | None], ...]
-
-
-class _Metadata(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-
-
-class _Done:
-    """A send result whose callback runs at once (what a future does once acknowledged)."""
-
-    __slots__ = ("_metadata",)
-
-    def __init__(self, metadata: _Metadata) -> None:
-        self._metadata = metadata
-
-    def add_callback(self, fn: Any, *args: Any) -> _Done:
-        fn(*args, self._metadata) if args else fn(self._metadata)
-        return self
-
-    def add_errback(self, fn: Any, *args: Any) -> _Done:
-        return self
-
-
-class _InMemoryProducer:
-    """Captures everything the tasks produce (sinks, changelogs, dead letters)."""
-
-    def __init__(self) -> None:
-        self.pending: deque[_Produced] = deque()
-        self._offsets: dict[str, itertools.count] = {}
-
-    def send(
-        self,
-        topic: str,
-        value: bytes | None = None,
-        key: bytes | None = None,
-        headers: list[tuple[str, bytes | None]] | None = None,
-        partition: int | None = None,
-        timestamp_ms: int | None = None,
-    ) -> _Done:
-        offset = next(self._offsets.setdefault(topic, itertools.count()))
-        part = 0 if partition is None else partition
-        self.pending.append(
-            _Produced(topic, part, offset, key, value, timestamp_ms or 0, tuple(headers or ()))
-        )
-        return _Done(_Metadata(topic, part, offset))
-
-    def flush(self, timeout: float | None = None) -> None:
-        pass
-
-    def partitions_for(self, topic: str) -> set[int]:
-        return {0}
-
-
 class TopologyTestDriver:
     """Drives a topology deterministically, without a broker (see module docstring).
 
@@ -145,7 +84,10 @@ class TopologyTestDriver:
     or an aware datetime (default 0, so wall-clock punctuations are reproducible).
     ``store_type``: ``"in_memory"`` (default) or ``"rocksdb"`` forces every store to that
     implementation (RocksDB stores live in a temporary state directory removed by
-    :meth:`close`); None keeps what each store builder says.
+    :meth:`close`); None keeps what each store builder says. ``changelogs``: store name ->
+    changelog records (e.g. another driver's :meth:`changelog_records`) restored into the
+    store before any record is processed, as a task restores on a wiped disk; they stay at
+    the head of this driver's changelog.
     """
 
     def __init__(
@@ -155,6 +97,7 @@ class TopologyTestDriver:
         *,
         initial_wall_clock_time: int | timedelta | datetime = 0,
         store_type: str | None = "in_memory",
+        changelogs: Mapping[str, Iterable[ChangelogRecord]] | None = None,
     ) -> None:
         if not isinstance(topology, Topology):
             build = getattr(topology, "build", None)
@@ -169,11 +112,14 @@ class TopologyTestDriver:
             self.config = self._make_config(config)
             self._wall_clock = _to_epoch_ms(initial_wall_clock_time)
             self._topology = topology
-            self._producer = _InMemoryProducer()
-            self._outputs: dict[str, deque[_Produced]] = {}
+            self._producer = InMemoryProducer()
+            self._outputs: dict[str, deque[Produced]] = {}
+            #: every record written to a changelog topic, in order (changelog_records)
+            self._changelogs: dict[str, list[ChangelogRecord]] = {}
             self._input_offsets: dict[str, itertools.count] = {}
             self._tasks: list[StreamTask] = []
             self._task_by_topic: dict[str, StreamTask] = {}
+            self._changelog_topics: set[str] = set()
             self._closed = False
             app = self.config.application_id
             self._internal_sources = {
@@ -202,6 +148,7 @@ class TopologyTestDriver:
                     self._task_by_topic[tp.topic] = task
             for task in self._tasks:
                 task.initialize()
+                self._restore(task, changelogs or {})
                 task.complete_restoration()
             self._capture()
             self._process_all()
@@ -290,6 +237,42 @@ class TopologyTestDriver:
 
     def get_versioned_key_value_store(self, name: str) -> Any:
         return self._typed_store(name, "versioned")
+
+    def changelog_records(self, name: str) -> list[ChangelogRecord]:
+        """Every record written to the changelog of store ``name`` (restored ones first),
+        with offsets from 0: what a restore reads (pass them as ``changelogs``)."""
+        self._check_open()
+        stores, _ = self._task_of_store(name)
+        changelog = stores.changelog_partitions().get(name)
+        if changelog is None:
+            raise StreamsError(f"state store {name!r} has no changelog (logging disabled)")
+        return list(self._changelogs.get(changelog.topic, ()))
+
+    def enforce_retention(self, now: int | timedelta | datetime, stores: Iterable[str] | None = None) -> list[dict]:
+        """Run the ``enforce_retention`` maintenance command as of ``now`` on the session and
+        versioned stores (``stores``: names; None = all), as a running instance applies it
+        (docs/maintenance.md): write record caches through, drop what is expired, write the
+        cut-off marker into each store's changelog, commit. Returns each store's result."""
+        self._check_open()
+        now_ms = _to_epoch_ms(now)
+        wanted = None if stores is None else set(stores)
+        rows = []
+        for task in self._tasks:
+            manager, _ = self._task_of_store_manager(task)
+            entries = [e for e in manager.entries() if (e.kind.maintainable or e.retention is not None)
+                       and (wanted is None or e.name in wanted)]
+            if not entries:
+                continue
+            manager.flush()
+            self._capture()
+            for entry in entries:
+                rows.append({"store": entry.name,
+                             "result": manager.enforce_retention(entry.name, now_ms, write_cutoff=True)})
+            task.prepare_commit()
+            task.post_commit(enforce_checkpoint=True)
+            self._capture()
+        self._process_all()
+        return rows
 
     # ------------------------------------------------------------------ introspection
 
@@ -391,6 +374,9 @@ class TopologyTestDriver:
         while pending:
             produced = pending.popleft()
             self._outputs.setdefault(produced.topic, deque()).append(produced)
+            if produced.topic in self._changelog_topics:
+                log = self._changelogs.setdefault(produced.topic, [])
+                log.append(ChangelogRecord(produced.key, produced.value, produced.timestamp, len(log)))
             if produced.topic in self._internal_sources:
                 self._enqueue(
                     self._task_by_topic[produced.topic],
@@ -401,7 +387,29 @@ class TopologyTestDriver:
                     produced.headers,
                 )
 
-    def _read(self, topic: str) -> _Produced:
+    def _restore(self, task: StreamTask, changelogs: Mapping[str, Iterable[ChangelogRecord]]) -> None:
+        manager: TaskStateManager = task.stores  # type: ignore[assignment]  # the driver builds them
+        for name, changelog in manager.changelog_partitions().items():
+            self._changelog_topics.add(changelog.topic)
+            if name not in changelogs:
+                continue
+            records = [ChangelogRecord(r.key, r.value, r.timestamp, offset)
+                       for offset, r in enumerate(changelogs[name])]
+            self._changelogs[changelog.topic] = list(records)
+            if records:
+                manager.restore(changelog, records)
+
+    @staticmethod
+    def _task_of_store_manager(task: StreamTask) -> tuple[TaskStateManager, StreamTask]:
+        return task.stores, task  # type: ignore[return-value]  # the driver builds TaskStateManagers
+
+    def _task_of_store(self, name: str) -> tuple[TaskStateManager, StreamTask]:
+        for task in self._tasks:
+            if name in task.subtopology.store_names:
+                return task.stores, task  # type: ignore[return-value]  # the driver builds TaskStateManagers
+        raise StreamsError(f"no state store named {name!r}; stores: {sorted(self._store_names())}")
+
+    def _read(self, topic: str) -> Produced:
         self._check_open()
         queue = self._outputs.get(topic)
         if not queue:

@@ -8,7 +8,8 @@ tests/integration/test_control_topic.py.
 - ChangelogConfigOperator: a changelog's ``retention.ms`` changed by hand is exactly the
   drift a dry run reports (and leaves as it is); repair restores it and keeps the other keys.
 - offline: "b" stopped by SIGTERM, retention on its state dir drops the segments of its
-  stores; the same on the running "a" is refused (its stores are locked).
+  stores and (``write_cutoff``) writes their cut-off markers into the changelog; the same on
+  the running "a" is refused (its stores are locked).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from airflow_stateful_provider.operators.maintenance import ChangelogConfigOperator, StoreRetentionOperator
+from airflow_stateful_provider.streams.state.common.cutoff import SESSION_CUTOFF_KEY, decode_cutoff
 from airflow_stateful_provider.streams.state.store_dir import find_stores, open_store
 from tests.conftest import REPO_ROOT
 from tests.integration.test_control_topic import PARTITIONS, STORE, TOPOLOGY, Cluster, click_records, clicks
-from tools.kafka.topics import committed_offsets, end_offsets, produce
+from tools.kafka.topics import committed_offsets, end_offsets, produce, read_all
 from tools.waits import wait_for_commits
 
 pytestmark = [pytest.mark.kafka, pytest.mark.airflow]
@@ -174,15 +176,20 @@ def test_offline_retention_on_a_stopped_instance(cluster):
     assert any(live_before.values()), live_before
 
     rows = StoreRetentionOperator(task_id="r", application_id=cluster.app, mode="offline",
-                                  state_dir=str(state_dir), now=future).execute({})
+                                  state_dir=str(state_dir), now=future, write_cutoff=True).execute({})
     assert sorted(r["path"] for r in rows) == sorted(live_before)
     for row in rows:
         assert row["store"] == STORE and row["instance"] is None
         assert row["result"]["observed_stream_time_after"] == future
         dropped = {s["segment_id"] for s in row["result"]["segments_dropped"]}
         assert dropped == {s.segment_id for s in live_before[row["path"]]}, row
+        assert row["result"]["changelog_records_written"] == 1, row
         store = open_store(row["path"], read_only=True)
         try:
             assert store.stats().live_segments == ()
         finally:
             store.close()
+    # the cut-off went into the changelog partition of every store copy maintained offline
+    changelog = read_all(cluster.bootstrap_servers, f"{cluster.app}-{STORE}-changelog")
+    markers = [(r.partition, decode_cutoff(r)) for r in changelog if r.key == SESSION_CUTOFF_KEY]
+    assert {p for p, cutoff in markers if cutoff == future} == {int(r["task_id"].split("_")[1]) for r in rows}

@@ -120,3 +120,16 @@ def counter_kind_counts(config):
     topology.add_state_store(counter_store("counts", "string"), "count")
     topology.add_sink("sink", config.app_configs["output"], "count", key_serde="string", value_serde="int64")
     return topology
+
+
+def ttl_profiles(config) -> StreamsBuilder:
+    """A table of profiles (string values) whose keys expire an hour of stream time after
+    their last update (``Materialized.with_time_to_live``); every update and every expiry (a
+    tombstone) goes to the output. Topics from ``app_configs`` ("input", "output")."""
+    from datetime import timedelta
+
+    builder = StreamsBuilder()
+    table = builder.table(config.app_configs["input"], Consumed.with_("string", "string"),
+                          Materialized.as_("profiles").with_time_to_live(timedelta(hours=1)))
+    table.to_stream().to(config.app_configs["output"], Produced.with_("string", "string"))
+    return builder

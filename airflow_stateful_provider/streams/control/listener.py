@@ -47,7 +47,12 @@ CONTROL_POLL_MS = 200
 def maintainable_stores(topology: Any) -> list[str]:
     """Names of the topology's stores that maintenance acts on: those of a maintainable kind
     (session and versioned stores)."""
-    return [name for name in topology.store_names if topology.store_builder(name).kind.maintainable]
+    return [name for name in topology.store_names if _maintainable(topology.store_builder(name))]
+
+
+def _maintainable(builder: Any) -> bool:
+    """Session and versioned stores, and key-value stores with a time to live."""
+    return bool(builder.kind.maintainable or getattr(builder, "time_to_live_ms", None))
 
 
 class ControlListener:
@@ -176,7 +181,8 @@ class ControlListener:
             unknown = [s for s in command.stores or () if s not in known]
             if unknown:
                 raise StreamsError(f"unknown store(s) {unknown}: the stores of instance {self.instance_id} that "
-                                   f"retention and compaction act on (session and versioned stores) are {known}")
+                                   f"retention and compaction act on (session and versioned stores, key-value "
+                                   f"stores with a time to live) are {known}")
             now_ms = command.now_ms if command.now_ms is not None else self._clock()
             action: Callable[[Any], Any] = lambda thread: _maintain(thread, command, now_ms)  # noqa: E731
         else:
@@ -245,7 +251,7 @@ def _maintain(thread: Any, command: ControlCommand, now_ms: int) -> list[dict[st
     rows: list[dict[str, Any]] = []
     for task, role in _holders(thread):
         entries_of = getattr(task.stores, "entries", None)  # a stateless task has no TaskStateManager
-        entries = [e for e in (entries_of() if entries_of else []) if e.kind.maintainable
+        entries = [e for e in (entries_of() if entries_of else []) if _maintainable(e.builder)
                    and (command.stores is None or e.name in command.stores)]
         if not entries:
             continue
@@ -254,21 +260,29 @@ def _maintain(thread: Any, command: ControlCommand, now_ms: int) -> list[dict[st
             task.stores.flush()  # write record caches through first: nothing pending lands after the drop
         for entry in entries:
             rows.append({"task_id": str(task.id), "store": entry.name, "role": role,
-                         "result": _apply(entry, command.command_type, now_ms)})
+                         "result": _apply(task.stores, entry, command.command_type, now_ms, write_cutoff=running)})
         if running:
             if thread.commit([task], enforce_checkpoint=True) is None:
                 log.info("%s: checkpoint of %s after %s deferred to the next commit (rebalancing)",
                          thread.name, task.id, command.command_type)
         else:
+            # a standby or a restoring active: the local drop is committed state at once (it only
+            # applies what the active's marker brings through the changelog anyway); under
+            # exactly-once a drop left in the transaction buffer would block the next restore
             task.stores.flush()
+            task.stores.commit_transaction()
             task.stores.checkpoint({}, force=True)
     return rows
 
 
-def _apply(entry: Any, command_type: str, now_ms: int) -> dict[str, Any]:
+def _apply(stores: Any, entry: Any, command_type: str, now_ms: int, *, write_cutoff: bool) -> dict[str, Any]:
+    """One store's maintenance. Retention of a running active's store also writes the cut-off
+    into its changelog (committed right after, by the caller); a standby, a warmup or a
+    restoring active only applies it locally (the active's marker reaches them by the changelog)."""
     store = entry.raw
     if command_type == "enforce_retention":
-        return store.enforce_retention(now_ms).as_dict()
+        result: dict[str, Any] = stores.enforce_retention(entry.name, now_ms, write_cutoff=write_cutoff)
+        return result
     compact = getattr(store, "compact", None)
     if compact is None:
         return {"skipped": "in-memory store: nothing to compact"}

@@ -8,7 +8,9 @@ from typing import Any, Protocol, cast
 
 from airflow_stateful_provider.streams.dsl.change import Change
 from airflow_stateful_provider.streams.dsl.dropped import log_dropped
+from airflow_stateful_provider.streams.dsl.expiry import KeyExpiry
 from airflow_stateful_provider.streams.processor import Processor, Record, trusted_record
+from airflow_stateful_provider.streams.state.common.segments import segment_clock
 from airflow_stateful_provider.streams.state.session.store import session_segment_interval
 from airflow_stateful_provider.streams.windows import EmitStrategy, SessionWindows, Windowed, trusted_windowed
 
@@ -35,10 +37,13 @@ class StreamAggregateProcessor(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self._store = context.get_state_store(self._store_name)
+        self._expiry = KeyExpiry(context, self._store, self._store_name)
 
     def process(self, record: Record) -> None:
         if record.key is None or record.value is None:
             log_dropped(self.context, "null-key-or-value", "an aggregation needs a key and a value")
+            return
+        if self._expiry.active and self._expiry.dropped(record):
             return
         old = self._store.get(record.key)
         agg = self._initializer() if old is None else old
@@ -77,6 +82,9 @@ class SessionWindowAggregateProcessor(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self._store = context.get_state_store(self._store_name)
+        # the byte store's clock: observed stream time restored from the changelog, and the
+        # retention cut-off of a maintenance run (docs/semantics.md §4)
+        self._clock = segment_clock(self._store)
         interval = getattr(getattr(context, "config", None), "windowed_aggregation_emit_interval_ms", None)
         if interval is not None:
             self._emit_interval_ms = interval
@@ -110,6 +118,10 @@ class SessionWindowAggregateProcessor(Processor):
             self._observed_stream_time = ts
             if self._on_close:
                 self._forward_before_expiry(record)
+        clock = self._clock
+        if clock is not None and clock.observed_stream_time > self._observed_stream_time:
+            # the store is ahead: restored (a restarted or moved task) or moved by retention
+            self._observed_stream_time = clock.observed_stream_time
         close_time = self._observed_stream_time - self._grace - self._gap
         store = self._store
         merged = store.find_sessions(key, ts - self._gap, ts + self._gap)
@@ -123,6 +135,17 @@ class SessionWindowAggregateProcessor(Processor):
         for _, value in merged if len(merged) < 2 else _outermost(merged):
             agg = self._merger(key, agg, value)
         if end < close_time:
+            cutoff = None if clock is None else clock.retention_cutoff
+            if cutoff is not None and end < cutoff - self._grace - self._gap:
+                log_dropped(
+                    self.context,
+                    "expired",
+                    f"session [{start},{end}] of key {key!r} closed before the retention cut-off {cutoff} of a "
+                    f"maintenance run (close time {cutoff - self._grace - self._gap}, timestamp {ts})",
+                )
+                if self._on_close:
+                    self._maybe_forward_final(record, close_time)
+                return
             log_dropped(
                 self.context,
                 "late",

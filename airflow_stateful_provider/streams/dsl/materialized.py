@@ -39,6 +39,9 @@ class Materialized:
     #: DSL stores cache by default, as in Kafka Streams (state/session/caching.py).
     caching_enabled: bool = True
     log_config: tuple[tuple[str, str], ...] = ()
+    #: Key-value stores (tables, aggregations): keys not updated for this long are deleted
+    #: (state/keyvalue/ttl.py, docs/maintenance.md "Key-value TTL").
+    time_to_live_ms: int | None = None
 
     def __post_init__(self) -> None:
         if self.store_type not in (None, "rocksdb", "in_memory"):
@@ -81,6 +84,12 @@ class Materialized:
     def with_retention(self, retention: int | timedelta) -> Materialized:
         return dataclasses.replace(self, retention_ms=duration_ms(retention, "retention", minimum=1))
 
+    def with_time_to_live(self, time_to_live: int | timedelta) -> Materialized:
+        """Delete a key not updated for ``time_to_live`` of stream time (a changelog tombstone
+        and, for a table, a delete downstream); maintenance runs also expire by their ``now``.
+        Key-value stores only (not versioned or session stores)."""
+        return dataclasses.replace(self, time_to_live_ms=duration_ms(time_to_live, "time_to_live", minimum=1))
+
     def with_logging_disabled(self) -> Materialized:
         return dataclasses.replace(self, logging_enabled=False, log_config=())
 
@@ -107,7 +116,12 @@ def key_value_store_builder(
     """The store of a table (``table=True``) or of a key-value aggregation: a versioned one
     when ``Materialized.as_versioned`` asked for it (source tables only)."""
     if not materialized.is_versioned:
-        return _configured(KeyValueStoreBuilder(store_name, key_serde, value_serde), materialized)
+        builder = KeyValueStoreBuilder(store_name, key_serde, value_serde)
+        builder.time_to_live_ms = materialized.time_to_live_ms
+        return _configured(builder, materialized)
+    if materialized.time_to_live_ms is not None:
+        raise TopologyError(f"store {store_name!r}: a time to live is for key-value stores; a versioned store "
+                            f"expires old versions by its history retention")
     if not table:
         raise TopologyError(
             f"store {store_name!r}: a versioned store can only materialize a source table "
@@ -125,6 +139,9 @@ def session_store_builder(
     windows: SessionWindows, time_index: bool,
 ) -> SessionStoreBuilder:
     """The store of a session-windowed aggregation."""
+    if materialized.time_to_live_ms is not None:
+        raise TopologyError(f"store {store_name!r}: a time to live is for key-value stores; a session store "
+                            f"expires sessions by its retention")
     return _configured(SessionStoreBuilder(
         store_name, key_serde, value_serde, retention_ms=retention_ms, inactivity_gap_ms=windows.inactivity_gap_ms,
         grace_period_ms=windows.grace_period_ms, time_index=time_index,

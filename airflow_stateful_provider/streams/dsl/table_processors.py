@@ -8,7 +8,9 @@ from typing import Any
 
 from airflow_stateful_provider.streams.dsl.change import Change
 from airflow_stateful_provider.streams.dsl.dropped import log_dropped
+from airflow_stateful_provider.streams.dsl.expiry import KeyExpiry
 from airflow_stateful_provider.streams.processor import Processor, Record
+from airflow_stateful_provider.streams.state.common.segments import segment_clock
 from airflow_stateful_provider.streams.state.versioned.store import NOT_PUT, VALID_TO_UNDEFINED
 
 __all__ = ["KTableSourceProcessor", "PUT_RETURN_CODE_NOT_PUT", "PUT_RETURN_CODE_VALID_TO_UNDEFINED",
@@ -32,6 +34,8 @@ class KTableSourceProcessor(Processor):
     def init(self, context: Any) -> None:
         super().init(context)
         self._store = context.get_state_store(self._store_name)
+        self._clock = segment_clock(self._store) if self._versioned else None
+        self._expiry = None if self._versioned else KeyExpiry(context, self._store, self._store_name)
 
     def process(self, record: Record) -> None:
         if record.key is None:
@@ -43,13 +47,31 @@ class KTableSourceProcessor(Processor):
             old_value = None if old is None else old.value
             result = store.put(record.key, record.value, record.timestamp)
             if result == PUT_RETURN_CODE_NOT_PUT:
+                self._count_expired(record)
                 return
             is_latest = result == PUT_RETURN_CODE_VALID_TO_UNDEFINED
             self.context.forward(record.with_value(Change(record.value, old_value, is_latest)))
         else:
+            expiry = self._expiry
+            if expiry is not None and expiry.active and expiry.dropped(record):
+                return
             old_value = store.get(record.key)
             store.put(record.key, record.value)
             self.context.forward(record.with_value(Change(record.value, old_value, True)))
+
+    def _count_expired(self, record: Record) -> None:
+        """A version older than history retention as of a maintenance run's cut-off is dropped
+        as expired and counted (docs/semantics.md §5); other NOT_PUT versions are not counted,
+        as in Kafka Streams."""
+        clock = self._clock
+        cutoff = None if clock is None else clock.retention_cutoff
+        if cutoff is None:
+            return
+        horizon = cutoff - self._store.history_retention_ms
+        if record.timestamp < horizon:
+            log_dropped(self.context, "expired",
+                        f"version at {record.timestamp} of key {record.key!r} is older than history retention as "
+                        f"of the retention cut-off {cutoff} of a maintenance run ({horizon})")
 
 
 class StreamTableJoinProcessor(Processor):

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from operator import attrgetter, countOf
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import StreamsError
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
@@ -41,6 +42,7 @@ from airflow_stateful_provider.streams.serdes import resolve_serde
 from airflow_stateful_provider.streams.snapshots.taking import StoreToSnapshot
 from airflow_stateful_provider.streams.state.common.builder import StoreBuilder, StoreContext
 from airflow_stateful_provider.streams.state.common.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.cutoff import encode_cutoff
 from airflow_stateful_provider.streams.state.common.kind import StoreKind
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
@@ -68,6 +70,7 @@ class StoreEntry:
     persistent: bool
     changelog: TopicPartition | None  # None when logging is disabled
     cache: Any = None  # the record cache in the stack, if any (flush_cache() before flushing)
+    retention: Any = None  # where retention is enforced when not on ``raw`` (BuiltStore.retention)
 
     @property
     def kind(self) -> StoreKind:
@@ -271,6 +274,38 @@ class TaskStateManager:
                 return entry
         raise StreamsError(f"task {self.task_id} has no store logged to {partition}")
 
+    # ------------------------------------------------------------------ maintenance
+
+    def enforce_retention(self, name: str, now_ms: int, *, write_cutoff: bool) -> dict[str, Any]:
+        """Retention on the store ``name`` as of ``now_ms`` (its result as a dict). With
+        ``write_cutoff`` (a running active task) a store whose cut-off moved and that has a
+        changelog gets the cut-off marker written there (state/common/cutoff.py), through the
+        task's collector: in the open transaction under exactly-once, flushed by the next
+        commit under at-least-once. A restore, a standby and a snapshot's tail then reach the
+        same cut-off. Call it after :meth:`flush` (nothing cached lands after the drop)."""
+        entry = self._entry(name)
+        if entry.retention is not None:  # a key-value store's time to live: deletes are logged
+            if not write_cutoff:
+                return {"skipped": "time to live: applied by the active task, its deletes reach this copy "
+                                   "through the changelog"}
+            ttl: dict[str, Any] = entry.retention.enforce_retention(now_ms).as_dict()
+            return ttl
+        raw = entry.raw
+        before = raw.retention_cutoff
+        result = raw.enforce_retention(now_ms)
+        written = 0
+        if write_cutoff and entry.changelog is not None and result.cutoff_ms is not None \
+                and (before is None or result.cutoff_ms > before):
+            topic, partition = entry.changelog
+            # stamped with the wall clock: a cut-off may lie ahead (brokers refuse timestamps more
+            # than an hour ahead) or far behind (a session changelog's time retention would
+            # delete the marker before the records it judges)
+            self._collector.send_bytes(topic, raw.cutoff_marker_key, encode_cutoff(result.cutoff_ms),
+                                       wall_clock_ms(), partition=partition)
+            written = 1
+        done: dict[str, Any] = dataclasses.replace(result, changelog_records_written=written).as_dict()
+        return done
+
     # ------------------------------------------------------------------ restoration
 
     def checkpointed_offsets(self) -> dict[TopicPartition, int]:
@@ -288,6 +323,8 @@ class TaskStateManager:
         entry = self.store_for_changelog(TopicPartition(partition[0], partition[1]))
         records = records if isinstance(records, list) else list(records)
         entry.raw.restore_batch(records)
+        if entry.retention is not None:
+            entry.retention.invalidate()  # a key-value TTL layer rebuilds its clock from the rows
         if not records:
             return 0
         if entry.changelog is not None:  # always: the entry was found by its changelog
@@ -406,7 +443,8 @@ class TaskStateManager:
             set_record_timestamp=self._set_timestamp_override,
             cache_max_bytes=cache_bytes // config.num_stream_threads if cache_bytes > 0 else None,
         ))
-        return StoreEntry(builder.name, builder, built.raw, built.typed, persistent, changelog, built.cache)
+        return StoreEntry(builder.name, builder, built.raw, built.typed, persistent, changelog, built.cache,
+                          built.retention)
 
     def _is_persistent(self, builder: StoreBuilder) -> bool:
         return is_persistent_store(builder, self._config, self._store_type)

@@ -13,6 +13,7 @@ from airflow_stateful_provider.streams.status.application import (
     RestorationProgress,
     StandbyReplica,
 )
+from airflow_stateful_provider.streams.status.maintenance_view import last_maintenance
 from airflow_stateful_provider.streams.status.readable import age_text, duration_text, rate_text
 
 __all__ = ["BAR_WIDTH", "columns", "progress_bar", "render_status_table", "restoration_cells"]
@@ -87,6 +88,13 @@ def render_status_table(status: ApplicationStatus, *, bars: bool = False) -> str
         for i, t in waiting:
             lines.append(f"  {t.thread_id} ({i.instance_id}@{i.host}): {age_text((t.blocked_ms or 0) + i.age_ms)} in "
                          f"{t.blocked_in}, waiting for {t.blocked_on}")
+    maintained = last_maintenance(status.instances)
+    if maintained:
+        lines.append("")
+        lines.append("LAST MAINTENANCE (per store copy, from the instances' answers to control commands):")
+        lines += columns(("STORE", "TASK", "INSTANCE", "ROLE", "RUN", "WHEN", "RESULT"),
+                         [(m.store, m.task_id, m.instance_id, m.role, m.what,
+                           f"{age_text(max(0, status.now_ms - m.at))} ago", m.summary) for m in maintained])
     if stale:
         lines.append("")
         lines.append(f"STALE INSTANCES (no document for more than {age_text(status.stale_after_ms)}; "

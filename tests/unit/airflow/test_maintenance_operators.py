@@ -187,7 +187,7 @@ def test_online_failure_names_failed_and_silent_instances_and_what_succeeded():
     assert "b failed: InvalidStoreError: boom" in message
     assert "no answer within 1s from ['c']" in message
     assert "Succeeded: a (1 store(s))" in message
-    assert "10 B -> 5 B in 0.25s" in message  # the table of what succeeded
+    assert "10 B -> 5 B (reclaimed 5 B) in 0.25s" in message  # the table of what succeeded
     assert hook.sent[0].now_ms is None and hook.sent[0].command_type == "compact"
     assert hook.waited == [(("a", "b", "c"), timedelta(seconds=1))]  # timeout=1 is a second, not 1 ms
 
@@ -210,7 +210,7 @@ def test_result_table():
     lines = result_table(rows).splitlines()
     assert lines[0].split() == ["INSTANCE", "TASK", "STORE", "ROLE", "RESULT"]
     assert lines[1].split(None, 4) == ["a", "0_0", "s", "active", "skipped: in-memory store: nothing to compact"]
-    assert lines[2].split(None, 4) == ["-", "0_1", "kv", "-", "2.0 KiB -> 1.0 KiB in 1.00s"]
+    assert lines[2].split(None, 4) == ["-", "0_1", "kv", "-", "2.0 KiB -> 1.0 KiB (reclaimed 1.0 KiB) in 1.00s"]
     assert result_table([]) == "(no store)"
 
 
@@ -410,3 +410,78 @@ def test_without_topology_inferred_checks_and_unchecked_notes():
 def test_unknown_application():
     with pytest.raises(AirflowException, match=f"unknown application '{APP}'"):
         changelog_operator(FakeAdmin({"x-status": (1, {})})).execute({})
+
+
+def test_the_retention_summary_reports_rows_segments_bytes_and_changelog_records():
+    from airflow_stateful_provider.operators.maintenance_report import result_table
+
+    result = {**RETENTION_RESULT, "rows_before": 120, "rows_after": 40, "segments_before": 3, "segments_after": 1,
+              "changelog_records_written": 1}
+    line = result_table([{"instance": "a", "task_id": "0_0", "store": "s", "role": "active", "result": result}])
+    assert "rows ~120 -> ~40; segments 3 -> 1; 4.0 KiB -> 2.0 KiB; 1 changelog record(s) written" in line
+    assert "holding" not in line
+    line = result_table([{"instance": "a", "task_id": "0_0", "store": "s", "role": "active",
+                          "result": {**result, "rows_dropped": 80}}])
+    assert "dropped 2 segment(s) (3..4) holding 80 row(s)" in line
+    ttl = {**result, "segments_dropped": [], "min_live_segment": None, "rows_dropped": 7,
+           "changelog_records_written": 8}
+    line = result_table([{"instance": "a", "task_id": "0_0", "store": "kv", "role": "active", "result": ttl}])
+    assert "expired 7 key(s)" in line and "segments" not in line and "8 changelog record(s) written" in line
+
+
+class FakeProducer:
+    def __init__(self, partitions):
+        self.partitions, self.sent, self.closed = partitions, [], False
+
+    def partitions_for(self, topic):
+        return self.partitions.get(topic)
+
+    def send(self, topic, key=None, value=None, partition=None, timestamp_ms=None):
+        self.sent.append((topic, partition, key, json.loads(value)))
+
+        class Done:
+            def get(self, timeout=None):
+                return None
+
+        return Done()
+
+    def flush(self, timeout=None):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+class ProducingHook:
+    def __init__(self, producer):
+        self.producer = producer
+
+    def get_producer(self, **overrides):
+        return self.producer
+
+
+def test_offline_retention_can_write_the_cut_off_into_each_changelog(tmp_path):
+    from airflow_stateful_provider.streams.state.common.cutoff import SESSION_CUTOFF_KEY, VERSIONED_CUTOFF_KEY
+
+    state_dir = make_state_dir(tmp_path / "state")
+    producer = FakeProducer({f"{APP}-s-changelog": {0, 1}})  # "v" has no changelog topic
+    operator = with_hook(StoreRetentionOperator(task_id="r", application_id=APP, mode="offline",
+                                                state_dir=str(state_dir), now=NOW_MS, write_cutoff=True),
+                         ProducingHook(producer))
+    rows = {(r["task_id"], r["store"]): r["result"] for r in operator.execute({})}
+    marker = {"marker": "retention-cutoff", "format_version": 1, "cutoff_ms": NOW_MS}
+    assert sorted(producer.sent) == [(f"{APP}-s-changelog", 0, SESSION_CUTOFF_KEY, marker),
+                                     (f"{APP}-s-changelog", 1, SESSION_CUTOFF_KEY, marker)]
+    assert VERSIONED_CUTOFF_KEY not in [s[2] for s in producer.sent] and producer.closed
+    assert rows[("0_0", "s")]["changelog_records_written"] == rows[("0_1", "s")]["changelog_records_written"] == 1
+    versioned = rows[("0_0", "v")]
+    assert versioned["changelog_records_written"] == 0 and "marker not written" in versioned["changelog"]
+
+
+def test_offline_retention_writes_nothing_to_kafka_by_default(tmp_path):
+    state_dir = make_state_dir(tmp_path / "state")
+    producer = FakeProducer({f"{APP}-s-changelog": {0, 1}})
+    operator = with_hook(StoreRetentionOperator(task_id="r", application_id=APP, mode="offline",
+                                                state_dir=str(state_dir), now=NOW_MS), ProducingHook(producer))
+    rows = operator.execute({})
+    assert producer.sent == [] and all(r["result"].get("changelog_records_written", 0) == 0 for r in rows)

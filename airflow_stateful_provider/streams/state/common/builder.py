@@ -65,6 +65,10 @@ class BuiltStore:
     #: The record cache in the stack, if any: written through (``flush_cache``) before the
     #: stores flush.
     cache: Any = None
+    #: Where retention is enforced when it is not the byte store's own (a key-value store's
+    #: time to live, keyvalue/ttl.py): its ``enforce_retention(now_ms)`` writes through the
+    #: changelog, so only a running active task calls it.
+    retention: Any = None
 
 
 @dataclasses.dataclass

@@ -69,6 +69,19 @@ class RetentionResult(_AsDict):
     segments_dropped: tuple[SegmentInfo, ...]
     bytes_before: int
     bytes_after: int
+    #: rows (RocksDB's estimate; exact in memory) and live segments before and after
+    rows_before: int = 0
+    rows_after: int = 0
+    segments_before: int = 0
+    segments_after: int = 0
+    #: the store's cut-off after the run (cutoff.py), and the marker records the run wrote to
+    #: the changelog (1 when an active task's logged store moved its cut-off, else 0)
+    cutoff_ms: int | None = None
+    changelog_records_written: int = 0
+    #: rows dropped, counted exactly: the sessions (session stores) or segment rows (versioned
+    #: RocksDB stores) of the dropped segments, the expired keys (key-value TTL); 0 when unknown
+    #: (in-memory versioned stores)
+    rows_dropped: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,10 +21,13 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import ClassVar
 
 from airflow_stateful_provider.streams.errors import InvalidRecordError
+from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+from airflow_stateful_provider.streams.state.common.cutoff import split_at_cutoffs
 from airflow_stateful_provider.streams.state.common.maintenance import RetentionResult, SegmentInfo, StoreStats
 from airflow_stateful_provider.streams.state.common.rocks import RocksDBStore
 
 __all__ = [
+    "CUTOFF_KEY",
     "NO_TIMESTAMP",
     "OBSERVED_KEY",
     "SEGMENT_PREFIX",
@@ -32,6 +35,7 @@ __all__ = [
     "SegmentedRocksDBStore",
     "SegmentedStore",
     "min_live_segment",
+    "segment_clock",
     "segment_prefix",
 ]
 
@@ -40,6 +44,8 @@ _I64 = struct.Struct(">q")
 SEGMENT_PREFIX = b"\x02"
 #: RocksDB key of a segmented store's observed stream time (8 bytes big-endian).
 OBSERVED_KEY = b"\x00observed_stream_time"
+#: RocksDB key of a segmented store's retention cut-off (8 bytes big-endian; cutoff.py).
+CUTOFF_KEY = b"\x00retention_cutoff"
 #: Observed stream time before the first write.
 NO_TIMESTAMP = -1
 _SEG_MARK = SEGMENT_PREFIX[0]
@@ -53,6 +59,19 @@ def min_live_segment(observed_stream_time: int, retention_ms: int, interval: int
 def segment_prefix(segment_id: int) -> bytes:
     """Row key prefix of a segment: marker byte + id as 8 bytes big-endian (sorts by id)."""
     return SEGMENT_PREFIX + _I64.pack(segment_id)
+
+
+def segment_clock(store: object) -> SegmentedStore | None:
+    """The segmented byte store under a store as processors see it (typed, cached,
+    changelogging layers unwrapped through their ``inner``), or None: what a processor reads
+    the store's observed stream time and retention cut-off from."""
+    seen = 0
+    while not isinstance(store, SegmentedStore) and seen < 16:
+        store = getattr(store, "inner", None)
+        if store is None:
+            return None
+        seen += 1
+    return store if isinstance(store, SegmentedStore) else None
 
 
 class SegmentSet:
@@ -125,12 +144,46 @@ class SegmentedStore:
     _observed: int
     _min_live: int
     _check_writable: Callable[[], None]  # from the store base: open, and not read-only
+    #: the key of this kind's cut-off marker in its changelog (cutoff.py)
+    cutoff_marker_key: ClassVar[bytes]
+    #: the largest ``now_ms`` retention was enforced at (here or by a restored marker)
+    _cutoff: int = NO_TIMESTAMP
+    stats: Callable[[], StoreStats]
 
     def _init_segments(self, retention_ms: int, interval_ms: int) -> None:
         self._segment_retention_ms = retention_ms
         self.segment_interval_ms = interval_ms
         self.dropped_writes = 0
+        self._cutoff = NO_TIMESTAMP
         self._set_observed(NO_TIMESTAMP)
+
+    @property
+    def retention_cutoff(self) -> int | None:
+        """The ``now_ms`` of the latest retention run this store reached (applied here or
+        restored from its changelog's marker), None when there was none. Observed stream
+        time never goes below it."""
+        return None if self._cutoff == NO_TIMESTAMP else self._cutoff
+
+    def apply_cutoff(self, cutoff_ms: int) -> None:
+        """Reach a retention run's cut-off: observed stream time moves to
+        ``max(observed, cutoff_ms)``, dropping the segments that died (what a restore does on
+        reading a cut-off marker; enforce_retention does it and also reclaims the space)."""
+        if cutoff_ms > self._cutoff:
+            self._cutoff = cutoff_ms
+        if cutoff_ms > self._observed:
+            self._advance(cutoff_ms)
+
+    def _restore_runs(self, records: Iterable[ChangelogRecord],
+                      restore_run: Callable[[list[ChangelogRecord]], int]) -> int:
+        """restore_batch around the kind's own replay: runs of records between cut-off markers
+        replayed in order, each marker applied where it stands (cutoff.py)."""
+        applied = 0
+        for run, cutoff in split_at_cutoffs(records, self.cutoff_marker_key):
+            if run:
+                applied += restore_run(run)
+            if cutoff is not None:
+                self.apply_cutoff(cutoff)
+        return applied
 
     def _set_observed(self, observed: int) -> None:
         self._observed = observed
@@ -170,10 +223,12 @@ class SegmentedStore:
             raise InvalidRecordError(f"enforce_retention needs now_ms as an int >= 0, got {now_ms!r}")
         bytes_before = self._settle()
         before = self._observed
+        rows_before = self.stats().approximate_num_entries
+        segments_before = len(list(self._live_segment_ids()))
         new_min = min_live_segment(max(before, now_ms), self._segment_retention_ms, self.segment_interval_ms)
         dropped = [s for s in self._live_segment_ids() if s < new_min]
-        if now_ms > before:
-            self._advance(now_ms)
+        rows_dropped = self._count_rows(dropped)
+        self.apply_cutoff(now_ms)
         bytes_after = self._reclaim(dropped)
         return RetentionResult(
             now_ms=now_ms,
@@ -183,10 +238,20 @@ class SegmentedStore:
             segments_dropped=self._segment_infos(dropped),
             bytes_before=bytes_before,
             bytes_after=bytes_after,
+            rows_before=rows_before,
+            rows_after=self.stats().approximate_num_entries,
+            segments_before=segments_before,
+            segments_after=len(list(self._live_segment_ids())),
+            cutoff_ms=self._cutoff,
+            rows_dropped=rows_dropped,
         )
 
     def _settle(self) -> int:
         """Hook: bring the files up to date before a retention run; returns their size."""
+        return 0
+
+    def _count_rows(self, segment_ids: list[int]) -> int:
+        """Hook: how many rows the segments hold (what a retention run drops; one scan of them)."""
         return 0
 
     def _reclaim(self, dropped: list[int]) -> int:
@@ -219,6 +284,7 @@ class SegmentedRocksDBStore(RocksDBStore, SegmentedStore):
 
     _segments: SegmentSet
     _persisted_observed: int
+    _persisted_cutoff: int
 
     def _open_segments(self, retention_setting: str) -> None:
         """Second step of opening, once the metadata is read: the stored setting
@@ -230,6 +296,9 @@ class SegmentedRocksDBStore(RocksDBStore, SegmentedStore):
         raw = self._db.get(OBSERVED_KEY)
         self._set_observed(NO_TIMESTAMP if raw is None else _I64.unpack(raw)[0])
         self._persisted_observed = self._observed
+        raw = self._db.get(CUTOFF_KEY)
+        self._cutoff = NO_TIMESTAMP if raw is None else _I64.unpack(raw)[0]
+        self._persisted_cutoff = self._cutoff
         self._segments = SegmentSet(self._scan_segment_ids())
 
     def _scan_segment_ids(self) -> list[int]:
@@ -250,6 +319,9 @@ class SegmentedRocksDBStore(RocksDBStore, SegmentedStore):
         if self._observed != self._persisted_observed:
             self._db.put(OBSERVED_KEY, _I64.pack(self._observed))
             self._persisted_observed = self._observed
+        if self._cutoff != self._persisted_cutoff:
+            self._db.put(CUTOFF_KEY, _I64.pack(self._cutoff))
+            self._persisted_cutoff = self._cutoff
 
     def _on_refresh(self) -> None:
         self._load_state()
@@ -265,6 +337,17 @@ class SegmentedRocksDBStore(RocksDBStore, SegmentedStore):
 
     def _live_segment_ids(self) -> list[int]:
         return self._segments.ids
+
+    def _count_rows(self, segment_ids: list[int]) -> int:
+        count = 0
+        it = self._db.iter()
+        for segment_id in segment_ids:
+            prefix = segment_prefix(segment_id)
+            it.seek(prefix)
+            while it.valid() and it.key().startswith(prefix):
+                count += 1
+                it.next()
+        return count
 
     def _settle(self) -> int:
         self._on_flush()

@@ -14,6 +14,7 @@ from airflow_stateful_provider.streams.state.keyvalue.changelogging import Chang
 from airflow_stateful_provider.streams.state.keyvalue.in_memory import InMemoryKeyValueStore
 from airflow_stateful_provider.streams.state.keyvalue.kind import KEY_VALUE
 from airflow_stateful_provider.streams.state.keyvalue.rocksdb import RocksDBKeyValueStore
+from airflow_stateful_provider.streams.state.keyvalue.ttl import TimeToLiveKeyValueStore
 from airflow_stateful_provider.streams.state.keyvalue.typed import TypedKeyValueStore
 
 __all__ = ["KeyValueBytesStoreSupplier", "KeyValueStoreBuilder"]
@@ -33,9 +34,12 @@ class KeyValueBytesStoreSupplier:
 
 @dataclasses.dataclass
 class KeyValueStoreBuilder(StoreBuilder):
-    """Builds: RocksDB or in-memory store -> changelogging -> typed view."""
+    """Builds: RocksDB or in-memory store -> changelogging -> [time to live] -> typed view.
+
+    ``time_to_live_ms``: keys not updated for that long (stream time) are deleted (ttl.py)."""
 
     kind = KEY_VALUE
+    time_to_live_ms: int | None = None
 
     def _base_changelog_config(self) -> dict[str, str]:
         return {"cleanup.policy": "compact"}
@@ -49,4 +53,7 @@ class KeyValueStoreBuilder(StoreBuilder):
             raw = InMemoryKeyValueStore(self.name, **serdes)
         logged = raw if context.changelog is None else \
             ChangeloggingKeyValueStore(raw, context.changelog, context.record_timestamp)
-        return BuiltStore(raw, TypedKeyValueStore(logged, context.key_serde, context.value_serde))
+        if self.time_to_live_ms is None:
+            return BuiltStore(raw, TypedKeyValueStore(logged, context.key_serde, context.value_serde))
+        ttl = TimeToLiveKeyValueStore(logged, self.time_to_live_ms, context.record_timestamp)
+        return BuiltStore(raw, TypedKeyValueStore(ttl, context.key_serde, context.value_serde), retention=ttl)

@@ -33,6 +33,15 @@ class TypedKeyValueStore(TypedStore[KeyValueStore]):
     def delete(self, key: Any) -> Any:
         return self._out(self.inner.delete(self._key(key)))
 
+    def set_expiry_listener(self, listener: Any) -> bool:
+        """``listener(key, last value, expired at)`` (deserialized) for every key the store's
+        time to live deletes (keyvalue/ttl.py); False when the store has no time to live."""
+        register = getattr(self.inner, "set_expiry_listener", None)
+        if register is None:
+            return False
+        kd, vd = self._kd, self._vd
+        return bool(register(lambda key, value, at: listener(kd(key), vd(value), at)))
+
     def _iter(self, rows: Iterable[tuple[bytes, bytes]]) -> Iterator[KeyValue]:
         kd, vd = self._kd, self._vd
         for k, v in rows:

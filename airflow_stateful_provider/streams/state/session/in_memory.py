@@ -57,6 +57,9 @@ class InMemorySessionStore(InMemoryStore, SessionStoreBase):
     def _live_segment_ids(self) -> list[int]:
         return sorted(self._data)
 
+    def _count_rows(self, segment_ids: list[int]) -> int:
+        return sum(len(per_key) for s in segment_ids for per_key in self._data.get(s, {}).values())
+
     def _store_session(self, segment_id: int, key: bytes, start: int, end: int, agg: bytes) -> None:
         self._data.setdefault(segment_id, {}).setdefault(key, {})[(end, start)] = agg
         self._index.add(key, start, end)
@@ -118,6 +121,12 @@ class InMemorySessionStore(InMemoryStore, SessionStoreBase):
         return result
 
     def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
+        """Replay changelog records, applying the retention cut-off markers among them where
+        they stand (common/cutoff.py). Returns how many records were applied."""
+        self._check_open()
+        return self._restore_runs(records, self._restore_run)
+
+    def _restore_run(self, records: Iterable[ChangelogRecord]) -> int:
         self._check_open()
         batch_records = [r for r in records if r.key is not None]
         sessions = []

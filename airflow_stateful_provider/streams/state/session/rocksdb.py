@@ -283,6 +283,12 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
 
     @restores_directly
     def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
+        """Replay changelog records, applying the retention cut-off markers among them where
+        they stand (common/cutoff.py). Returns how many records were applied."""
+        self._check_writable()
+        return self._restore_runs(records, self._restore_run)
+
+    def _restore_run(self, records: Iterable[ChangelogRecord]) -> int:
         """Apply changelog records (key = key + end + start) in one RocksDB write batch.
 
         Like Kafka, observed stream time first advances to the batch's largest end (at most

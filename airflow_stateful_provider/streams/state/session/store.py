@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+from airflow_stateful_provider.streams.state.common.cutoff import SESSION_CUTOFF_KEY
 from airflow_stateful_provider.streams.state.common.metadata import MetadataKind
 from airflow_stateful_provider.streams.state.common.segments import SegmentedStore
 from airflow_stateful_provider.streams.state.session.key import SessionKey, as_session_key
@@ -148,6 +149,7 @@ class SessionStoreBase(SegmentedStore):
 
     #: what restoring may move observed stream time to at most (resume_from_commit)
     _restore_limit: int | None = None
+    cutoff_marker_key = SESSION_CUTOFF_KEY
 
     def resume_from_commit(self, stream_time: int) -> None:
         """The task resumes processing from its last commit, whose stream time was
@@ -155,6 +157,7 @@ class SessionStoreBase(SegmentedStore):
         files held writes of later records) and restoring no longer moves it past it, so the
         records processed again find their sessions as they did the first time. The sessions
         restored from later writes stay, ahead of the clock, as they were."""
+        stream_time = max(stream_time, self._cutoff)  # never back before a retention cut-off
         self._restore_limit = stream_time
         if self._observed > stream_time:
             self._set_observed(stream_time)

@@ -126,6 +126,12 @@ class InMemoryVersionedKeyValueStore(InMemoryStore, VersionedStoreBase):
         return result
 
     def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
+        """Replay changelog records, applying the retention cut-off markers among them where
+        they stand (common/cutoff.py). Returns how many records were applied."""
+        self._check_open()
+        return self._restore_runs(records, self._restore_run)
+
+    def _restore_run(self, records: Iterable[ChangelogRecord]) -> int:
         self._check_open()
         return self._replay(records)
 

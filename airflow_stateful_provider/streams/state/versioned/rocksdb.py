@@ -395,6 +395,12 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
 
     @restores_directly
     def restore_batch(self, records: Iterable[ChangelogRecord]) -> int:
+        """Replay changelog records, applying the retention cut-off markers among them where
+        they stand (common/cutoff.py). Returns how many records were applied."""
+        self._check_writable()
+        return self._restore_runs(records, self._restore_run)
+
+    def _restore_run(self, records: Iterable[ChangelogRecord]) -> int:
         """Replay changelog records (key, value or None, timestamp = valid_from) as puts,
         buffered and written in one RocksDB write batch. Returns how many were applied
         (records beyond history retention at their turn are skipped, as the original put

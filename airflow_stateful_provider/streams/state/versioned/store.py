@@ -18,6 +18,7 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkabl
 from airflow_stateful_provider.streams.durations import duration_ms
 from airflow_stateful_provider.streams.errors import ConfigError, InvalidRecordError
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+from airflow_stateful_provider.streams.state.common.cutoff import VERSIONED_CUTOFF_KEY
 from airflow_stateful_provider.streams.state.common.metadata import MetadataKind
 from airflow_stateful_provider.streams.state.common.segments import SegmentedStore
 
@@ -145,6 +146,7 @@ class VersionedStoreBase(SegmentedStore):
 
     history_retention_ms: int
     read_only: bool
+    cutoff_marker_key = VERSIONED_CUTOFF_KEY
     _open: bool
     _check_open: Callable[[], None]
     _do_put: Callable[[bytes, bytes | None, int], int]
