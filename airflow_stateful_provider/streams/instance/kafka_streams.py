@@ -107,6 +107,9 @@ _TRANSITIONS = {
 
 #: ``listener(new_state, old_state)``
 StateListener = Callable[[KafkaStreamsState, KafkaStreamsState], None]
+
+#: The longest pause between two attempts to connect to a broker (the Java clients' default).
+RECONNECT_BACKOFF_MAX_MS = 1_000
 #: ``handler(exception)``: called once when a stream thread dies; the instance then shuts
 #: down into ERROR (Kafka Streams' SHUTDOWN_CLIENT response).
 UncaughtExceptionHandler = Callable[[BaseException], None]
@@ -228,8 +231,11 @@ class KafkaStreams:
     # ------------------------------------------------------------------ clients
 
     def _common_client_configs(self, kind: str) -> dict[str, Any]:
-        """The bootstrap servers and the ``client_configs`` a client of ``kind`` knows."""
+        """The bootstrap servers and the ``client_configs`` a client of ``kind`` knows. A broker
+        that was down is connected to again within a second of its return, as the Java
+        clients do (kafka-python backs off up to 30 s: a thread resumed up to 30 s late)."""
         return {"bootstrap_servers": list(self.config.bootstrap_servers),
+                "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS,
                 **settings_for(kind, self.config.client_configs)}
 
     def _new_consumer(self, **overrides: Any) -> Any:
