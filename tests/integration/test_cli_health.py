@@ -73,7 +73,9 @@ def test_check_answers_healthy_then_unhealthy(bootstrap_servers, env):
     assert (healthy.returncode, healthy.stderr) == (0, ""), healthy
     assert healthy.stdout == f"OK: application {app}: 2 instance(s), 2 task(s): 2 running\n"
 
-    # i-2 stops publishing (its last document is two minutes old) and 0_2 is held by a standby only
+    # i-2 stops publishing (its last document is two minutes old) and 0_2 is held by a standby only;
+    # i-1 publishes again, so it stays fresh however long the first check took on a busy machine
+    publish(bootstrap_servers, app, "i-1", document("i-1", task("0_0"), app=app))
     publish(bootstrap_servers, app, "i-2", document("i-2", task("0_1"), app=app), age_ms=120_000)
     publish(bootstrap_servers, app, "i-3", document("i-3", task("0_2", "standby", "running"), app=app))
     sick = subprocess.run([COMMAND, "status", app, "--check", "--conn-id", "kafka"], capture_output=True, text=True,
