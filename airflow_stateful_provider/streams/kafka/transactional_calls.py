@@ -155,13 +155,14 @@ def _wait(producer: Any, result: Any, call: str, timeout_ms: int, kind: str,
         if remaining <= 0:
             raise TransactionalCallTimeout(call, timeout_ms, _describe(producer, kind))
         if on_wait is not None:
-            on_wait(f"{call}: waiting for {_describe(producer, kind)}")
+            on_wait(_describe(producer, kind))
 
 
 def send_offsets_to_transaction_within(producer: Any, offsets: Mapping[Any, Any], group_metadata: Any,
                                        timeout_ms: int, on_wait: Callable[[str], None] | None = None) -> None:
     """``producer.send_offsets_to_transaction(offsets, group_metadata)`` waiting at most
-    ``timeout_ms`` (TransactionalCallTimeout); ``on_wait`` hears about it every second.
+    ``timeout_ms`` (TransactionalCallTimeout); ``on_wait`` hears every second what it waits for
+    (e.g. "the group coordinator, broker 2").
 
     Checked against kafka-python 3.0.12: the public call is the transaction manager's
     ``send_offsets_to_transaction``, a wakeup of the sender and an unbounded wait."""
