@@ -31,8 +31,7 @@ from airflow_stateful_provider.streams.kafka.transactional_calls import (
     TransactionalCallTimeout,
     abort_transaction_within,
     commit_transaction_within,
-    keep_requests_of_unreachable_coordinators,
-    retry_timed_out_transactional_requests,
+    prepare_transactional_producer,
     send_offsets_to_transaction_within,
 )
 from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWaits
@@ -92,8 +91,7 @@ def new_producer(broker: LocalKafkaBroker, **configs) -> KafkaProducer:
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=f"tx-{uuid.uuid4().hex[:8]}",
                              max_block_ms=BOUND_MS, request_timeout_ms=REQUEST_TIMEOUT_MS,
                              bootstrap_timeout_ms=BOUND_MS, **configs)
-    keep_requests_of_unreachable_coordinators(producer)
-    retry_timed_out_transactional_requests(producer)
+    prepare_transactional_producer(producer)  # as the engine's producers
     producer.init_transactions()
     return producer
 
@@ -173,12 +171,11 @@ def test_abort_transaction_waits_at_most_its_bound(broker, topic):
 
 def test_init_transactions_waits_at_most_max_block_ms_and_a_request_timeout_is_retried(broker):
     """kafka-python bounds init_transactions by max_block_ms; a request that times out within it
-    is sent again (retry_timed_out_transactional_requests), so the call ends in the retriable
+    is sent again (prepare_transactional_producer), so the call ends in the retriable
     KafkaTimeoutError the engine retries, not in a fatal transaction state."""
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=f"tx-{uuid.uuid4().hex[:8]}",
                              max_block_ms=BOUND_MS, request_timeout_ms=REQUEST_TIMEOUT_MS)
-    keep_requests_of_unreachable_coordinators(producer)
-    retry_timed_out_transactional_requests(producer)
+    prepare_transactional_producer(producer)  # as the engine's producers
     try:
         with Frozen(broker):
             took, error, _ = timed(producer.init_transactions)

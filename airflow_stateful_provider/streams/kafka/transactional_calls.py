@@ -21,6 +21,7 @@ from kafka.errors import KafkaConnectionError, KafkaTimeoutError, RequestTimedOu
 
 __all__ = ["TransactionalCallTimeout", "abort_transaction_within", "commit_transaction_within",
            "coordinators", "discard_unsent_records", "keep_requests_of_unreachable_coordinators",
+           "prepare_transactional_producer",
            "retry_timed_out_transactional_requests", "retry_transactional_requests_sooner",
            "send_offsets_to_transaction_within"]
 
@@ -41,6 +42,15 @@ class TransactionalCallTimeout(KafkaTimeoutError):
         self.call = call
         self.timeout_ms = timeout_ms
         self.waited_for = waited_for
+
+
+def prepare_transactional_producer(producer: Any) -> None:
+    """Everything the engine changes in a new transactional producer before its
+    ``init_transactions``: requests of unreachable coordinators kept, timed-out requests sent
+    again, and retries after 20 ms (the three functions below)."""
+    keep_requests_of_unreachable_coordinators(producer)
+    retry_timed_out_transactional_requests(producer)
+    retry_transactional_requests_sooner(producer)
 
 
 def keep_requests_of_unreachable_coordinators(producer: Any) -> None:

@@ -42,9 +42,7 @@ from airflow_stateful_provider.streams.kafka.transactional_calls import (
     abort_transaction_within,
     commit_transaction_within,
     discard_unsent_records,
-    keep_requests_of_unreachable_coordinators,
-    retry_timed_out_transactional_requests,
-    retry_transactional_requests_sooner,
+    prepare_transactional_producer,
     send_offsets_to_transaction_within,
 )
 from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWaits
@@ -121,9 +119,7 @@ class StreamsProducer:
             return self._factory(client_id=self._client_id)
         producer = self._factory(client_id=self._client_id, transactional_id=self.transactional_id)
         try:
-            keep_requests_of_unreachable_coordinators(producer)
-            retry_timed_out_transactional_requests(producer)
-            retry_transactional_requests_sooner(producer)
+            prepare_transactional_producer(producer)
             producer.init_transactions()
         except BaseException:
             _close_quietly(producer)
