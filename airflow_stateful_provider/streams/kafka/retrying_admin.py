@@ -20,12 +20,18 @@ from typing import Any
 
 from kafka.errors import KafkaError, UnknownTopicOrPartitionError
 
-__all__ = ["RetryingAdmin"]
+__all__ = ["RetryingAdmin", "brokers_cannot_answer_yet"]
 
 log = logging.getLogger(__name__)
 
 #: The pause between two attempts of a call.
 RETRY_BACKOFF_SECONDS = 0.5
+
+
+def brokers_cannot_answer_yet(error: BaseException) -> bool:
+    """Whether ``error`` is one to retry: a retriable Kafka error (a coordinator moving, a
+    leader election, a broker down, a timeout), except a missing topic, which is a fact."""
+    return isinstance(error, KafkaError) and error.retriable and not isinstance(error, UnknownTopicOrPartitionError)
 
 
 class RetryingAdmin:
@@ -52,7 +58,7 @@ class RetryingAdmin:
                 try:
                     return method(*args, **kwargs)
                 except KafkaError as exc:
-                    if not exc.retriable or isinstance(exc, UnknownTopicOrPartitionError):
+                    if not brokers_cannot_answer_yet(exc):
                         raise
                     waited_ms = int((time.monotonic() - started) * 1000)
                     if waited_ms + RETRY_BACKOFF_SECONDS * 1000 > self.bound_ms:

@@ -18,7 +18,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from kafka.errors import KafkaError
+
 from airflow_stateful_provider.streams.errors import TaskTimeoutError
+from airflow_stateful_provider.streams.kafka.retrying_admin import brokers_cannot_answer_yet
 
 T = TypeVar("T")
 
@@ -101,14 +104,12 @@ class KafkaWaits:
         """``function(*args, **kwargs)``, called again after a pause while it fails because a
         broker cannot answer yet (a retriable Kafka error other than a missing topic, which is a
         fact to report), until the task timeout; shown as waiting in ``call`` meanwhile."""
-        from kafka.errors import KafkaError, UnknownTopicOrPartitionError
-
         with self.waiting_in(call, waiting_for):
             while True:
                 try:
                     result = function(*args, **kwargs)
                 except KafkaError as exc:
-                    if not exc.retriable or isinstance(exc, UnknownTopicOrPartitionError) or self.interrupted.is_set():
+                    if not brokers_cannot_answer_yet(exc) or self.interrupted.is_set():
                         raise
                     self.failed(call, exc)
                     self.interrupted.wait(RETRY_BACKOFF_SECONDS)
