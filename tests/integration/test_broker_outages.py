@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from airflow_stateful_provider.streams import KafkaStreamsState
+from airflow_stateful_provider.streams import KafkaStreams, KafkaStreamsState
 from airflow_stateful_provider.streams.errors import TaskTimeoutError
 from tests.integration.failure_oracle import CountingApp, assert_exact, produce_numbered
 from tools.kafka.cluster import LocalKafkaCluster
@@ -56,6 +56,25 @@ def counting_app(cluster: LocalKafkaCluster, tmp_path, **config) -> CountingApp:
                       replication_factor=3, commit_interval_ms=200, **config)
     app.create_topics(replication_factor=3)
     return app
+
+
+def started_on_input(app: CountingApp, **overrides) -> tuple[dict[str, int], KafkaStreams, list[BaseException]]:
+    """RECORDS input records, and a started instance (``overrides`` to its config): the
+    records per key, the instance and what its uncaught-exception handler sees."""
+    expected = produce_numbered(app.bootstrap_servers, app.input, RECORDS, KEYS, start_ms=int(time.time() * 1000))
+    streams = app.streams(**overrides)
+    seen: list[BaseException] = []
+    streams.set_uncaught_exception_handler(seen.append)
+    streams.start()
+    return expected, streams, seen
+
+
+def killed_mid_run(cluster: LocalKafkaCluster, app: CountingApp) -> float:
+    """Every node killed once a quarter of the input is committed; returns when (monotonic)."""
+    wait_progressing(lambda: app.committed_total() >= RECORDS // 4, app.committed_total,
+                     "a quarter of the input committed", measure="committed input offsets")
+    _kill_all(cluster)
+    return time.monotonic()
 
 
 def test_an_instance_starts_while_a_bootstrap_broker_is_down(cluster, tmp_path):
@@ -101,16 +120,9 @@ def test_a_consumers_offsets_follow_a_partition_leader_that_moved(cluster):
 
 def test_the_whole_cluster_down_for_two_minutes_then_processing_resumes_exactly(cluster, tmp_path):
     app = counting_app(cluster, tmp_path, task_timeout_ms=300_000)
-    expected = produce_numbered(cluster.bootstrap_servers, app.input, RECORDS, KEYS, start_ms=int(time.time() * 1000))
-    streams = app.streams(producer_configs={"max_block_ms": CALL_BOUND_MS})
-    seen: list[BaseException] = []
-    streams.set_uncaught_exception_handler(seen.append)
-    streams.start()
+    expected, streams, seen = started_on_input(app, producer_configs={"max_block_ms": CALL_BOUND_MS})
     try:
-        wait_progressing(lambda: app.committed_total() >= RECORDS // 4, app.committed_total,
-                         "a quarter of the input committed", measure="committed input offsets")
-        _kill_all(cluster)
-        down_at = time.monotonic()
+        down_at = killed_mid_run(cluster, app)
         waited: set[str] = set()
         while time.monotonic() - down_at < OUTAGE_SECONDS:
             assert streams.state in (KafkaStreamsState.RUNNING, KafkaStreamsState.REBALANCING), \
@@ -137,17 +149,11 @@ def test_the_whole_cluster_down_for_two_minutes_then_processing_resumes_exactly(
 def test_the_cluster_down_past_the_task_timeout_fails_the_thread_in_bounded_time_and_loses_nothing(cluster,
                                                                                                   tmp_path):
     app = counting_app(cluster, tmp_path)
-    expected = produce_numbered(cluster.bootstrap_servers, app.input, RECORDS, KEYS, start_ms=int(time.time() * 1000))
-    streams = app.streams(task_timeout_ms=TASK_TIMEOUT_MS,
-                          producer_configs={"max_block_ms": CALL_BOUND_MS, "bootstrap_timeout_ms": CALL_BOUND_MS})
-    seen: list[BaseException] = []
-    streams.set_uncaught_exception_handler(seen.append)
-    streams.start()
+    expected, streams, seen = started_on_input(
+        app, task_timeout_ms=TASK_TIMEOUT_MS,
+        producer_configs={"max_block_ms": CALL_BOUND_MS, "bootstrap_timeout_ms": CALL_BOUND_MS})
     try:
-        wait_progressing(lambda: app.committed_total() >= RECORDS // 4, app.committed_total,
-                         "a quarter of the input committed", measure="committed input offsets")
-        _kill_all(cluster)
-        down_at = time.monotonic()
+        down_at = killed_mid_run(cluster, app)
         # the work in hand cannot commit: the transaction fails, the producer is replaced,
         # which is retried until the task timeout (each attempt at most its bounds)
         bound = (TASK_TIMEOUT_MS + 4 * CALL_BOUND_MS) / 1000 + 30
