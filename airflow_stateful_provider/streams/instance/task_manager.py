@@ -124,7 +124,11 @@ class TaskManager:
             task_id = self.task_id_for(tp)
             task = self.tasks.get(task_id)
             if task is None:
-                if task_id not in self.tasks_to_revive:  # revoked; a rolled-back task stays paused until revived
+                # A rolled-back task stays paused until revived. Otherwise the partition was
+                # revoked, or its task dropped while the consumer keeps it (outside the group):
+                # kafka-python keeps a kept partition's pause across the next assignment, so
+                # it stays here until it is no longer assigned or a new task resumes it.
+                if task_id not in self.tasks_to_revive and KafkaTopicPartition(*tp) not in self.consumer.assignment():
                     self.paused.discard(tp)
                 continue
             if task.state is TaskState.RUNNING and task.buffered_size(tp) < limit // 2:
