@@ -50,8 +50,11 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 WORKLOAD = Workload(seed=2718, users=300, clicks=9_000, payments=2_000, partitions=4)
 INSTANCES = 2
-#: one task slot per executor, so an instance's executor can be killed alone
-EXECUTORS = {"spark.executor.cores": "1", "spark.cores.max": "4", "spark.executor.memory": "512m",
+#: one task slot per executor, so an instance's executor can be killed alone; two slots in all,
+#: so the Master spreads the two executors over the two Workers and a dead executor's
+#: replacement goes where cores are free. With spare executors (4 slots) a rerun instance could
+#: land beside the other one, and the Worker kill then took both: no survivor to take over.
+EXECUTORS = {"spark.executor.cores": "1", "spark.cores.max": str(INSTANCES), "spark.executor.memory": "512m",
              "spark.driver.memory": "512m"}
 
 
@@ -174,6 +177,9 @@ def test_instances_survive_a_killed_executor_and_a_killed_worker(spark_cluster, 
         survivor = next(d for i, d in before.items() if i != victim_id)
         executor = spark_cluster.executor_of(victim.pid)
         target = executor if what == "executor" else spark_cluster.worker_of(victim.pid)
+        assert spark_cluster.worker_of(survivor.pid) != spark_cluster.worker_of(victim.pid), (
+            f"both instances run on Worker {spark_cluster.worker_of(victim.pid)}: killing {what} {target} "
+            f"would leave no survivor\n{context()}")
         killed_at = time.monotonic()
         os.kill(target, signal.SIGKILL)
         timeline.add(f"SIGKILL {what} {target} running {victim_id} (epoch {victim.epoch}, pid {victim.pid}, "
