@@ -42,8 +42,8 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 #: collection order (--dist loadfile), so one of these started last would keep one worker
 #: busy minutes after the others are done. Longest first (seconds measured on 2 cores).
 MODULES_FIRST = (
-    "test_replicated_cluster.py",  # ~290 s: two scenarios on a 3-node cluster
-    "test_broker_outages.py",      # ~300 s: the cluster down for two minutes, past the task timeout
+    "test_replicated_cluster.py",  # ~250 s: both guarantees' applications through the events on a 3-node cluster
+    "test_broker_outages.py",      # ~220 s: the cluster down for two minutes (and past a task timeout)
     "test_wheel_install.py",       # ~100 s: a fresh virtual environment
     "test_airflow_services.py",    # ~130 s: Airflow's services and a Spark cluster
     "test_high_availability.py",   # ~90 s: a probing rebalance at its 60 s minimum

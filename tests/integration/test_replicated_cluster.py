@@ -1,9 +1,11 @@
-"""Routine Kafka operations under a running application (issue 33's scenario), at both guarantees.
+"""Routine Kafka operations under running applications (issue 33's scenario), at both guarantees.
 
-Two instance processes of a per-key counting topology (tests.integration.topologies:
-configured_counts, exactly_once_v2 and at_least_once) run on the 3-node cluster (tools/kafka/cluster.py:
-replication factor 3, min.insync.replicas 2) while input keeps arriving, and the brokers go
-through what operators and managed services do to them: a rolling restart of every node with
+Two applications of a per-key counting topology (tests.integration.topologies:
+configured_counts), one exactly_once_v2 and one at_least_once, two instance processes each, run
+side by side on the 3-node cluster (tools/kafka/cluster.py: replication factor 3,
+min.insync.replicas 2) while input keeps arriving, and the brokers go through what operators
+and managed services do to them (each event hits both applications; their groups share one
+coordinator): a rolling restart of every node with
 SIGTERM, one node killed with SIGKILL, the application's group coordinator killed, each
 transaction coordinator of its producers killed, partition leaders moved, and the group
 coordinator frozen (SIGSTOP) longer than both the broker and the consumer session timeouts,
@@ -141,30 +143,63 @@ class CommitWatch(threading.Thread):
         return max(b - a for a, b in zip(moments, moments[1:], strict=False))
 
 
-class Scenario:
-    def __init__(self, cluster: LocalKafkaCluster, app: str, source: str, instances: list[InstanceProcess],
-                 watch: CommitWatch) -> None:
-        self.cluster, self.app, self.source, self.instances, self.watch = cluster, app, source, instances, watch
+class Application:
+    """One application of the scenario: its two instance processes, its input flow and the
+    watch on its committed offsets."""
+
+    def __init__(self, cluster: LocalKafkaCluster, app: str, guarantee: str, tmp_path) -> None:
+        self.cluster, self.app, self.guarantee = cluster, app, guarantee
+        self.source, self.sink = f"{app}-in", f"{app}-out"
+        create_topics(cluster.bootstrap_servers, {self.source: PARTITIONS, self.sink: PARTITIONS},
+                      replication_factor=3)
+        self.names = [f"{guarantee}-a", f"{guarantee}-b"]
+        self.instances = [InstanceProcess(TOPOLOGY, {
+            "application_id": app, "bootstrap_servers": cluster.bootstrap_servers,
+            "state_dir": str(tmp_path / name / "state"), "instance_id": name,
+            "processing_guarantee": guarantee, "app_configs": {"input": self.source, "output": self.sink},
+            # at-least-once commits every 30 s by default: the pauses are measured on commits
+            **({"commit_interval_ms": 1_000} if guarantee == "at_least_once" else {}),
+            "consumer_configs": {"session_timeout_ms": SESSION_TIMEOUT_MS}}, tmp_path, name) for name in self.names]
+        self.flow = InputFlow(cluster.bootstrap_servers, self.source)
+        self.watch = CommitWatch(cluster, app, self.source)
         #: event -> longest pause of the committed offsets (seconds)
         self.pauses: dict[str, float] = {}
+
+    def start(self) -> None:
+        for instance in self.instances:
+            instance.start()
+        self.flow.start()
+        self.watch.start()
 
     def check_running(self) -> None:
         for instance in self.instances:
             instance.check_alive()
 
-    def wait_progress(self, what: str, since: float) -> float:
-        """Until the committed offsets advance after ``since`` (both instances alive), at most
-        RESUME_SECONDS; on a stall the instances dump their threads' stacks into the failure."""
+    def finish(self) -> None:
+        """Input stopped, every input record committed, both instances stopped with exit 0."""
+        self.flow.stop()
+        self.watch.stop()
+        print(f"{self.guarantee} input: {self.flow.sent} records sent, {self.flow.failed} refused by the brokers",
+              flush=True)
+        ends = end_offsets(self.cluster.bootstrap_servers, self.source)
         try:
-            return wait_until(lambda: (self.check_running(), self.watch.advanced_since(since))[1], RESUME_SECONDS,
-                              f"the committed offsets to move {what}", interval=0.25)
+            wait_for_commits(lambda: _committed(self.cluster, self.app, self.source), ends,
+                             f"every {self.guarantee} input record to be committed", self.instances)
         except AssertionError as stalled:
             raise AssertionError(f"{stalled}\n{self.diagnose()}") from None
+        codes = {instance.name: instance.stop() for instance in self.instances}
+        assert codes == {name: 0 for name in self.names}, "\n".join(i.log_tail() for i in self.instances)
+
+    def ensure_stopped(self) -> None:
+        self.flow.cancel()
+        self.watch.stop()
+        for instance in self.instances:
+            instance.ensure_stopped()
 
     def diagnose(self) -> str:
         """Every thread's stack of each running instance (SIGABRT with the fault handler on),
         the status documents' view, the cluster's partitions and the nodes' logs."""
-        lines = [f"committed total {self.watch.total}; partitions "
+        lines = [f"{self.app} ({self.guarantee}): committed total {self.watch.total}; partitions "
                  f"{self.cluster.partitions([self.source, '__consumer_offsets', '__transaction_state'])}"]
         try:
             from airflow_stateful_provider.streams import fetch_application_status
@@ -179,8 +214,54 @@ class Scenario:
                 instance.process.send_signal(signal.SIGABRT)
                 instance.process.wait(30)
             lines.append(f"----- {instance.name}\n{instance.log_tail(150)}")
-        lines.append(self.cluster.logs(10))
         return "\n".join(lines)
+
+    def check_output(self) -> None:
+        """exactly-once: every key's output is exactly 1..n; at-least-once: every count 1..n
+        is there, the records beyond one per input record are counted."""
+        expected = collections.Counter(record.key.decode() for record in read_all(self.cluster.bootstrap_servers,
+                                                                                   self.source))
+        seen: dict[str, list[int]] = collections.defaultdict(list)
+        for record in read_all(self.cluster.bootstrap_servers, self.sink):
+            seen[record.key.decode()].append(int.from_bytes(record.value, "big", signed=True))
+        if self.guarantee == "exactly_once_v2":
+            wrong = {key: counts for key, counts in seen.items() if counts != list(range(1, expected[key] + 1))}
+            assert set(seen) == set(expected) and not wrong, \
+                f"{len(wrong)} keys with output other than 1..n, e.g. {list(wrong.items())[:2]}; " \
+                f"keys missing {sorted(set(expected) - set(seen))[:5]}"
+            return
+        # at-least-once: records processed again after a failure may repeat counts or count past n
+        lost = {key: sorted(set(range(1, n + 1)) - set(seen.get(key, ()))) for key, n in expected.items()}
+        lost = {key: missing for key, missing in lost.items() if missing}
+        assert not lost, f"{len(lost)} keys lost counts, e.g. {list(lost.items())[:3]}"
+        extra = sum(len(counts) for counts in seen.values()) - sum(expected.values())
+        print(f"at-least-once: {extra} output records beyond one per input record "
+              f"({sum(expected.values())} input records)")
+
+
+class Scenario:
+    """The events, each applied to the cluster under both applications at once."""
+
+    def __init__(self, cluster: LocalKafkaCluster, applications: list[Application]) -> None:
+        self.cluster, self.applications = cluster, applications
+
+    def check_running(self) -> None:
+        for application in self.applications:
+            application.check_running()
+
+    def wait_progress(self, what: str, since: float) -> None:
+        """Until every application's committed offsets advance after ``since`` (every instance
+        alive), at most RESUME_SECONDS; on a stall the instances dump their threads' stacks."""
+        for application in self.applications:
+            try:
+                wait_until(lambda a=application: (self.check_running(), a.watch.advanced_since(since))[1],
+                           max(0.0, RESUME_SECONDS - (time.monotonic() - since)),
+                           f"{application.guarantee}'s committed offsets to move {what}", interval=0.25)
+            except AssertionError as stalled:
+                raise AssertionError(f"{stalled}\n{self.diagnose()}") from None
+
+    def diagnose(self) -> str:
+        return "\n".join([*(a.diagnose() for a in self.applications), self.cluster.logs(10)])
 
     def event(self, name: str, away: Callable[[], object], back: Callable[[], object] | None = None, *,
               progress_while_away: bool = True) -> None:
@@ -196,66 +277,70 @@ class Scenario:
             back()
             self.cluster.wait_healthy(None)  # every topic in sync again before the next event
             self.wait_progress(f"after the node came back ({name})", time.monotonic())
-        self.pauses[name] = self.watch.longest_pause(began, time.monotonic())
-        print(f"{name}: longest pause of the committed offsets {self.pauses[name]:.1f}s "
+        pauses = []
+        for application in self.applications:
+            application.pauses[name] = application.watch.longest_pause(began, time.monotonic())
+            pauses.append(f"{application.guarantee} {application.pauses[name]:.1f}s")
+        print(f"{name}: longest pause of the committed offsets {', '.join(pauses)} "
               f"(event took {time.monotonic() - began:.1f}s)", flush=True)
 
 
-@pytest.mark.timeout(1500)  # a dozen events of up to 2 minutes each on a loaded machine (usually 5-8 minutes)
-@pytest.mark.parametrize("guarantee", ["exactly_once_v2", "at_least_once"])
+def same_coordinator_as(group: str, prefix: str) -> str:
+    """A new application id on ``group``'s __consumer_offsets partition: the two groups always
+    share their coordinator, so each coordinator event hits both applications."""
+    while True:
+        candidate = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        if LocalKafkaCluster.offsets_partition(candidate) == LocalKafkaCluster.offsets_partition(group):
+            return candidate
+
+
+@pytest.mark.timeout(1500)  # a dozen events of up to 2 minutes each on a loaded machine (usually 4-6 minutes)
 def test_rolling_restarts_coordinator_loss_leader_moves_and_a_frozen_broker(
-        kafka_cluster: LocalKafkaCluster, tmp_path, monkeypatch, guarantee):
+        kafka_cluster: LocalKafkaCluster, tmp_path, monkeypatch):
+    """Both guarantees in one run: an exactly-once and an at-least-once application, two
+    instances each, go through the same events together."""
     cluster = kafka_cluster
     cluster.wait_healthy()
     monkeypatch.setenv("PYTHONFAULTHANDLER", "1")  # the instances dump their stacks on SIGABRT
-    app = f"replicated-{uuid.uuid4().hex[:8]}"
-    source, sink = f"{app}-in", f"{app}-out"
-    create_topics(cluster.bootstrap_servers, {source: PARTITIONS, sink: PARTITIONS}, replication_factor=3)
-    cluster.wait_healthy([source, sink])
-
-    names = ["a", "b"]
-    instances = [InstanceProcess(TOPOLOGY, {
-        "application_id": app, "bootstrap_servers": cluster.bootstrap_servers,
-        "state_dir": str(tmp_path / name / "state"), "instance_id": name,
-        "processing_guarantee": guarantee, "app_configs": {"input": source, "output": sink},
-        # at-least-once commits every 30 s by default: the pauses are measured on commits
-        **({"commit_interval_ms": 1_000} if guarantee == "at_least_once" else {}),
-        "consumer_configs": {"session_timeout_ms": SESSION_TIMEOUT_MS}}, tmp_path, name) for name in names]
-    flow = InputFlow(cluster.bootstrap_servers, source)
-    watch = CommitWatch(cluster, app, source)
-    scenario = Scenario(cluster, app, source, instances, watch)
+    eos_app = f"replicated-eos-{uuid.uuid4().hex[:8]}"
+    eos = Application(cluster, eos_app, "exactly_once_v2", tmp_path)
+    alos = Application(cluster, same_coordinator_as(eos_app, "replicated-alos"), "at_least_once", tmp_path)
+    applications = [eos, alos]
+    cluster.wait_healthy([topic for a in applications for topic in (a.source, a.sink)])
+    scenario = Scenario(cluster, applications)
     try:
-        for instance in instances:
-            instance.start()
-        flow.start()
-        watch.start()
+        for application in applications:
+            application.start()
         scenario.wait_progress("once the instances run", time.monotonic())
-        wait_until(lambda: (scenario.check_running(), watch.total >= 3 * RATE)[1], 120,
-                   f"{3 * RATE} records committed before the first event")
+        for application in applications:
+            wait_until(lambda a=application: (scenario.check_running(), a.watch.total >= 3 * RATE)[1], 120,
+                       f"{3 * RATE} {application.guarantee} records committed before the first event")
+        coordinator = cluster.group_coordinator(eos.app)
+        assert cluster.group_coordinator(alos.app) == coordinator, "the two groups' coordinators differ"
 
         for node in sorted(cluster.nodes):  # rolling restart
             scenario.event(f"SIGTERM node {node}", lambda n=node: cluster.stop_node(n),
                            lambda n=node: cluster.start_node(n))
-        victim = cluster.leader(source, 0)
-        scenario.event(f"SIGKILL node {victim} (leader of {source}-0)", lambda: cluster.kill_node(victim),
+        victim = cluster.leader(eos.source, 0)
+        scenario.event(f"SIGKILL node {victim} (leader of {eos.source}-0)", lambda: cluster.kill_node(victim),
                        lambda: cluster.start_node(victim))
-        coordinator = cluster.group_coordinator(app)
+        coordinator = cluster.group_coordinator(eos.app)
         scenario.event(f"SIGKILL group coordinator node {coordinator}", lambda: cluster.kill_node(coordinator),
                        lambda: cluster.start_node(coordinator))
-        transaction_coordinators = sorted({cluster.transaction_coordinator(transactional_id(app, name, 1))
-                                           for name in names})
+        transaction_coordinators = sorted({cluster.transaction_coordinator(transactional_id(eos.app, name, 1))
+                                           for name in eos.names})
         for node in transaction_coordinators:
             scenario.event(f"SIGKILL transaction coordinator node {node}", lambda n=node: cluster.kill_node(n),
                            lambda n=node: cluster.start_node(n))
 
         def move_leaders() -> None:
-            for topic in (source, sink):
+            for topic in (eos.source, eos.sink, alos.source, alos.sink):
                 states = cluster.partitions([topic])
                 leader = states[(topic, 0)].leader
                 cluster.move_leader(topic, 0, next(n for n in states[(topic, 0)].isr if n != leader))
 
-        scenario.event(f"leaders of {source}-0 and {sink}-0 moved", move_leaders)
-        coordinator = cluster.group_coordinator(app)
+        scenario.event("leaders of every input and output topic's partition 0 moved", move_leaders)
+        coordinator = cluster.group_coordinator(eos.app)
 
         def freeze() -> None:
             cluster.freeze_node(coordinator)
@@ -266,43 +351,17 @@ def test_rolling_restarts_coordinator_loss_leader_moves_and_a_frozen_broker(
         scenario.event(f"group coordinator node {coordinator} frozen {FREEZE_SECONDS}s",
                        freeze, lambda: cluster.thaw_node(coordinator), progress_while_away=False)
 
-        flow.stop()
-        watch.stop()
-        print(f"input: {flow.sent} records sent, {flow.failed} refused by the brokers", flush=True)
-        ends = end_offsets(cluster.bootstrap_servers, source)
-        try:
-            wait_for_commits(lambda: _committed(cluster, app, source), ends, "every input record to be committed",
-                             instances)
-        except AssertionError as stalled:
-            raise AssertionError(f"{stalled}\n{scenario.diagnose()}") from None
-        codes = {instance.name: instance.stop() for instance in instances}
-        assert codes == {name: 0 for name in names}, "\n".join(i.log_tail() for i in instances)
+        for application in applications:
+            application.finish()
     finally:
-        flow.cancel()
-        watch.stop()
-        for instance in instances:
-            instance.ensure_stopped()
+        for application in applications:
+            application.ensure_stopped()
 
-    print("longest pause of the committed offsets per event:\n" +
-          "\n".join(f"  {name}: {pause:.1f}s" for name, pause in scenario.pauses.items()))
-    expected = collections.Counter(record.key.decode() for record in read_all(cluster.bootstrap_servers, source))
-    seen: dict[str, list[int]] = collections.defaultdict(list)
-    for record in read_all(cluster.bootstrap_servers, sink):
-        seen[record.key.decode()].append(int.from_bytes(record.value, "big", signed=True))
-    if guarantee == "exactly_once_v2":
-        wrong = {key: counts for key, counts in seen.items() if counts != list(range(1, expected[key] + 1))}
-        assert set(seen) == set(expected) and not wrong, \
-            f"{len(wrong)} keys with output other than 1..n, e.g. {list(wrong.items())[:2]}; " \
-            f"keys missing {sorted(set(expected) - set(seen))[:5]}"
-        return
-    # at-least-once: nothing lost (every count 1..n of every key is there); records processed
-    # again after a failure may repeat counts or count past n
-    lost = {key: sorted(set(range(1, n + 1)) - set(seen.get(key, ()))) for key, n in expected.items()}
-    lost = {key: missing for key, missing in lost.items() if missing}
-    assert not lost, f"{len(lost)} keys lost counts, e.g. {list(lost.items())[:3]}"
-    extra = sum(len(counts) for counts in seen.values()) - sum(expected.values())
-    print(f"at-least-once: {extra} output records beyond one per input record "
-          f"({sum(expected.values())} input records)")
+    for application in applications:
+        print(f"{application.guarantee}: longest pause of the committed offsets per event:\n" +
+              "\n".join(f"  {name}: {pause:.1f}s" for name, pause in application.pauses.items()))
+    for application in applications:
+        application.check_output()
 
 
 def _committed(cluster: LocalKafkaCluster, group: str, topic: str) -> dict[int, int]:

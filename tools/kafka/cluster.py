@@ -64,6 +64,8 @@ INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 CLUSTER_STOP_GRACE_SECONDS = 8.0
 #: FindCoordinator key types.
 GROUP, TRANSACTION = 0, 1
+#: Partitions of __consumer_offsets and __transaction_state (few: a coordinator is on each node).
+COORDINATOR_PARTITIONS = 6
 
 
 class ClusterError(BrokerError):
@@ -248,10 +250,10 @@ class LocalKafkaCluster:
             "default.replication.factor": rf,
             "min.insync.replicas": min_isr,
             "offsets.topic.replication.factor": rf,
-            "offsets.topic.num.partitions": "6",
+            "offsets.topic.num.partitions": str(COORDINATOR_PARTITIONS),
             "transaction.state.log.replication.factor": rf,
             "transaction.state.log.min.isr": min_isr,
-            "transaction.state.log.num.partitions": "6",
+            "transaction.state.log.num.partitions": str(COORDINATOR_PARTITIONS),
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
             "share.coordinator.state.topic.replication.factor": rf,
             "share.coordinator.state.topic.min.isr": min_isr,
@@ -459,6 +461,17 @@ class LocalKafkaCluster:
     def group_coordinator(self, group_id: str, timeout: float = 60.0) -> int:
         """The node id of ``group_id``'s group coordinator (the leader of its offsets partition)."""
         return self._coordinator(group_id, GROUP, timeout)
+
+    @staticmethod
+    def offsets_partition(group_id: str) -> int:
+        """The __consumer_offsets partition holding ``group_id`` (as the brokers place it: the
+        absolute Java String.hashCode modulo the partitions): groups on one partition always
+        share their coordinator."""
+        code = 0
+        for unit in group_id.encode("utf-16-be").hex(" ", 2).split():
+            code = (31 * code + int(unit, 16)) & 0xFFFFFFFF
+        signed = code - (1 << 32) if code >= 1 << 31 else code
+        return (0 if signed == -(1 << 31) else abs(signed)) % COORDINATOR_PARTITIONS
 
     def transaction_coordinator(self, transactional_id: str, timeout: float = 60.0) -> int:
         """The node id of ``transactional_id``'s transaction coordinator."""
