@@ -1,8 +1,8 @@
 """Exactly-once through broker outages on a replicated 3-node cluster (tools/kafka/cluster.py):
-an instance starting while one bootstrap broker is down, the whole cluster unavailable for two
-minutes (the instance waits, says so, and resumes without loss), and unavailable past
-``task_timeout_ms`` (the thread fails with TaskTimeoutError within a bound, and ``close()``
-completes). The oracle is the counting application's (failure_oracle.py): every key's
+an instance starting while one bootstrap broker is down, and the whole cluster unavailable for
+two minutes under two applications at once: one waits, says so, and resumes without loss; the
+other's ``task_timeout_ms`` is shorter than the outage: its thread fails with TaskTimeoutError
+within a bound, and ``close()`` completes. The oracle is the counting application's (failure_oracle.py): every key's
 read_committed output is exactly 1..n and the store holds n, after a restart where one was
 needed."""
 
@@ -51,9 +51,9 @@ def _kill_all(cluster: LocalKafkaCluster) -> None:
         cluster.kill_node(node_id)
 
 
-def counting_app(cluster: LocalKafkaCluster, tmp_path, **config) -> CountingApp:
-    app = CountingApp(cluster.bootstrap_servers, uuid.uuid4().hex[:8], tmp_path, processing_guarantee="exactly_once_v2",
-                      replication_factor=3, commit_interval_ms=200, **config)
+def counting_app(cluster: LocalKafkaCluster, state_dir, **config) -> CountingApp:
+    app = CountingApp(cluster.bootstrap_servers, uuid.uuid4().hex[:8], state_dir,
+                      processing_guarantee="exactly_once_v2", replication_factor=3, commit_interval_ms=200, **config)
     app.create_topics(replication_factor=3)
     return app
 
@@ -67,14 +67,6 @@ def started_on_input(app: CountingApp, **overrides) -> tuple[dict[str, int], Kaf
     streams.set_uncaught_exception_handler(seen.append)
     streams.start()
     return expected, streams, seen
-
-
-def killed_mid_run(cluster: LocalKafkaCluster, app: CountingApp) -> float:
-    """Every node killed once a quarter of the input is committed; returns when (monotonic)."""
-    wait_progressing(lambda: app.committed_total() >= RECORDS // 4, app.committed_total,
-                     "a quarter of the input committed", measure="committed input offsets")
-    _kill_all(cluster)
-    return time.monotonic()
 
 
 def test_an_instance_starts_while_a_bootstrap_broker_is_down(cluster, tmp_path):
@@ -118,59 +110,62 @@ def test_a_consumers_offsets_follow_a_partition_leader_that_moved(cluster):
         consumer.close()
 
 
-def test_the_whole_cluster_down_for_two_minutes_then_processing_resumes_exactly(cluster, tmp_path):
-    app = counting_app(cluster, tmp_path, task_timeout_ms=300_000)
-    expected, streams, seen = started_on_input(app, producer_configs={"max_block_ms": CALL_BOUND_MS})
+def test_the_whole_cluster_down_for_two_minutes_and_past_the_task_timeout(cluster, tmp_path):
+    """One outage, two applications: ``patient`` (task_timeout_ms 5 minutes) waits through the
+    two minutes, says where it waits, and resumes exactly when the brokers return;
+    ``impatient`` (task_timeout_ms 15 s) fails its thread with TaskTimeoutError within the
+    bound, closes in bounded time, and a new instance on its state directory loses nothing."""
+    patient = counting_app(cluster, tmp_path / "patient", task_timeout_ms=300_000)
+    impatient = counting_app(cluster, tmp_path / "impatient")
+    expected, streams, seen = started_on_input(patient, producer_configs={"max_block_ms": CALL_BOUND_MS})
+    expected_impatient, failing, failed_with = started_on_input(
+        impatient, task_timeout_ms=TASK_TIMEOUT_MS,
+        producer_configs={"max_block_ms": CALL_BOUND_MS, "bootstrap_timeout_ms": CALL_BOUND_MS})
+    # the work in hand cannot commit: the transaction fails, the producer is replaced, which is
+    # retried until the task timeout (each attempt at most its bounds)
+    failure_bound = (TASK_TIMEOUT_MS + 4 * CALL_BOUND_MS) / 1000 + 30
     try:
-        down_at = killed_mid_run(cluster, app)
+        for app in (patient, impatient):
+            wait_progressing(lambda a=app: a.committed_total() >= RECORDS // 4, app.committed_total,
+                             f"a quarter of {app.app_id}'s input committed", measure="committed input offsets")
+        _kill_all(cluster)
+        down_at = time.monotonic()
         waited: set[str] = set()
+        failed_after = None
         while time.monotonic() - down_at < OUTAGE_SECONDS:
             assert streams.state in (KafkaStreamsState.RUNNING, KafkaStreamsState.REBALANCING), \
                 f"the instance left RUNNING while the brokers were down: {streams.state} {seen}"
             waited.update(f"{t.kafka_waits.current.call}" for t in streams.threads if t.kafka_waits.current)
+            if failed_after is None and failing.state is KafkaStreamsState.ERROR:
+                failed_after = time.monotonic() - down_at
+            assert failed_after is not None or time.monotonic() - down_at < failure_bound, \
+                f"the impatient thread did not fail past the task timeout within {failure_bound:.0f} s: " \
+                f"state {failing.state}, waits {[t.kafka_waits.current for t in failing.threads]}"
             time.sleep(0.5)
-        print(f"\nwhile the cluster was down the thread waited in: {sorted(waited)}", file=sys.stderr)
+        print(f"\nwhile the cluster was down the thread waited in: {sorted(waited)}; the impatient thread failed "
+              f"{failed_after:.1f} s after the cluster went down (task_timeout_ms {TASK_TIMEOUT_MS})", file=sys.stderr)
+        closing = time.monotonic()
+        assert failing.close(timeout=30) and time.monotonic() - closing < 35
         _start_stopped(cluster)
         back_at = time.monotonic()
-        committed_at_return = app.committed_total()
-        wait_until(lambda: app.committed_total() > committed_at_return, 60,
+        committed_at_return = patient.committed_total()
+        wait_until(lambda: patient.committed_total() > committed_at_return, 60,
                    "processing to resume within 60 s of the brokers being back",
                    lambda: f"state {streams.state}, waits {[t.kafka_waits.current for t in streams.threads]}")
         print(f"processing resumed {time.monotonic() - back_at:.1f} s after the brokers were back", file=sys.stderr)
-        wait_progressing(lambda: app.committed_total() >= RECORDS, app.committed_total, "every record committed",
-                         measure="committed input offsets", context=lambda: f"state {streams.state}")
+        wait_progressing(lambda: patient.committed_total() >= RECORDS, patient.committed_total,
+                         "every record committed", measure="committed input offsets",
+                         context=lambda: f"state {streams.state}")
         assert not seen, seen
     finally:
         assert streams.close(timeout=60)
+        failing.close(timeout=30)
     assert waited, "the stream thread never showed a wait on Kafka while the whole cluster was down"
-    assert_exact(app.outputs_per_key(), app.store_counts(), expected)
+    assert_exact(patient.outputs_per_key(), patient.store_counts(), expected)
 
-
-def test_the_cluster_down_past_the_task_timeout_fails_the_thread_in_bounded_time_and_loses_nothing(cluster,
-                                                                                                  tmp_path):
-    app = counting_app(cluster, tmp_path)
-    expected, streams, seen = started_on_input(
-        app, task_timeout_ms=TASK_TIMEOUT_MS,
-        producer_configs={"max_block_ms": CALL_BOUND_MS, "bootstrap_timeout_ms": CALL_BOUND_MS})
-    try:
-        down_at = killed_mid_run(cluster, app)
-        # the work in hand cannot commit: the transaction fails, the producer is replaced,
-        # which is retried until the task timeout (each attempt at most its bounds)
-        bound = (TASK_TIMEOUT_MS + 4 * CALL_BOUND_MS) / 1000 + 30
-        wait_until(lambda: streams.state is KafkaStreamsState.ERROR, bound,
-                   "the thread to fail past the task timeout", lambda: f"state {streams.state}, waits "
-                   f"{[t.kafka_waits.current for t in streams.threads]}")
-        took = time.monotonic() - down_at
-        print(f"\nthe thread failed {took:.1f} s after the cluster went down (task_timeout_ms {TASK_TIMEOUT_MS})",
-              file=sys.stderr)
-    finally:
-        closing = time.monotonic()
-        closed = streams.close(timeout=30)
-    assert closed and time.monotonic() - closing < 35
-    assert len(seen) == 1 and isinstance(seen[0], TaskTimeoutError), seen
-    assert f"task_timeout_ms={TASK_TIMEOUT_MS}" in str(seen[0]) and seen[0].call, seen[0]
-    assert took >= TASK_TIMEOUT_MS / 1000
-    _start_stopped(cluster)
+    assert len(failed_with) == 1 and isinstance(failed_with[0], TaskTimeoutError), failed_with
+    assert f"task_timeout_ms={TASK_TIMEOUT_MS}" in str(failed_with[0]) and failed_with[0].call, failed_with[0]
+    assert failed_after >= TASK_TIMEOUT_MS / 1000
     cluster.wait_healthy()
-    app.run_to_end()  # a new instance on the same state directory finishes the input
-    assert_exact(app.outputs_per_key(), app.store_counts(), expected)
+    impatient.run_to_end()  # a new instance on the same state directory finishes the input
+    assert_exact(impatient.outputs_per_key(), impatient.store_counts(), expected_impatient)
