@@ -68,22 +68,23 @@ def healthy_application(bootstrap_servers: str) -> str:
 
 def test_check_answers_healthy_then_unhealthy(bootstrap_servers, env):
     app = healthy_application(bootstrap_servers)
-    healthy = subprocess.run([COMMAND, "status", app, "--check", "--conn-id", "kafka", "--max-standby-lag", "0"],
-                             capture_output=True, text=True, timeout=120, env=env)
+    healthy = subprocess.run([COMMAND, "status", app, "--check", "--conn-id", "kafka", "--max-standby-lag", "0",
+                              "--stale-after", "90"], capture_output=True, text=True, timeout=120, env=env)
     assert (healthy.returncode, healthy.stderr) == (0, ""), healthy
     assert healthy.stdout == f"OK: application {app}: 2 instance(s), 2 task(s): 2 running\n"
 
-    # i-2 stops publishing (its last document is two minutes old) and 0_2 is held by a standby only;
-    # i-1 publishes again, so it stays fresh however long the first check took on a busy machine
+    # i-2 stops publishing (its last document is ten minutes old) and 0_2 is held by a standby
+    # only; i-1 and i-3 publish now and stay fresh for the whole check (bound 90 s), however long
+    # the command takes to start on a busy machine
     publish(bootstrap_servers, app, "i-1", document("i-1", task("0_0"), app=app))
-    publish(bootstrap_servers, app, "i-2", document("i-2", task("0_1"), app=app), age_ms=120_000)
+    publish(bootstrap_servers, app, "i-2", document("i-2", task("0_1"), app=app), age_ms=600_000)
     publish(bootstrap_servers, app, "i-3", document("i-3", task("0_2", "standby", "running"), app=app))
-    sick = subprocess.run([COMMAND, "status", app, "--check", "--conn-id", "kafka"], capture_output=True, text=True,
-                          timeout=120, env=env)
+    sick = subprocess.run([COMMAND, "status", app, "--check", "--conn-id", "kafka", "--stale-after", "90"],
+                          capture_output=True, text=True, timeout=120, env=env)
     assert sick.returncode == 1, sick
     assert sick.stdout.startswith(f"UNHEALTHY: application {app}: 3 instance(s), 3 task(s)"), sick
     (line,) = sick.stderr.splitlines()
-    assert line.startswith("unhealthy: instance i-2@host-i-2 is stale: last status 2m"), line
+    assert line.startswith("unhealthy: instance i-2@host-i-2 is stale: last status 10m"), line
     assert "no instance runs task(s) 0_2" in line and "only a stale instance claims task(s) 0_1" in line, line
     assert "Traceback" not in sick.stdout + sick.stderr
 
