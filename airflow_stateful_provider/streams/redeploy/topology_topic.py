@@ -2,8 +2,8 @@
 
 One partition, compacted, keyed by the application id: the latest record is the topology the
 application last started with (recorded_topology.py). ``KafkaStreams.start`` creates it with
-the other internal topics (after the same checks, before any thread processes) and writes
-the record; ``stateful-streams plan`` and SubmitTopologyOperator read it; the application
+the changelog and repartition topics (after the same checks, in the same request) and writes
+the record before any thread processes; ``stateful-streams plan`` and SubmitTopologyOperator read it; the application
 reset deletes it with the other internal topics.
 """
 
@@ -17,9 +17,8 @@ from airflow_stateful_provider.streams.errors import NoRecordedTopologyError, St
 from airflow_stateful_provider.streams.redeploy.recorded_topology import RecordedTopology
 from airflow_stateful_provider.streams.status.reader import open_reader_consumer
 from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
-from airflow_stateful_provider.streams.topics.topic_manager import InternalTopicManager
 
-__all__ = ["TOPOLOGY_TOPIC_CONFIG", "ensure_topology_topic", "read_recorded_topology", "topology_topic_name",
+__all__ = ["TOPOLOGY_TOPIC_CONFIG", "read_recorded_topology", "topology_topic", "topology_topic_name",
            "write_recorded_topology"]
 
 #: Only the latest record matters; short segments so that compaction can drop older ones.
@@ -30,10 +29,9 @@ def topology_topic_name(application_id: str) -> str:
     return f"{application_id}-topology"
 
 
-def ensure_topology_topic(admin: Any, application_id: str, *, replication_factor: int = -1) -> bool:
-    """Create ``<application_id>-topology`` (1 partition, compacted) if missing; returns whether it was created."""
-    topic = InternalTopic(topology_topic_name(application_id), 1, dict(TOPOLOGY_TOPIC_CONFIG), "topology", -1)
-    return bool(InternalTopicManager(admin, replication_factor=replication_factor).ensure([topic]))
+def topology_topic(application_id: str) -> InternalTopic:
+    """``<application_id>-topology`` as the InternalTopicManager creates it: 1 partition, compacted."""
+    return InternalTopic(topology_topic_name(application_id), 1, dict(TOPOLOGY_TOPIC_CONFIG), "topology", -1)
 
 
 def write_recorded_topology(producer: Any, recorded: RecordedTopology, timeout_s: float = 30.0) -> None:
