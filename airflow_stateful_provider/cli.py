@@ -61,6 +61,7 @@ import time
 from typing import Any, NoReturn, TextIO
 
 from airflow_stateful_provider import __version__
+from airflow_stateful_provider.cli_plan import EXIT_INCOMPATIBLE
 
 BOOTSTRAP_ENV = "STATEFUL_STREAMS_BOOTSTRAP_SERVERS"
 CLIENT_CONFIG_ENV = "STATEFUL_STREAMS_CLIENT_CONFIG"
@@ -70,7 +71,7 @@ EXIT_CODES = f"""exit codes:
   {EXIT_FAILURE}  failure (status --check: unhealthy, the reasons on stderr; unknown application)
   {EXIT_USAGE}  usage: bad arguments, settings files or --conn-id
   {EXIT_KAFKA_UNREACHABLE}  Kafka unreachable (or its answers did not arrive in time)
-  4  plan: the new topology changes a store in a way its data cannot follow
+  {EXIT_INCOMPATIBLE}  plan: the new topology changes a store in a way its data cannot follow
 """
 
 

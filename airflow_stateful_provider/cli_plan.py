@@ -47,20 +47,27 @@ def streams_config_values(application_id: str, bootstrap_servers: str, values: d
     from airflow_stateful_provider.streams.errors import ConfigError
 
     if values.get("application_id", application_id) != application_id:
-        raise ConfigError(f"--streams-config names application_id {values['application_id']!r}, not "
+        raise ConfigError(f"application_id {values['application_id']!r} is another application than "
                           f"{application_id!r}")
     return {**values, "application_id": application_id, "bootstrap_servers": bootstrap_servers}
 
 
 def run_plan(args: argparse.Namespace, out: TextIO, read_json_object: Callable[[str, str, str], dict[str, Any]]) -> int:
     from airflow_stateful_provider.streams.config import StreamsConfig
+    from airflow_stateful_provider.streams.errors import ConfigError, TopologyError
     from airflow_stateful_provider.streams.redeploy.planner import plan_topology_change
     from airflow_stateful_provider.streams.runner import load_topology
 
     given = read_json_object(args.streams_config, "--streams-config", "StreamsConfig values") \
         if args.streams_config else {}
-    config = StreamsConfig.from_mapping(streams_config_values(args.application_id, args.bootstrap_servers, given))
-    topology = load_topology(args.topology, config)
+    try:
+        config = StreamsConfig.from_mapping(streams_config_values(args.application_id, args.bootstrap_servers, given))
+    except ConfigError as exc:
+        raise ConfigError(f"--streams-config: {exc}") from None
+    try:
+        topology = load_topology(args.topology, config)
+    except TopologyError as exc:
+        raise ConfigError(f"--topology {args.topology!r}: {exc}") from None
     plan = plan_topology_change(topology, config, client_configs=args.client_configs,
                                 timeout_ms=int(args.timeout * 1000))
     out.write((json.dumps(plan.to_json_dict(), indent=2) if args.json else plan.text()) + "\n")
