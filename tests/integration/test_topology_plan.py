@@ -2,16 +2,17 @@
 process records its topology in ``<application_id>-topology``; ``stateful-streams plan``
 compares versions of it with that record (kept, new, dropped, incompatible, an input topic
 that gained partitions, nothing recorded); SubmitTopologyOperator, run by ``dag.test()``
-(dags/redeploy_topology.py), fails on an incompatible change before anything is submitted;
-with ``on_incompatible="reset"`` its pre-submit step (operators/redeploy.py) resets the
-application, after which nothing is recorded and the submission is a first deploy. No
-Spark runs: the refusal comes before spark-submit, and the reset case stops before it.
+(dags/redeploy_topology.py), fails on an incompatible change before anything is submitted,
+and with ``on_incompatible="reset"`` resets the application before it launches spark-submit.
+No Spark runs: the refusal comes before the launch, and the launch after the reset fails at
+once (the Spark connection names ``spark3-submit``, not installed here).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -149,41 +150,39 @@ def topology_plan_xcom(run):
         return XComModel.deserialize_value(row)
 
 
-def test_submit_fails_on_an_incompatible_change_and_resets_when_told(recorded, airflow_db, monkeypatch, tmp_path):
-    from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
-    from airflow_stateful_provider.operators.redeploy import act_on_plan, make_plan
-
+def test_submit_fails_on_an_incompatible_change_and_resets_when_told(recorded, airflow_db, monkeypatch):
     app = recorded.app
     recorded.stop()
     monkeypatch.setenv("AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT",
                        json.dumps({"conn_type": "stateful_streams", "host": recorded.servers}))
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    # spark3-submit (a binary the Spark provider may call) is not installed here: a submission
+    # fails at its launch, right after the plan (and the reset), without starting Spark.
+    assert shutil.which("spark3-submit") is None
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]",
+                                                                  "extra": {"spark-binary": "spark3-submit"}}))
     internal = recorded.topics()
-    assert (Path(recorded.config.state_dir) / app).is_dir()
+    state = Path(recorded.config.state_dir) / app
+    assert state.is_dir()
     assert {f"{app}-topology", f"{app}-counts-changelog", f"{app}-visits-changelog"} <= internal
-    drivers = set(Path(tempfile.gettempdir(), "stateful-streams").glob(f"{app}-*.log"))
+    driver_logs = Path(tempfile.gettempdir(), "stateful-streams")
+    conf = {"application_id": app, "topology": f"{VERSIONS}:counts_as_strings", "instances": 1,
+            "streams_config": {"state_dir": recorded.config.state_dir}}
 
-    run = redeploy_dag().test(run_conf={"application_id": app, "topology": f"{VERSIONS}:counts_as_strings",
-                                        "instances": 1, "on_incompatible": "fail", "streams_config": {}})
-    assert run.state == "failed"
-    plan = topology_plan_xcom(run)
+    failed = redeploy_dag().test(run_conf={**conf, "on_incompatible": "fail"})
+    assert failed.state == "failed"
+    plan = topology_plan_xcom(failed)
     assert plan["compatible"] is False
     assert [(s["name"], [c["what"] for c in s["changes"]]) for s in plan["stores"]["incompatible"]] == [
         ("counts", ["value_serde"])]
-    # nothing was submitted or changed: no driver log, every topic still there, the record unchanged
-    assert set(Path(tempfile.gettempdir(), "stateful-streams").glob(f"{app}-*.log")) == drivers
-    assert recorded.topics() == internal
+    # nothing was submitted or changed: no launch (its log), every topic and the state still there
+    assert list(driver_logs.glob(f"{app}-*.log")) == []
+    assert recorded.topics() == internal and state.is_dir()
     assert read_recorded_topology(recorded.servers, app).store("counts").value_serde == "int64"
 
-    # on_incompatible="reset": the operator's step before spark-submit (operators/redeploy.py)
-    hook, values = StatefulStreamsHook(), {"application_id": app, "bootstrap_servers": recorded.servers,
-                                           "state_dir": recorded.config.state_dir}
-    log = run.get_task_instances()[0].log
-    plan = make_plan(log, hook, f"{VERSIONS}:counts_as_strings", values)
-    assert plan is not None and not plan.compatible
-    act_on_plan(log, hook, plan, f"{VERSIONS}:counts_as_strings", values, "reset")
-    assert recorded.topics() == set()
-    assert not (Path(recorded.config.state_dir) / app).exists()
+    reset = redeploy_dag().test(run_conf={**conf, "on_incompatible": "reset"})
+    assert reset.state == "failed"  # at the launch of spark3-submit, after the reset
+    assert topology_plan_xcom(reset) == plan
+    assert recorded.topics() == set() and not state.exists()
     with pytest.raises(NoRecordedTopologyError):
         read_recorded_topology(recorded.servers, app)
-    assert make_plan(log, hook, f"{VERSIONS}:counts_as_strings", values) is None  # a first deploy now
+    assert len(list(driver_logs.glob(f"{app}-*.log"))) == 1  # the launch was tried once the reset was done
