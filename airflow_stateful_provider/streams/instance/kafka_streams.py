@@ -2,7 +2,8 @@
 
 ``start()`` refuses a state directory holding another application's state
 (processing/task_directories.py), checks the topology against the brokers (source topics
-exist and are co-partitioned), creates the internal topics (docs/semantics.md §7) and starts
+exist and are co-partitioned), creates the internal topics (docs/semantics.md §7), records
+its topology in ``<application_id>-topology`` (docs/redeploying.md) and starts
 ``num_stream_threads`` stream threads, each a member of the consumer group
 ``<application_id>``. ``close()`` stops them cleanly: commit, checkpoint, leave the group.
 Before starting it refuses to run when the status topic shows a newer epoch for its
