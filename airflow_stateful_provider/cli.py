@@ -9,6 +9,8 @@
                            [--timeout SECONDS] [--json]
     stateful-streams reset <application_id> [KAFKA] [--to-datetime ISO | --by-duration PnDTnHnMnS]
                            [--input-topics T,...] [--state-dir DIR] [--execute] [--timeout SECONDS] [--json]
+    stateful-streams plan <application_id> --topology package.module:function [KAFKA] [--streams-config FILE]
+                          [--timeout SECONDS] [--json]
     stateful-streams snapshots list <snapshot_url> <application_id> [--task ID] [--storage-options FILE] [--json]
     stateful-streams snapshots delete <snapshot_url> <application_id> --keep K [--task ID] [--execute]
                                       [--storage-options FILE] [--json]
@@ -27,7 +29,9 @@ until each has stopped cleanly (committed, checkpointed, left the group, removed
 document). ``query`` reads live store state of a running application over its query topics
 (docs/interactive-queries.md): a key's value, the version valid at ``--as-of``, a key's
 sessions, or a page of a key range. ``reset`` starts an application over, as Kafka's
-application reset tool (cli_reset.py; a dry run unless ``--execute``). ``snapshots`` lists the store snapshots of an
+application reset tool (cli_reset.py; a dry run unless ``--execute``). ``plan`` compares a new topology
+with the one the application last started with (cli_plan.py): stores kept, new, dropped, changed
+incompatibly. ``snapshots`` lists the store snapshots of an
 application on shared storage (docs/snapshots.md: age, size, changelog offsets, and why a restore would skip one) and
 plans the deletion of all but the newest K per task, which ``--execute`` carries out.
 Bootstrap servers default to ``$STATEFUL_STREAMS_BOOTSTRAP_SERVERS``; ``--conn-id`` reads
@@ -42,7 +46,8 @@ state, or a given bound (``--max-standby-lag``, ``--max-input-lag``) is exceeded
 Exit codes (EXIT_CODES): 0 success or healthy; 1 unhealthy, unknown application or instance,
 missing snapshot location, unreadable store, instances that did not stop within
 ``--timeout``, or any other failure; 2 usage (bad arguments, a bad ``--client-config`` or
-``--storage-options`` file, an unknown ``--conn-id``); 3 Kafka unreachable. Every error is
+``--storage-options`` file, an unknown ``--conn-id``); 3 Kafka unreachable; 4 (``plan``) a change
+the application's state cannot follow. Every error is
 one line on stderr, never a traceback.
 """
 
@@ -56,6 +61,7 @@ import time
 from typing import Any, NoReturn, TextIO
 
 from airflow_stateful_provider import __version__
+from airflow_stateful_provider.cli_plan import EXIT_INCOMPATIBLE
 
 BOOTSTRAP_ENV = "STATEFUL_STREAMS_BOOTSTRAP_SERVERS"
 CLIENT_CONFIG_ENV = "STATEFUL_STREAMS_CLIENT_CONFIG"
@@ -65,6 +71,7 @@ EXIT_CODES = f"""exit codes:
   {EXIT_FAILURE}  failure (status --check: unhealthy, the reasons on stderr; unknown application)
   {EXIT_USAGE}  usage: bad arguments, settings files or --conn-id
   {EXIT_KAFKA_UNREACHABLE}  Kafka unreachable (or its answers did not arrive in time)
+  {EXIT_INCOMPATIBLE}  plan: the new topology changes a store in a way its data cannot follow
 """
 
 
@@ -210,6 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_reset_parser(commands, _add_broker_arguments)
 
+    from airflow_stateful_provider.cli_plan import add_plan_parser
+
+    add_plan_parser(commands, _add_broker_arguments)
+
     snapshots = commands.add_parser("snapshots", help="store snapshots on shared storage: list, delete old ones")
     actions = snapshots.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, text in (("list", "every snapshot per task, newest first"),
@@ -274,7 +285,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO)
             if value is not None and (not args.check or value < 0):
                 parser.error(f"{option} takes a number >= 0 and goes with --check, got {value}"
                              + ("" if args.check else " without --check"))
-    if args.command in ("status", "stop", "query", "reset"):
+    if args.command in ("status", "stop", "query", "reset", "plan"):
         _kafka_settings(parser, args)
     if args.command == "status":
         from airflow_stateful_provider.cli_status import run_status
@@ -296,6 +307,12 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO)
         if args.timeout <= 0 or args.stale_after <= 0:
             parser.error("--timeout and --stale-after take a positive number of seconds")
         return run_reset(args, out)
+    if args.command == "plan":
+        from airflow_stateful_provider.cli_plan import run_plan
+
+        if args.timeout <= 0:
+            parser.error(f"--timeout takes a positive number of seconds, got {args.timeout:g}")
+        return run_plan(args, out, _json_object_file)
     if args.command == "snapshots":
         if args.action == "delete" and args.keep < 1:
             parser.error(f"--keep takes a number >= 1, got {args.keep}")

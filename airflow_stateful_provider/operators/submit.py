@@ -35,6 +35,10 @@ in ``STATEFUL_STREAMS_SNAPSHOT_STORAGE_OPTIONS`` (JSON) of the driver's environm
 
 Submitting an application whose instances still report in (a live, non-stale status
 document) is refused: two Spark applications would run the same instance ids.
+
+Before submitting, the topology is compared with the one the application last started with
+(operators/redeploy.py, docs/redeploying.md): an incompatible change fails the task unless
+``on_incompatible="reset"``; the plan goes to the task log and XCom (``topology_plan``).
 """
 
 from __future__ import annotations
@@ -61,6 +65,13 @@ from airflow_stateful_provider.links.stateful_streams import (
     SPARK_UI_XCOM,
     SparkUILink,
     StatefulStreamsPageLink,
+)
+from airflow_stateful_provider.operators.maintenance_arguments import is_template
+from airflow_stateful_provider.operators.redeploy import (
+    TOPOLOGY_PLAN_XCOM,
+    act_on_plan,
+    check_on_incompatible,
+    make_plan,
 )
 from airflow_stateful_provider.spark.app import OAUTH_TOKEN_ENV, PASSWORD_ENV, SSL_PASSWORD_ENV
 from airflow_stateful_provider.streams.durations import seconds_arg_ms
@@ -95,6 +106,10 @@ class SubmitTopologyOperator(SparkSubmitOperator):
     :param snapshot_conn_id: Airflow connection of the snapshot location (``aws``, or any type
         whose extra holds ``storage_options``); its options reach the driver through the
         environment, never the command line.
+    :param on_incompatible: what to do when the topology changes a store in a way its data
+        cannot follow (the plan, docs/redeploying.md): "fail" (the default; nothing is
+        submitted) or "reset" (reset the application, as ResetApplicationOperator does, then
+        submit); templated.
     :param submit_timeout: how long to wait for every instance's first status document
         (seconds or a timedelta, as every duration here).
     :param log_path: where a detached spark-submit writes its output (local/client mode).
@@ -108,7 +123,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "topology", "streams_config",
                                       "instances", "processing_guarantee", "log_path",
-                                      "stateful_streams_conn_id", "snapshot_url", "snapshot_conn_id")
+                                      "stateful_streams_conn_id", "snapshot_url", "snapshot_conn_id", "on_incompatible")
     template_fields_renderers = {"streams_config": "json"}
     ui_color = "#cfe8ff"
     operator_extra_links = (StatefulStreamsPageLink(), SparkUILink())
@@ -123,6 +138,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         stateful_streams_conn_id: str = StatefulStreamsHook.default_conn_name,
         snapshot_url: str | None = None,
         snapshot_conn_id: str | None = None,
+        on_incompatible: str = "fail",
         submit_timeout: timedelta | float = timedelta(minutes=5),
         log_path: str | None = None,
         max_failures: int = 5,
@@ -162,6 +178,9 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         self.stateful_streams_conn_id = stateful_streams_conn_id
         self.snapshot_url = snapshot_url
         self.snapshot_conn_id = snapshot_conn_id
+        self.on_incompatible = on_incompatible
+        if not is_template(on_incompatible):
+            check_on_incompatible(on_incompatible, self.task_id)
         self.submit_timeout = submit_timeout
         self.log_path = log_path
         self.restart_args = ["--max-failures", str(max_failures),
@@ -275,6 +294,7 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         master, deploy_mode = _master_and_deploy_mode(spark_hook)
         cluster = deploy_mode == "cluster"
         self._refuse_standalone_cluster_mode(master, cluster)
+        self._plan(streams_hook, values, context)
         submitted_at_ms = time.time_ns() // 1_000_000
         process: subprocess.Popen | None = None
         log_path: Path | None = None
@@ -307,6 +327,18 @@ class SubmitTopologyOperator(SparkSubmitOperator):
         context["ti"].xcom_push(key=APPLICATION_ID_XCOM, value=application_id)
         context["ti"].xcom_push(key=SPARK_UI_XCOM, value=details["spark_ui_url"])
         return details
+
+    def _plan(self, hook: StatefulStreamsHook, values: Mapping[str, Any], context: Context) -> None:
+        """The topology plan (operators/redeploy.py): to the log and XCom; fails or resets on an
+        incompatible change, as ``on_incompatible`` says."""
+        try:
+            on_incompatible = check_on_incompatible(self.on_incompatible, self.task_id)
+        except ValueError as exc:
+            raise AirflowException(str(exc)) from None
+        plan = make_plan(self.log, hook, self.topology, values)
+        context["ti"].xcom_push(key=TOPOLOGY_PLAN_XCOM, value=None if plan is None else plan.to_json_dict())
+        if plan is not None:
+            act_on_plan(self.log, hook, plan, self.topology, values, on_incompatible)
 
     def _with_openlineage_properties(self, spark_conf: dict[str, Any], context: Context) -> dict[str, Any]:
         """What SparkSubmitOperator.execute (overridden here) does with the two flags: the

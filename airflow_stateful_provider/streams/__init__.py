@@ -36,7 +36,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "StatusFormatError", "StatusReadTimeoutError", "StreamsError", "TopologyError", "UnknownApplicationError",
         "UnsupportedGroupProtocolVersionError", "UnsupportedStatusVersionError",
         "QueryError", "InvalidQueryError", "UnknownStoreError", "InstanceNotRunningError", "TaskNotAvailableError",
-        "QueryTimeoutError", "WrongStoreKindError",
+        "QueryTimeoutError", "WrongStoreKindError", "NoRecordedTopologyError", "TopologyRecordFormatError",
     ),
     ".instance.kafka_streams": ("KafkaStreams", "KafkaStreamsState"),
     ".processing.deserialization": (
@@ -132,6 +132,7 @@ if TYPE_CHECKING:
     from .errors import InvalidStoreError as InvalidStoreError
     from .errors import InvalidTimestampError as InvalidTimestampError
     from .errors import MissingTopicError as MissingTopicError
+    from .errors import NoRecordedTopologyError as NoRecordedTopologyError
     from .errors import ProcessingError as ProcessingError
     from .errors import ProductionError as ProductionError
     from .errors import QueryError as QueryError
@@ -144,6 +145,7 @@ if TYPE_CHECKING:
     from .errors import StreamsError as StreamsError
     from .errors import TaskNotAvailableError as TaskNotAvailableError
     from .errors import TopologyError as TopologyError
+    from .errors import TopologyRecordFormatError as TopologyRecordFormatError
     from .errors import UnknownApplicationError as UnknownApplicationError
     from .errors import UnknownStoreError as UnknownStoreError
     from .errors import UnsupportedGroupProtocolVersionError as UnsupportedGroupProtocolVersionError

@@ -76,6 +76,16 @@ class UnknownApplicationError(StreamsError, LookupError):
     live document (never started, all instances shut down cleanly, or wrong brokers)."""
 
 
+class NoRecordedTopologyError(UnknownApplicationError):
+    """Nothing recorded in ``<application_id>-topology``: the application never started with a
+    provider that records its topology, it was reset, or the brokers are another cluster's."""
+
+
+class TopologyRecordFormatError(StreamsError, ValueError):
+    """A record of ``<application_id>-topology`` this provider cannot read (malformed, or
+    written by a newer provider: upgrade the reading side)."""
+
+
 class BrokerUnreachableError(StreamsError, ConnectionError):
     """The Kafka brokers could not be reached within the bound; names the bootstrap servers tried."""
 

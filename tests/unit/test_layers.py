@@ -40,9 +40,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "status": {"topics", "topology", "kafka"},
     "control": {"status", "processing", "topology", "topics", "state", "kafka"},
     "queries": {"status", "processing", "config", "topics", "topology", "state", "kafka"},
-    "reset": {"queries", "status", "topics", "kafka"},
-    "instance": {"queries", "control", "status", "topics", "restoration", "processing", "assignment", "config",
-                 "topology", "state", "snapshots", "kafka"},
+    "redeploy": {"status", "topics", "config", "topology", "state", "kafka"},
+    "reset": {"redeploy", "queries", "status", "topics", "kafka"},
+    "instance": {"redeploy", "queries", "control", "status", "topics", "restoration", "processing", "assignment",
+                 "config", "topology", "state", "snapshots", "kafka"},
     "testing": {"processing", "config", "topology", "state"},
     "runner": {"instance", "config", "topology"},
 }

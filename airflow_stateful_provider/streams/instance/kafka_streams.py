@@ -2,7 +2,8 @@
 
 ``start()`` refuses a state directory holding another application's state
 (processing/task_directories.py), checks the topology against the brokers (source topics
-exist and are co-partitioned), creates the internal topics (docs/semantics.md §7) and starts
+exist and are co-partitioned), creates the internal topics (docs/semantics.md §7), records
+its topology in ``<application_id>-topology`` (docs/redeploying.md) and starts
 ``num_stream_threads`` stream threads, each a member of the consumer group
 ``<application_id>``. ``close()`` stops them cleanly: commit, checkpoint, leave the group.
 Before starting it refuses to run when the status topic shows a newer epoch for its
@@ -30,6 +31,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.control.listener import ControlListener
 from airflow_stateful_provider.streams.errors import (
@@ -58,6 +60,8 @@ from airflow_stateful_provider.streams.queries.local import key_metadata, query_
 from airflow_stateful_provider.streams.queries.requests import StateQueryRequest
 from airflow_stateful_provider.streams.queries.responder import QueryResponder, ensure_query_topics
 from airflow_stateful_provider.streams.queries.results import KeyQueryMetadata, StateQueryResult
+from airflow_stateful_provider.streams.redeploy.recorded_topology import describe_topology
+from airflow_stateful_provider.streams.redeploy.topology_topic import topology_topic, write_recorded_topology
 from airflow_stateful_provider.streams.restoration.changelog_reader import (
     StandbyUpdateListener,
     StateRestoreListener,
@@ -349,15 +353,26 @@ class KafkaStreams:
                             **{topic.name: topic.kind for topic in self.internal_topics}}
         check_existing_changelogs(admin, self.internal_topics, self.config)
         manager = InternalTopicManager(admin, replication_factor=self.config.replication_factor)
-        manager.ensure(self.internal_topics)
+        manager.ensure([*self.internal_topics, topology_topic(self.config.application_id)])
         ensure_status_topic(admin, self.config.application_id)
         ensure_control_topic(admin, self.config.application_id)
         ensure_query_topics(admin, self.config.application_id)
+        self._record_topology(counts)
         dead_letters = list(dead_letter_topics(self.config))
         present = fetch_partition_counts(admin, dead_letters)
         manager.ensure([InternalTopic(topic, 1, {}, "dead-letter", -1)
                         for topic in dead_letters if topic not in present])
         self.topic_roles.update({topic: "dead-letter" for topic in dead_letters})
+
+    def _record_topology(self, partition_counts: Mapping[str, int]) -> None:
+        """Record what this topology means for its state in ``<application_id>-topology``
+        (streams/redeploy/), before any thread processes: the plan of the next deploy compares with it."""
+        recorded = describe_topology(self.topology, self.config, partition_counts, recorded_at_ms=wall_clock_ms())
+        producer = self._new_producer(client_id=f"{self.client_id}-topology-recorder", linger_ms=0)
+        try:
+            write_recorded_topology(producer, recorded)
+        finally:
+            producer.close(timeout=5)
 
     def _check_epoch(self) -> None:
         """Refuse to start when the status topic shows a newer epoch for this instance id:

@@ -33,6 +33,7 @@ from airflow_stateful_provider.streams.errors import (
 )
 from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
 from airflow_stateful_provider.streams.queries.wire import answers_topic_name, queries_topic_name
+from airflow_stateful_provider.streams.redeploy.topology_topic import topology_topic_name
 from airflow_stateful_provider.streams.reset.plan import OffsetChange, OffsetTarget, ResetPlan, offset_target
 from airflow_stateful_provider.streams.status.document import (
     DEFAULT_STALE_AFTER_MS,
@@ -51,8 +52,8 @@ _ENDED = ("NOT_RUNNING", "ERROR")
 def internal_topic_names(application_id: str, topics: Iterable[str]) -> list[str]:
     """The application's internal topics among ``topics``, sorted."""
     topics = set(topics)
-    exact = {status_topic_name(application_id), control_topic_name(application_id),
-             queries_topic_name(application_id), answers_topic_name(application_id), f"{application_id}-topology"}
+    exact = {status_topic_name(application_id), control_topic_name(application_id), queries_topic_name(application_id),
+             answers_topic_name(application_id), topology_topic_name(application_id)}
     return sorted((exact & topics) | set(application_internal_topic_names(application_id, topics)))
 
 

@@ -256,3 +256,15 @@ def test_standalone_cluster_mode_is_refused_before_anything_runs(monkeypatch, sa
     assert "cluster deploy mode on the standalone master spark://master.example:7077" in str(info.value)
     assert "set its deploy mode to 'client'" in str(info.value)
     popen.assert_not_called()
+
+
+def test_on_incompatible_is_fail_or_reset():
+    assert operator().on_incompatible == "fail"
+    assert operator(on_incompatible="reset").on_incompatible == "reset"
+    with pytest.raises(ValueError, match=r"on_incompatible must be one of \['fail', 'reset'\], got 'drop'"):
+        operator(on_incompatible="drop")
+    templated = operator(on_incompatible="{{ params.on_incompatible }}")
+    assert "on_incompatible" in SubmitTopologyOperator.template_fields
+    templated.on_incompatible = "wipe"  # as rendered
+    with pytest.raises(AirflowException, match=r"on_incompatible must be one of \['fail', 'reset'\], got 'wipe'"):
+        templated._plan(StatefulStreamsHook(), {}, {})

@@ -88,6 +88,8 @@ class StoreBuilder:
 
     #: The kind of store it builds.
     kind: ClassVar[StoreKind]
+    #: The windows its stores hold ("session"), or None for a store that is not windowed.
+    window_type: ClassVar[str | None] = None
 
     def with_logging_enabled(self, config: Mapping[str, str] | None = None) -> StoreBuilder:
         """Keep a changelog; ``config`` adds or overrides changelog topic configs."""
@@ -112,6 +114,12 @@ class StoreBuilder:
 
     def _base_changelog_config(self) -> dict[str, str]:
         raise NotImplementedError
+
+    def settings(self) -> dict[str, int | None]:
+        """The time parameters of the stores it builds, named as the kind's store metadata names
+        them (``retention_ms``, ...), known before any store exists: what a redeploy compares
+        (streams/redeploy/). None for a setting not given."""
+        return {}
 
     def changelog_config(self) -> dict[str, str]:
         """Topic configs of this store's changelog (docs/semantics.md §7), user overrides last."""

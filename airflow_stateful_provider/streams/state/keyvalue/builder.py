@@ -44,6 +44,9 @@ class KeyValueStoreBuilder(StoreBuilder):
     def _base_changelog_config(self) -> dict[str, str]:
         return {"cleanup.policy": "compact"}
 
+    def settings(self) -> dict[str, int | None]:
+        return {"time_to_live_ms": self.time_to_live_ms}
+
     def build(self, context: StoreContext) -> BuiltStore:
         serdes = {"key_serde": context.key_serde, "value_serde": context.value_serde}
         raw: RocksDBKeyValueStore | InMemoryKeyValueStore

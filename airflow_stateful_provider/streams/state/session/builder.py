@@ -18,6 +18,7 @@ from airflow_stateful_provider.streams.state.session.changelogging import Change
 from airflow_stateful_provider.streams.state.session.in_memory import InMemorySessionStore
 from airflow_stateful_provider.streams.state.session.kind import SESSION
 from airflow_stateful_provider.streams.state.session.rocksdb import RocksDBSessionStore
+from airflow_stateful_provider.streams.state.session.store import session_segment_interval
 from airflow_stateful_provider.streams.state.session.typed import TypedSessionStore
 
 __all__ = ["SessionBytesStoreSupplier", "SessionStoreBuilder"]
@@ -51,12 +52,17 @@ class SessionStoreBuilder(StoreBuilder):
     time_index: bool = False
 
     kind = SESSION
+    window_type = "session"
 
     def _base_changelog_config(self) -> dict[str, str]:
         return {
             "cleanup.policy": "compact,delete",
             "retention.ms": str(self.retention_ms + CHANGELOG_ADDITIONAL_RETENTION_MS),
         }
+
+    def settings(self) -> dict[str, int | None]:
+        return {"retention_ms": self.retention_ms, "segment_interval_ms": session_segment_interval(self.retention_ms),
+                "inactivity_gap_ms": self.inactivity_gap_ms, "grace_period_ms": self.grace_period_ms}
 
     def build(self, context: StoreContext) -> BuiltStore:
         serdes = {"key_serde": context.key_serde, "value_serde": context.value_serde}

@@ -16,6 +16,7 @@ from airflow_stateful_provider.streams.state.versioned.changelogging import Chan
 from airflow_stateful_provider.streams.state.versioned.in_memory import InMemoryVersionedKeyValueStore
 from airflow_stateful_provider.streams.state.versioned.kind import VERSIONED
 from airflow_stateful_provider.streams.state.versioned.rocksdb import RocksDBVersionedKeyValueStore
+from airflow_stateful_provider.streams.state.versioned.store import segment_interval_ms as resolved_segment_interval
 from airflow_stateful_provider.streams.state.versioned.typed import TypedVersionedKeyValueStore
 
 __all__ = ["VersionedBytesStoreSupplier", "VersionedKeyValueStoreBuilder"]
@@ -58,6 +59,10 @@ class VersionedKeyValueStoreBuilder(StoreBuilder):
             "cleanup.policy": "compact",
             "min.compaction.lag.ms": str(self.history_retention_ms + CHANGELOG_ADDITIONAL_RETENTION_MS),
         }
+
+    def settings(self) -> dict[str, int | None]:
+        return {"history_retention_ms": self.history_retention_ms,
+                "segment_interval_ms": resolved_segment_interval(self.segment_interval_ms, self.history_retention_ms)}
 
     def build(self, context: StoreContext) -> BuiltStore:
         serdes = {"key_serde": context.key_serde, "value_serde": context.value_serde}
