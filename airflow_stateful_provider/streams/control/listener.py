@@ -8,6 +8,9 @@ then:
 
 - ``stop``: closes the instance from a separate thread (close joins the stream threads):
   commit, checkpoint, close stores, leave the group, tombstone the status document.
+- ``restart``: the same close, with the command noted on the instance
+  (``KafkaStreams.restart_command``): its host (streams/instance/host.py) then starts a new
+  incarnation on the same state directory with the next epoch, which answers ``done``.
 - ``checkpoint``, ``enforce_retention``, ``compact``: hands an action to every stream
   thread (``StreamThread.run_at_safe_point``), which applies it between two iterations
   of its loop; when every thread is done it acknowledges ``done`` with the per-task
@@ -149,7 +152,7 @@ class ControlListener:
         log.info("%s offset %d: applying %s %s", self.topic, record.offset, command.command_type, command.command_id)
         self._acknowledge(command, ACK_ACCEPTED, None)
         try:
-            if command.command_type == "stop":
+            if command.command_type in ("stop", "restart"):
                 self._stop_instance(command)
             else:
                 self._dispatch(command)
@@ -169,9 +172,12 @@ class ControlListener:
 
     def _stop_instance(self, command: ControlCommand) -> None:
         """Close the instance from another thread: close() joins the stream threads and
-        this listener, so it cannot run here. The tombstone is the answer."""
+        this listener, so it cannot run here. The tombstone is the answer to a stop; a restart
+        is noted first (only when no stop is under way: a stop wins)."""
         if self._stopper is not None:
             return
+        if command.command_type == "restart":
+            self._streams.restart_command = command
         self._stopper = threading.Thread(target=self._streams.close, name=f"{self.instance_id}-control-stop")
         self._stopper.start()
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.control.commands import ControlCommand
 from airflow_stateful_provider.streams.control.listener import ControlListener
 from airflow_stateful_provider.streams.errors import (
     FencedInstanceError,
@@ -142,6 +143,9 @@ class KafkaStreams:
         self.metrics_endpoint: str | None = None
         #: Reads ``<application_id>-control`` (docs/control-topic.md) while the instance runs.
         self.control_listener: ControlListener | None = None
+        #: The restart command that closed this instance, if one did: its host starts the
+        #: next incarnation (instance/host.py).
+        self.restart_command: ControlCommand | None = None
         #: Answers remote queries from ``<application_id>-queries`` (docs/interactive-queries.md).
         self.query_responder: QueryResponder | None = None
         self._state = KafkaStreamsState.CREATED
