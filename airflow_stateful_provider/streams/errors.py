@@ -113,6 +113,13 @@ class FencedInstanceError(StreamsError):
     message names the instance id, both epochs and the topic."""
 
 
+class RollingRestartError(StreamsError, TimeoutError):
+    """A rolling restart stopped before its end: an instance's active tasks had no caught-up
+    standby elsewhere, or a restarted instance was not back (RUNNING, a higher epoch, its
+    tasks restored), within the step's timeout; or it answered the restart ``failed``. The
+    message names the instance, what was still missing, and the instances already restarted."""
+
+
 class TransactionFailedError(StreamsError):
     """Exactly-once: the stream thread's transaction could not be committed and was aborted,
     so every task of the thread must go back to its last committed state. ``migrated`` is
