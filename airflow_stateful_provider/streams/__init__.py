@@ -21,6 +21,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".config": ("AT_LEAST_ONCE", "EXACTLY_ONCE_V2", "MAX_COMMIT_INTERVAL_MS", "ProcessingGuarantee", "StreamsConfig"),
     ".control.channel": ("live_instances", "send_command", "wait_for_command"),
     ".control.commands": ("CommandOutcome", "ControlCommand", "new_command"),
+    ".control.rolling_restart": ("InstanceRestart", "RollingRestartReport", "rolling_restart"),
     ".dsl.builder": ("StreamsBuilder",),
     ".dsl.change": ("Change",),
     ".dsl.materialized": ("Materialized",),
@@ -31,7 +32,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "BrokerUnreachableError", "ChangelogLostError", "ConfigError", "ControlFormatError", "CorruptCheckpointError",
         "DeserializationError", "FencedInstanceError", "ForeignStateError", "GroupProtocolError", "IllegalStateError",
         "InvalidRecordError", "InvalidSnapshotError", "InvalidStoreError", "InvalidTimestampError",
-        "MissingTopicError", "ProcessingError", "ProductionError", "ReadOnlyStoreError", "SerializationError",
+        "MissingTopicError", "ProcessingError", "ProductionError", "ReadOnlyStoreError", "RollingRestartError",
+        "SerializationError",
         "SnapshotError",
         "StatusFormatError", "StatusReadTimeoutError", "StreamsError", "TopologyError", "UnknownApplicationError",
         "UnsupportedGroupProtocolVersionError", "UnsupportedStatusVersionError",
@@ -100,6 +102,9 @@ if TYPE_CHECKING:
     from .control.channel import live_instances as live_instances
     from .control.channel import send_command as send_command
     from .control.channel import wait_for_command as wait_for_command
+    from .control.rolling_restart import InstanceRestart as InstanceRestart
+    from .control.rolling_restart import RollingRestartReport as RollingRestartReport
+    from .control.rolling_restart import rolling_restart as rolling_restart
     from .control.commands import CommandOutcome as CommandOutcome
     from .control.commands import ControlCommand as ControlCommand
     from .control.commands import new_command as new_command
@@ -137,6 +142,7 @@ if TYPE_CHECKING:
     from .errors import QueryError as QueryError
     from .errors import QueryTimeoutError as QueryTimeoutError
     from .errors import ReadOnlyStoreError as ReadOnlyStoreError
+    from .errors import RollingRestartError as RollingRestartError
     from .errors import SerializationError as SerializationError
     from .errors import SnapshotError as SnapshotError
     from .errors import StatusFormatError as StatusFormatError

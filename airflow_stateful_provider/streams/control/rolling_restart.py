@@ -20,6 +20,7 @@ already restarted (the rest are untouched: run the command again once fixed).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
@@ -176,7 +177,7 @@ def rolling_restart(
     for instance_id in targets:
         step_started = time.monotonic()
         status = wait("caught-up standbys for its active tasks", instance_id,
-                      lambda s, i=instance_id: ready_to_stop(s, i, max_lag_records))
+                      functools.partial(ready_to_stop, instance_id=instance_id, max_lag_records=max_lag_records))
         before = status.instance(instance_id)
         standby_wait = time.monotonic() - step_started
         progress(f"{instance_id}: epoch {before.epoch}, active {', '.join(before.active_tasks) or '-'}; "
@@ -186,7 +187,8 @@ def rolling_restart(
         send_command(bootstrap_servers, command, client_configs=client_configs, timeout_ms=min(step_ms, 10_000))
         progress(f"{instance_id}: restart {command.command_id} sent")
         status = wait("back RUNNING after the restart", instance_id,
-                      lambda s, c=command, i=instance_id, e=before.epoch: back_after_restart(s, c, i, e))
+                      functools.partial(back_after_restart, command=command, instance_id=instance_id,
+                                        old_epoch=before.epoch))
         after = status.instance(instance_id)
         restart = InstanceRestart(instance_id, before.epoch, after.epoch, before.active_tasks, standby_wait,
                                   time.monotonic() - sent)
