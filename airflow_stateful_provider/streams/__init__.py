@@ -102,12 +102,12 @@ if TYPE_CHECKING:
     from .control.channel import live_instances as live_instances
     from .control.channel import send_command as send_command
     from .control.channel import wait_for_command as wait_for_command
-    from .control.rolling_restart import InstanceRestart as InstanceRestart
-    from .control.rolling_restart import RollingRestartReport as RollingRestartReport
-    from .control.rolling_restart import rolling_restart as rolling_restart
     from .control.commands import CommandOutcome as CommandOutcome
     from .control.commands import ControlCommand as ControlCommand
     from .control.commands import new_command as new_command
+    from .control.rolling_restart import InstanceRestart as InstanceRestart
+    from .control.rolling_restart import RollingRestartReport as RollingRestartReport
+    from .control.rolling_restart import rolling_restart as rolling_restart
     from .dsl.builder import StreamsBuilder as StreamsBuilder
     from .dsl.change import Change as Change
     from .dsl.materialized import Materialized as Materialized
