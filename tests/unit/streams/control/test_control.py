@@ -42,7 +42,8 @@ def test_new_command_generates_an_id_with_the_type_and_stamps_the_time():
 
 
 def test_new_command_rejects_an_unknown_type_listing_the_known_ones():
-    with pytest.raises(ControlFormatError, match=r"'reboot'.*\['stop', 'restart', 'checkpoint', 'enforce_retention', 'compact'\]"):
+    with pytest.raises(ControlFormatError,
+                       match=r"'reboot'.*\['stop', 'restart', 'checkpoint', 'enforce_retention', 'compact'\]"):
         new_command("app", "reboot")
 
 
