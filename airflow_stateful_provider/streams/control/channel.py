@@ -23,6 +23,7 @@ from airflow_stateful_provider.streams.errors import (
     StatusReadTimeoutError,
     UnknownApplicationError,
 )
+from airflow_stateful_provider.streams.kafka.authorization import missing_acl, refusal_in
 from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
 from airflow_stateful_provider.streams.status.application import ApplicationStatus
 from airflow_stateful_provider.streams.status.document import InstanceStatus, control_topic_name
@@ -82,6 +83,10 @@ def send_command(
     except connection_errors() as exc:
         raise BrokerUnreachableError(f"command {command.command_id!r} not acknowledged by Kafka at {servers} "
                                      f"within {timeout} ms: {exc}") from exc
+    except Exception as exc:
+        if refusal_in(exc) is None:
+            raise
+        raise missing_acl("topic", [topic], "Write", doing=f"sending command {command.command_id!r}") from None
     finally:
         producer.close(timeout=timeout / 1000)
 

@@ -37,6 +37,7 @@ from airflow_stateful_provider.streams.control.commands import (
     ControlCommand,
 )
 from airflow_stateful_provider.streams.errors import ControlFormatError, StreamsError
+from airflow_stateful_provider.streams.kafka.authorization import missing_acl, refusal_in
 from airflow_stateful_provider.streams.processing.task import TaskState
 from airflow_stateful_provider.streams.status.document import control_topic_name
 
@@ -76,6 +77,8 @@ class ControlListener:
         self._consumer: Any = None
         self._stopper: threading.Thread | None = None
         self._thread: threading.Thread | None = None
+        #: Records of the fetch start() made, applied first.
+        self._first: dict[Any, Any] = {}
 
     def start(self) -> None:
         """Assign the control topic at its current end, then start reading. The end is
@@ -93,8 +96,13 @@ class ControlListener:
             consumer.assign(tps)
             for tp, end in consumer.end_offsets(tps).items():
                 consumer.seek(tp, end)
-        except BaseException:
+            # one fetch now: a principal that may not Read the topic fails the start, not the loop
+            self._first = consumer.poll(timeout_ms=CONTROL_POLL_MS)
+        except BaseException as exc:
             consumer.close()
+            if isinstance(exc, Exception) and refusal_in(exc) is not None:
+                raise missing_acl("topic", [self.topic], "Read", doing=f"instance {self.instance_id} reading "
+                                                                       f"commands on the control topic") from None
             raise
         self._consumer = consumer
         self._thread = threading.Thread(target=self._run, name=f"{self.instance_id}-control-listener", daemon=True)
@@ -116,7 +124,7 @@ class ControlListener:
         try:
             while not self._stopping.is_set():
                 try:
-                    fetched = consumer.poll(timeout_ms=CONTROL_POLL_MS)
+                    fetched, self._first = self._first or consumer.poll(timeout_ms=CONTROL_POLL_MS), {}
                 except Exception:  # control must never take the instance down
                     log.exception("control listener of %s: polling %s failed; retrying", self.instance_id, self.topic)
                     self._stopping.wait(1.0)

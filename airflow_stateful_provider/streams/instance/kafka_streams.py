@@ -340,7 +340,10 @@ class KafkaStreams:
         external = [self.topology.decorate_topic(t, self.config.application_id)
                     for t in self.topology.source_topics() if not self.topology.is_internal_topic(t)]
         sinks = self.topology.sink_topics()
-        counts = fetch_partition_counts(admin, external + sinks)
+        counts = fetch_partition_counts(admin, external + sinks, {**{t: "Write" for t in sinks},
+                                                                  **{t: "Read" for t in external}},
+                                        doing=f"starting application {self.config.application_id!r} (its source "
+                                              f"topics are read, its sink topics written)")
         for role, topics in (("source", external), ("sink", sinks)):
             missing = sorted(set(topics) - set(counts))
             if missing:
@@ -422,7 +425,7 @@ class KafkaStreams:
             thread.shutdown()
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self.threads:
-            if thread is threading.current_thread():
+            if thread is threading.current_thread() or thread.ident is None:  # never started (start() failed)
                 continue
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in self.threads if t is not threading.current_thread())
