@@ -29,7 +29,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".dsl.streams": ("KGroupedStream", "KStream", "KTable", "SessionWindowedKStream"),
     ".durations": ("duration_ms",),
     ".errors": (
-        "BrokerUnreachableError", "ChangelogLostError", "ConfigError", "ControlFormatError", "CorruptCheckpointError",
+        "AuthorizationError", "BrokerUnreachableError", "ChangelogLostError", "ConfigError", "ControlFormatError",
+        "CorruptCheckpointError",
         "DeserializationError", "FencedInstanceError", "ForeignStateError", "GroupProtocolError", "IllegalStateError",
         "InvalidRecordError", "InvalidSnapshotError", "InvalidStoreError", "InvalidTimestampError",
         "MissingTopicError", "ProcessingError", "ProductionError", "ReadOnlyStoreError", "RollingRestartError",
@@ -120,6 +121,7 @@ if TYPE_CHECKING:
     from .dsl.streams import KTable as KTable
     from .dsl.streams import SessionWindowedKStream as SessionWindowedKStream
     from .durations import duration_ms as duration_ms
+    from .errors import AuthorizationError as AuthorizationError
     from .errors import BrokerUnreachableError as BrokerUnreachableError
     from .errors import ChangelogLostError as ChangelogLostError
     from .errors import ConfigError as ConfigError

@@ -475,7 +475,10 @@ class StreamThread(threading.Thread):
         """Exactly-once: the transaction is aborted, so what the running tasks did since the
         last commit never happened. Close them without committing (their stores drop the
         buffered writes and stay at the last commit) and run them again from the committed
-        offsets: the loop revives them before its next processing step."""
+        offsets: the loop revives them before its next processing step. A refusal of the
+        brokers (a missing ACL) is no transient failure: the thread dies with it."""
+        if refusal_in(cause) is not None:
+            raise cause
         log.warning("%s: transaction failed, rolling %d running task(s) back to the last commit: %s",
                     self.name, len(self.task_manager.running_tasks()), cause)
         assert self.producer is not None
