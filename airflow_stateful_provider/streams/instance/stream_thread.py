@@ -54,17 +54,17 @@ from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import (
     IllegalStateError,
     MissingTopicError,
-    ProductionError,
     StreamsError,
     TaskTimeoutError,
     TransactionFailedError,
 )
+from airflow_stateful_provider.streams.instance.refusals import thread_refusal
 from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
 from airflow_stateful_provider.streams.instance.snapshotting import snapshot_clients
 from airflow_stateful_provider.streams.instance.task_committer import TaskCommitter, kafka_offsets
 from airflow_stateful_provider.streams.instance.task_manager import TaskManager
 from airflow_stateful_provider.streams.instance.topic_watch import TopicWatch
-from airflow_stateful_provider.streams.kafka.authorization import missing_acl, refusal_in, refused_resource
+from airflow_stateful_provider.streams.kafka.authorization import refusal_in
 from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
 from airflow_stateful_provider.streams.kafka.group_join import (
     group_rejoining,
@@ -281,35 +281,15 @@ class StreamThread(threading.Thread):
         """The error the thread dies with: the missing ACL when the brokers refused it, a
         missing topic when one is behind ``exc``. Not asked after a task timeout: the brokers
         did not answer, and would not answer that."""
-        refusal = refusal_in(exc)
-        if refusal is not None:
-            return self._missing_acl(exc, refusal)
+        if refusal_in(exc) is not None:
+            return thread_refusal(exc, self.config.application_id,
+                                  transactional_id(self.config.application_id, self.instance_id, self.index), self.name)
         if isinstance(exc, (StreamsError, KafkaError)) and not isinstance(exc, (MissingTopicError, TaskTimeoutError)):
             try:
                 topic: str | None = getattr(exc, "topic", None)
                 self.topic_watch.check(exc, extra=[topic] if topic else ())
             except MissingTopicError as missing:
                 return missing
-        return exc
-
-    def _missing_acl(self, exc: BaseException, refusal: Any) -> BaseException:
-        """What the thread was refused: its group (Read: join, commit), its transactional id
-        (Write), a topic it writes (a failed send: Write) or reads (Read), the cluster."""
-        resource, names = refused_resource(refusal)
-        app = self.config.application_id
-        if resource == "group":
-            return missing_acl("group", names or (app,), "Read", doing=f"joining the consumer group {app!r} and "
-                                                                       f"committing its offsets")
-        if resource == "transactional id":
-            tid = transactional_id(app, self.instance_id, self.index)
-            return missing_acl("transactional id", names or (tid,), "Write",
-                               doing=f"exactly-once transactions of {self.name}")
-        if resource == "topic":
-            if isinstance(exc, ProductionError):
-                return missing_acl("topic", names, "Write", doing=f"{self.name} writing its output and changelogs")
-            return missing_acl("topic", names, "Read", doing=f"{self.name} reading its input and changelogs")
-        if resource == "cluster":
-            return missing_acl("cluster", names, "IdempotentWrite", doing=f"{self.name}'s idempotent producer")
         return exc
 
     def _create_clients(self) -> None:
