@@ -5,7 +5,6 @@ at a time, and no partition's processing pauses longer than the documented bound
 from __future__ import annotations
 
 import io
-import time
 import uuid
 from itertools import pairwise
 
@@ -22,8 +21,10 @@ from tools.waits import wait_until
 pytestmark = pytest.mark.kafka
 
 #: The documented bound (docs/rolling-restart.md) of the longest pause of one partition's
-#: output while the instances restart one at a time, on the test's settings.
-PAUSE_BOUND_S = 6.0
+#: output while the instances restart one at a time: the session timeout, which a member that
+#: did not leave the group cleanly (or tasks left without an owner) would make the pause exceed.
+SESSION_TIMEOUT_MS = 6_000
+PAUSE_BOUND_S = SESSION_TIMEOUT_MS / 1000
 
 
 def test_rolling_restart_keeps_every_partition_processing_within_the_bound(bootstrap_servers, tmp_path):
@@ -33,7 +34,7 @@ def test_rolling_restart_keeps_every_partition_processing_within_the_bound(boots
     create_topics(bootstrap_servers, {topic_in: 2, topic_out: 2},
                   configs={topic_out: {"message.timestamp.type": "LogAppendTime"}})
     settings = {"app_configs": {"input": topic_in, "output": topic_out},
-                "consumer_configs": {"session_timeout_ms": 6_000, "heartbeat_interval_ms": 300}}
+                "consumer_configs": {"session_timeout_ms": SESSION_TIMEOUT_MS, "heartbeat_interval_ms": 300}}
     instances = {name: InstanceProcess("tests.integration.topologies:configured_counts",
                                        instance_config(app, bootstrap_servers, tmp_path, name, **settings),
                                        tmp_path, name)
@@ -65,7 +66,13 @@ def test_rolling_restart_keeps_every_partition_processing_within_the_bound(boots
         for instance in instances.values():
             instance.check_alive()  # restarted inside the same process
         after = fetch_application_status(bootstrap_servers, app)
-        time.sleep(1.0)  # output after the restart closes the last gap
+
+        def output_after_the_restart() -> bool:
+            latest: dict[int, int] = {}
+            for record in read_all(bootstrap_servers, topic_out):
+                latest[record.partition] = max(latest.get(record.partition, 0), record.timestamp)
+            return len(latest) == 2 and min(latest.values()) > ended_ms
+        wait_until(output_after_the_restart, 30, "output on both partitions after the restart (closes the last gap)")
     finally:
         producer.total = producer.sent
         for instance in instances.values():
@@ -75,8 +82,6 @@ def test_rolling_restart_keeps_every_partition_processing_within_the_bound(boots
     print(text)
     assert {i.instance_id: i.epoch for i in after.instances} == {"instance-0": 1, "instance-1": 1}, text
     assert "instance-0: back as epoch 1" in text and "instance-1: back as epoch 1" in text, text
-    # the command returned once the group had settled
-    assert all(t.state == "running" for t in after.tasks), [(t.task_id, t.state, t.active) for t in after.tasks]
     times: dict[int, list[int]] = {0: [], 1: []}
     for record in read_all(bootstrap_servers, topic_out):
         times[record.partition].append(record.timestamp)
