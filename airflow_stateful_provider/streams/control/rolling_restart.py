@@ -149,6 +149,9 @@ def rolling_restart(
     live = sorted(live_instances(read(), new_command(application_id, "restart")))
     targets = list(dict.fromkeys(instances)) if instances else live
     unknown = [i for i in targets if i not in live]
+    if not targets:
+        raise UnknownApplicationError(f"application {application_id!r} has no live instance (every status document "
+                                      f"is stale or ended); nothing was restarted")
     if unknown:
         raise UnknownApplicationError(f"no live instance {unknown} in application {application_id!r} "
                                       f"(live: {live}); nothing was restarted")

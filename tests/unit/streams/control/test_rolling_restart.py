@@ -3,11 +3,17 @@ when an instance may stop, and when it is back."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 
 from airflow_stateful_provider.streams.control.commands import new_command
-from airflow_stateful_provider.streams.control.rolling_restart import back_after_restart, ready_to_stop
-from airflow_stateful_provider.streams.errors import RollingRestartError
+from airflow_stateful_provider.streams.control.rolling_restart import (
+    back_after_restart,
+    ready_to_stop,
+    rolling_restart,
+)
+from airflow_stateful_provider.streams.errors import RollingRestartError, UnknownApplicationError
 from tests.unit.streams.status.status_documents import APP, NOW_MS, changelog, document, snapshot, task
 
 CL = f"{APP}-counts-changelog"
@@ -81,3 +87,15 @@ def test_an_instance_answering_failed_stops_the_rolling_restart():
     status = snapshot(restarted(1, ("r-1", "accepted"), ("r-1", "failed")))
     with pytest.raises(RollingRestartError, match="i-1 answered the restart r-1 failed"):
         back_after_restart(status, command, "i-1", 1)
+
+
+def test_nothing_is_sent_when_no_instance_or_a_named_one_is_not_live():
+    module = "airflow_stateful_provider.streams.control.rolling_restart"
+    stale = snapshot(document("i-1", task("0_0"), published_at=NOW_MS - 45_000))
+    with mock.patch(f"{module}.fetch_application_status", return_value=stale), \
+            mock.patch(f"{module}.send_command") as send:
+        with pytest.raises(UnknownApplicationError, match="has no live instance"):
+            rolling_restart("b:9092", APP)
+        with pytest.raises(UnknownApplicationError, match=r"no live instance \['i-9'\].*live: \[\]"):
+            rolling_restart("b:9092", APP, instances=["i-9"])
+    send.assert_not_called()
