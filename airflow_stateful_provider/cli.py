@@ -11,6 +11,8 @@
                            [--input-topics T,...] [--state-dir DIR] [--execute] [--timeout SECONDS] [--json]
     stateful-streams plan <application_id> --topology package.module:function [KAFKA] [--streams-config FILE]
                           [--timeout SECONDS] [--json]
+    stateful-streams restart <application_id> --rolling [KAFKA] [--instance ID ...] [--max-lag-records N]
+                             [--step-timeout SECONDS] [--json]
     stateful-streams snapshots list <snapshot_url> <application_id> [--task ID] [--storage-options FILE] [--json]
     stateful-streams snapshots delete <snapshot_url> <application_id> --keep K [--task ID] [--execute]
                                       [--storage-options FILE] [--json]
@@ -29,9 +31,10 @@ until each has stopped cleanly (committed, checkpointed, left the group, removed
 document). ``query`` reads live store state of a running application over its query topics
 (docs/interactive-queries.md): a key's value, the version valid at ``--as-of``, a key's
 sessions, or a page of a key range. ``reset`` starts an application over, as Kafka's
-application reset tool (cli_reset.py; a dry run unless ``--execute``). ``plan`` compares a new topology
-with the one the application last started with (cli_plan.py): stores kept, new, dropped, changed
-incompatibly. ``snapshots`` lists the store snapshots of an
+application reset tool (cli_reset.py; a dry run unless ``--execute``). ``plan`` compares a new
+topology with the one the application last started with (cli_plan.py): stores kept, new,
+dropped, changed incompatibly. ``restart --rolling`` restarts the instances one at a time, each
+once its tasks have caught-up standbys (cli_restart.py). ``snapshots`` lists the store snapshots of an
 application on shared storage (docs/snapshots.md: age, size, changelog offsets, and why a restore would skip one) and
 plans the deletion of all but the newest K per task, which ``--execute`` carries out.
 Bootstrap servers default to ``$STATEFUL_STREAMS_BOOTSTRAP_SERVERS``; ``--conn-id`` reads
@@ -214,8 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--json", action="store_true", help="machine-readable output")
 
     from airflow_stateful_provider.cli_reset import add_reset_parser
+    from airflow_stateful_provider.cli_restart import add_restart_parser
 
     add_reset_parser(commands, _add_broker_arguments)
+    add_restart_parser(commands, _add_broker_arguments)
 
     from airflow_stateful_provider.cli_plan import add_plan_parser
 
@@ -285,7 +290,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO)
             if value is not None and (not args.check or value < 0):
                 parser.error(f"{option} takes a number >= 0 and goes with --check, got {value}"
                              + ("" if args.check else " without --check"))
-    if args.command in ("status", "stop", "query", "reset", "plan"):
+    if args.command == "restart":
+        from airflow_stateful_provider.cli_restart import check_restart_arguments
+
+        check_restart_arguments(parser, args)
+    if args.command in ("status", "stop", "query", "reset", "plan", "restart"):
         _kafka_settings(parser, args)
     if args.command == "status":
         from airflow_stateful_provider.cli_status import run_status
@@ -313,6 +322,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO)
         if args.timeout <= 0:
             parser.error(f"--timeout takes a positive number of seconds, got {args.timeout:g}")
         return run_plan(args, out, _json_object_file)
+    if args.command == "restart":
+        from airflow_stateful_provider.cli_restart import run_restart
+
+        return run_restart(args, out)
     if args.command == "snapshots":
         if args.action == "delete" and args.keep < 1:
             parser.error(f"--keep takes a number >= 1, got {args.keep}")

@@ -34,6 +34,7 @@ def get_provider_info() -> dict:
             {"integration-name": INTEGRATION,
              "python-modules": ["airflow_stateful_provider.operators.maintenance",
                                 "airflow_stateful_provider.operators.reset",
+                                "airflow_stateful_provider.operators.restart",
                                 "airflow_stateful_provider.operators.snapshots",
                                 "airflow_stateful_provider.operators.submit"]},
         ],

@@ -6,6 +6,8 @@ its stable ``instance_id`` and the epoch it was given, and blocks until the inst
 
 - a stop command on the control topic closes it cleanly (commit, checkpoint, leave the
   group, tombstone its status document); the task then returns a summary;
+- a restart command on the control topic closes it the same way and starts its next
+  incarnation, epoch + 1, in the same task on the same state directory (streams/instance/host.py);
 - an instance that ends in ERROR (or fails to start) raises, so the task fails and the
   supervisor restarts the instance with a higher epoch.
 
@@ -29,7 +31,6 @@ import os
 import socket
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -37,10 +38,6 @@ from typing import Any
 __all__ = ["InstanceSpec", "instance_state_dir", "run_instance"]
 
 log = logging.getLogger(__name__)
-
-#: How often the task checks whether its instance has ended.
-_WAIT_SLICE_S = 1.0
-
 
 @dataclasses.dataclass(frozen=True)
 class InstanceSpec:
@@ -81,6 +78,7 @@ def run_instance(spec: InstanceSpec) -> dict[str, Any]:
     """Run the instance until it is stopped; returns its summary. Raises when the instance
     cannot start or ends in ERROR (the job then fails and the supervisor restarts it)."""
     from airflow_stateful_provider.streams.config import StreamsConfig
+    from airflow_stateful_provider.streams.instance.host import InstanceHost
     from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
     from airflow_stateful_provider.streams.runner import load_topology
 
@@ -89,27 +87,18 @@ def run_instance(spec: InstanceSpec) -> dict[str, Any]:
     state_dir = instance_state_dir(spec)
     config = StreamsConfig.from_mapping({**spec.config_values, "instance_id": spec.instance_id,
                                          "instance_epoch": epoch, "state_dir": state_dir})
-    topology = load_topology(spec.topology, config)
-    ended = threading.Event()
-    streams = KafkaStreams(topology, config)
-    def note_end(new: KafkaStreamsState, old: KafkaStreamsState) -> None:
-        if new in (KafkaStreamsState.NOT_RUNNING, KafkaStreamsState.ERROR):
-            ended.set()
-
-    streams.set_state_listener(note_end)
+    host = InstanceHost(lambda incarnation: KafkaStreams(load_topology(spec.topology, incarnation), incarnation),
+                        config)
     started = time.monotonic()
     log.info("instance %s epoch %d starting (state dir %s, pid %d)", spec.instance_id, epoch, state_dir, os.getpid())
-    streams.start()
-    try:
-        while not ended.wait(_WAIT_SLICE_S):
-            pass
-    finally:
-        # Normally a no-op (the stop command closed it); after ERROR it waits for the threads.
-        streams.close(timeout=60)
+    host.start()
+    # a stop command ends it; a restart command starts its next incarnation in this task (instance/host.py)
+    streams = host.run()
     if streams.state is KafkaStreamsState.ERROR:
         error = next((t.error for t in streams.threads if t.error is not None), None)
-        raise RuntimeError(f"instance {spec.instance_id} epoch {epoch} ended in ERROR: {error!r}")
-    return {"instance_id": spec.instance_id, "epoch": epoch, "state": streams.state.value,
+        raise RuntimeError(f"instance {spec.instance_id} epoch {streams.config.instance_epoch} ended in ERROR: "
+                           f"{error!r}")
+    return {"instance_id": spec.instance_id, "epoch": streams.config.instance_epoch, "state": streams.state.value,
             "host": socket.gethostname(), "pid": os.getpid(), "state_dir": state_dir,
             "seconds": round(time.monotonic() - started, 3)}
 

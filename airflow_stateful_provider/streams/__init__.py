@@ -21,6 +21,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".config": ("AT_LEAST_ONCE", "EXACTLY_ONCE_V2", "MAX_COMMIT_INTERVAL_MS", "ProcessingGuarantee", "StreamsConfig"),
     ".control.channel": ("live_instances", "send_command", "wait_for_command"),
     ".control.commands": ("CommandOutcome", "ControlCommand", "new_command"),
+    ".control.rolling_restart": ("InstanceRestart", "RollingRestartReport", "rolling_restart"),
     ".dsl.builder": ("StreamsBuilder",),
     ".dsl.change": ("Change",),
     ".dsl.materialized": ("Materialized",),
@@ -28,10 +29,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".dsl.streams": ("KGroupedStream", "KStream", "KTable", "SessionWindowedKStream"),
     ".durations": ("duration_ms",),
     ".errors": (
-        "BrokerUnreachableError", "ChangelogLostError", "ConfigError", "ControlFormatError", "CorruptCheckpointError",
+        "AuthorizationError", "BrokerUnreachableError", "ChangelogLostError", "ConfigError", "ControlFormatError",
+        "CorruptCheckpointError",
         "DeserializationError", "FencedInstanceError", "ForeignStateError", "GroupProtocolError", "IllegalStateError",
         "InvalidRecordError", "InvalidSnapshotError", "InvalidStoreError", "InvalidTimestampError",
-        "MissingTopicError", "ProcessingError", "ProductionError", "ReadOnlyStoreError", "SerializationError",
+        "MissingTopicError", "ProcessingError", "ProductionError", "ReadOnlyStoreError", "RollingRestartError",
+        "SerializationError",
         "SnapshotError",
         "StatusFormatError", "StatusReadTimeoutError", "StreamsError", "TopologyError", "UnknownApplicationError",
         "UnsupportedGroupProtocolVersionError", "UnsupportedStatusVersionError",
@@ -103,6 +106,9 @@ if TYPE_CHECKING:
     from .control.commands import CommandOutcome as CommandOutcome
     from .control.commands import ControlCommand as ControlCommand
     from .control.commands import new_command as new_command
+    from .control.rolling_restart import InstanceRestart as InstanceRestart
+    from .control.rolling_restart import RollingRestartReport as RollingRestartReport
+    from .control.rolling_restart import rolling_restart as rolling_restart
     from .dsl.builder import StreamsBuilder as StreamsBuilder
     from .dsl.change import Change as Change
     from .dsl.materialized import Materialized as Materialized
@@ -115,6 +121,7 @@ if TYPE_CHECKING:
     from .dsl.streams import KTable as KTable
     from .dsl.streams import SessionWindowedKStream as SessionWindowedKStream
     from .durations import duration_ms as duration_ms
+    from .errors import AuthorizationError as AuthorizationError
     from .errors import BrokerUnreachableError as BrokerUnreachableError
     from .errors import ChangelogLostError as ChangelogLostError
     from .errors import ConfigError as ConfigError
@@ -138,6 +145,7 @@ if TYPE_CHECKING:
     from .errors import QueryError as QueryError
     from .errors import QueryTimeoutError as QueryTimeoutError
     from .errors import ReadOnlyStoreError as ReadOnlyStoreError
+    from .errors import RollingRestartError as RollingRestartError
     from .errors import SerializationError as SerializationError
     from .errors import SnapshotError as SnapshotError
     from .errors import StatusFormatError as StatusFormatError

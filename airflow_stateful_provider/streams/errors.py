@@ -123,6 +123,25 @@ class FencedInstanceError(StreamsError):
     message names the instance id, both epochs and the topic."""
 
 
+class RollingRestartError(StreamsError, TimeoutError):
+    """A rolling restart stopped before its end: an instance's active tasks had no caught-up
+    standby elsewhere, or a restarted instance was not back (RUNNING, a higher epoch, its
+    tasks restored), within the step's timeout; or it answered the restart ``failed``. The
+    message names the instance, what was still missing, and the instances already restarted."""
+
+
+class AuthorizationError(StreamsError, PermissionError):
+    """The brokers refused an operation to this client's principal: an ACL is missing. The
+    message names the operation, the resource type (topic, group, transactional id, cluster)
+    and its name, as docs/deploying.md ("Least privilege") lists the ACLs."""
+
+    def __init__(self, message: str, *, resource_type: str, resource_names: tuple[str, ...], operation: str) -> None:
+        super().__init__(message)
+        self.resource_type = resource_type
+        self.resource_names = resource_names
+        self.operation = operation
+
+
 class TransactionFailedError(StreamsError):
     """Exactly-once: the stream thread's transaction could not be committed and was aborted,
     so every task of the thread must go back to its last committed state. ``migrated`` is

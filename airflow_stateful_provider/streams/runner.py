@@ -9,7 +9,8 @@ JSON line per restoration and standby event (restore start/batch/end/suspended, 
 start/batch/suspended), for tests and for following a restoration after the fact. The config file holds
 StreamsConfig values as JSON; ``--set`` overrides single values (JSON-parsed when
 possible). SIGTERM/SIGINT close the instance cleanly (commit, checkpoint, leave the
-group); the exit code is 0 after a clean stop, 1 when the instance ended in ERROR and 2 when
+group); a restart command on the control topic starts it again in this process with the next
+epoch (instance/host.py); the exit code is 0 after a clean stop, 1 when the instance ended in ERROR and 2 when
 it could not start (a bad setting or topology, unreachable brokers, a state directory of
 another application: one line on stderr).
 """
@@ -132,6 +133,7 @@ class EventFileListener:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from airflow_stateful_provider.streams.instance.host import InstanceHost
     from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
 
     parser = argparse.ArgumentParser(prog="python -m airflow_stateful_provider.streams.runner",
@@ -144,28 +146,24 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    try:
-        config = load_config(args.config, args.set)
-        topology = load_topology(args.topology, config)
-        streams = KafkaStreams(topology, config)
-        if args.events_file:
-            events = EventFileListener(args.events_file)
+    events = EventFileListener(args.events_file) if args.events_file else None
+
+    def build(config: StreamsConfig) -> KafkaStreams:
+        streams = KafkaStreams(load_topology(args.topology, config), config)
+        if events is not None:
             streams.set_global_state_restore_listener(events)
             streams.set_standby_update_listener(events)
-        def stop_when_ended(new: KafkaStreamsState, old: KafkaStreamsState) -> None:
-            if new in (KafkaStreamsState.ERROR, KafkaStreamsState.NOT_RUNNING):
-                stop.set()
+        return streams
 
-        streams.set_state_listener(stop_when_ended)
-        streams.start()  # checks the brokers and the settings before it creates anything
+    try:
+        host = InstanceHost(build, load_config(args.config, args.set))
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: host.request_stop())
+        host.start()  # checks the brokers and the settings before it creates anything
+        streams = host.run()  # a restart command starts the next incarnation in this process
     except StreamsError as exc:  # a bad setting, unreachable brokers, missing topics, foreign state, a newer epoch
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    stop.wait()
-    streams.close()
     if streams.state is KafkaStreamsState.ERROR:
         error = next((t.error for t in streams.threads if t.error is not None), None)
         print(f"error: instance ended in ERROR: {error}", file=sys.stderr)

@@ -232,7 +232,7 @@ class LocalKafkaBroker:
 
     def __init__(self, work_dir: str | os.PathLike | None = None, port: int | None = None,
                  start_timeout: float = 90.0, heap: str = "512m", detached: bool = False,
-                 security: SecuredListeners | None = None) -> None:
+                 security: SecuredListeners | None = None, authorizer: bool = False) -> None:
         self._owns_dir = work_dir is None
         self.work_dir = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="kafka-"))
         self.port = port
@@ -243,6 +243,10 @@ class LocalKafkaBroker:
         self.process: subprocess.Popen | None = None
         self.start_seconds: float | None = None
         self.security = security
+        #: Kafka's StandardAuthorizer on: a principal of a secured listener may do only what ACLs
+        #: allow (nothing by default); the plaintext listener's ANONYMOUS is a super user, for the
+        #: tests' own set-up and oracles.
+        self.authorizer = authorizer
         #: Port of each secured listener (SECURED_LISTENERS), once started with ``security``.
         self.secured_ports: dict[str, int] = {}
 
@@ -335,6 +339,9 @@ class LocalKafkaBroker:
             "log.segment.bytes": str(64 * 1024 * 1024),
             "log.cleaner.backoff.ms": "1000",
             **(self._secured_listener_properties() if self.security is not None else {}),
+            **({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "super.users": "User:ANONYMOUS", "allow.everyone.if.no.acl.found": "false"}
+               if self.authorizer else {}),
         }
         return "".join(f"{k}={v}\n" for k, v in settings.items())
 

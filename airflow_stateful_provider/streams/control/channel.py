@@ -23,9 +23,10 @@ from airflow_stateful_provider.streams.errors import (
     StatusReadTimeoutError,
     UnknownApplicationError,
 )
+from airflow_stateful_provider.streams.kafka.authorization import missing_acl, refusal_in
 from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
 from airflow_stateful_provider.streams.status.application import ApplicationStatus
-from airflow_stateful_provider.streams.status.document import InstanceStatus, control_topic_name
+from airflow_stateful_provider.streams.status.document import InstanceStatus, control_topic_name, status_topic_name
 from airflow_stateful_provider.streams.status.reader import (
     DEFAULT_READ_TIMEOUT_MS,
     open_reader_consumer,
@@ -59,10 +60,15 @@ def send_command(
     consumer, _ = open_reader_consumer(bootstrap_servers, command.application_id, timeout, client_configs)
     try:
         exists = bool(consumer.partitions_for_topic(topic))
+        # the application's status topic in sight but not its control topic: this principal may not see it
+        hidden = not exists and bool(consumer.partitions_for_topic(status_topic_name(command.application_id)))
     except connection_errors() as exc:
         raise BrokerUnreachableError(f"lost Kafka at {servers} while looking up {topic!r}: {exc}") from exc
     finally:
         consumer.close()
+    if hidden:
+        raise missing_acl("topic", [topic], "Write", doing=f"sending command {command.command_id!r} (the topic is "
+                                                           f"hidden from this client's principal)")
     if not exists:
         raise UnknownApplicationError(
             f"unknown application {command.application_id!r}: no control topic {topic!r} on {servers} (never "
@@ -82,6 +88,10 @@ def send_command(
     except connection_errors() as exc:
         raise BrokerUnreachableError(f"command {command.command_id!r} not acknowledged by Kafka at {servers} "
                                      f"within {timeout} ms: {exc}") from exc
+    except Exception as exc:
+        if refusal_in(exc) is None:
+            raise
+        raise missing_acl("topic", [topic], "Write", doing=f"sending command {command.command_id!r}") from None
     finally:
         producer.close(timeout=timeout / 1000)
 

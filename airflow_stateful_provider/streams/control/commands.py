@@ -37,7 +37,7 @@ __all__ = [
     "command_outcome",
 ]
 
-COMMAND_TYPES = ("stop", "checkpoint", "enforce_retention", "compact")
+COMMAND_TYPES = ("stop", "restart", "checkpoint", "enforce_retention", "compact")
 #: Version of the command layout written by this code; readers reject newer ones.
 CONTROL_FORMAT_VERSION = 1
 #: Commands that act on session and versioned stores (and so may name ``stores``).

@@ -8,6 +8,9 @@ then:
 
 - ``stop``: closes the instance from a separate thread (close joins the stream threads):
   commit, checkpoint, close stores, leave the group, tombstone the status document.
+- ``restart``: the same close, with the command noted on the instance
+  (``KafkaStreams.restart_command``): its host (streams/instance/host.py) then starts a new
+  incarnation on the same state directory with the next epoch, which answers ``done``.
 - ``checkpoint``, ``enforce_retention``, ``compact``: hands an action to every stream
   thread (``StreamThread.run_at_safe_point``), which applies it between two iterations
   of its loop; when every thread is done it acknowledges ``done`` with the per-task
@@ -34,6 +37,7 @@ from airflow_stateful_provider.streams.control.commands import (
     ControlCommand,
 )
 from airflow_stateful_provider.streams.errors import ControlFormatError, StreamsError
+from airflow_stateful_provider.streams.kafka.authorization import missing_acl, refusal_in
 from airflow_stateful_provider.streams.processing.task import TaskState
 from airflow_stateful_provider.streams.status.document import control_topic_name
 
@@ -73,6 +77,8 @@ class ControlListener:
         self._consumer: Any = None
         self._stopper: threading.Thread | None = None
         self._thread: threading.Thread | None = None
+        #: Records of the fetch start() made, applied first.
+        self._first: dict[Any, Any] = {}
 
     def start(self) -> None:
         """Assign the control topic at its current end, then start reading. The end is
@@ -90,8 +96,13 @@ class ControlListener:
             consumer.assign(tps)
             for tp, end in consumer.end_offsets(tps).items():
                 consumer.seek(tp, end)
-        except BaseException:
+            # one fetch now: a principal that may not Read the topic fails the start, not the loop
+            self._first = consumer.poll(timeout_ms=CONTROL_POLL_MS)
+        except BaseException as exc:
             consumer.close()
+            if isinstance(exc, Exception) and refusal_in(exc) is not None:
+                raise missing_acl("topic", [self.topic], "Read", doing=f"instance {self.instance_id} reading "
+                                                                       f"commands on the control topic") from None
             raise
         self._consumer = consumer
         self._thread = threading.Thread(target=self._run, name=f"{self.instance_id}-control-listener", daemon=True)
@@ -113,7 +124,7 @@ class ControlListener:
         try:
             while not self._stopping.is_set():
                 try:
-                    fetched = consumer.poll(timeout_ms=CONTROL_POLL_MS)
+                    fetched, self._first = self._first or consumer.poll(timeout_ms=CONTROL_POLL_MS), {}
                 except Exception:  # control must never take the instance down
                     log.exception("control listener of %s: polling %s failed; retrying", self.instance_id, self.topic)
                     self._stopping.wait(1.0)
@@ -149,7 +160,7 @@ class ControlListener:
         log.info("%s offset %d: applying %s %s", self.topic, record.offset, command.command_type, command.command_id)
         self._acknowledge(command, ACK_ACCEPTED, None)
         try:
-            if command.command_type == "stop":
+            if command.command_type in ("stop", "restart"):
                 self._stop_instance(command)
             else:
                 self._dispatch(command)
@@ -169,9 +180,12 @@ class ControlListener:
 
     def _stop_instance(self, command: ControlCommand) -> None:
         """Close the instance from another thread: close() joins the stream threads and
-        this listener, so it cannot run here. The tombstone is the answer."""
+        this listener, so it cannot run here. The tombstone is the answer to a stop; a restart
+        is noted first (only when no stop is under way: a stop wins)."""
         if self._stopper is not None:
             return
+        if command.command_type == "restart":
+            self._streams.restart_command = command
         self._stopper = threading.Thread(target=self._streams.close, name=f"{self.instance_id}-control-stop")
         self._stopper.start()
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.control.commands import ControlCommand
 from airflow_stateful_provider.streams.control.listener import ControlListener
 from airflow_stateful_provider.streams.errors import (
     FencedInstanceError,
@@ -146,6 +147,9 @@ class KafkaStreams:
         self.metrics_endpoint: str | None = None
         #: Reads ``<application_id>-control`` (docs/control-topic.md) while the instance runs.
         self.control_listener: ControlListener | None = None
+        #: The restart command that closed this instance, if one did: its host starts the
+        #: next incarnation (instance/host.py).
+        self.restart_command: ControlCommand | None = None
         #: Answers remote queries from ``<application_id>-queries`` (docs/interactive-queries.md).
         self.query_responder: QueryResponder | None = None
         self._state = KafkaStreamsState.CREATED
@@ -340,7 +344,10 @@ class KafkaStreams:
         external = [self.topology.decorate_topic(t, self.config.application_id)
                     for t in self.topology.source_topics() if not self.topology.is_internal_topic(t)]
         sinks = self.topology.sink_topics()
-        counts = fetch_partition_counts(admin, external + sinks)
+        counts = fetch_partition_counts(admin, external + sinks, {**{t: "Write" for t in sinks},
+                                                                  **{t: "Read" for t in external}},
+                                        doing=f"starting application {self.config.application_id!r} (its source "
+                                              f"topics are read, its sink topics written)")
         for role, topics in (("source", external), ("sink", sinks)):
             missing = sorted(set(topics) - set(counts))
             if missing:
@@ -433,7 +440,7 @@ class KafkaStreams:
             thread.shutdown()
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self.threads:
-            if thread is threading.current_thread():
+            if thread is threading.current_thread() or thread.ident is None:  # never started (start() failed)
                 continue
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in self.threads if t is not threading.current_thread())

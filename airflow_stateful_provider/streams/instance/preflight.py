@@ -19,6 +19,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import BrokerUnreachableError, ConfigError
+from airflow_stateful_provider.streams.kafka.authorization import missing_acl, refusal_in
 from airflow_stateful_provider.streams.kafka.clients import (
     check_client_environment,
     connection_errors,
@@ -159,11 +160,24 @@ def check_replication_factor(admin: Any, config: StreamsConfig) -> None:
                           f"replication_factor to at most {len(brokers)} (or -1 for the broker default)")
 
 
+_DESCRIBING_CONFIGS = "checking that the existing changelogs {} can hold their stores' data"
+
+
 def _describe_topic_configs(admin: Any, topics: list[str]) -> dict[str, dict[str, str | None]]:
     from kafka.admin import ConfigResource, ConfigResourceType
 
-    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics],
-                                       config_filter="all")
+    try:
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics],
+                                           config_filter="all")
+    except Exception as exc:
+        if refusal_in(exc) is None:
+            raise
+        raise missing_acl("topic", topics, "DescribeConfigs", doing=_DESCRIBING_CONFIGS.format(topics)) from None
+    # kafka-python (3.0.12) drops a per-topic refusal and answers no configs; an existing topic
+    # has every config with config_filter "all", so none at all is the refusal
+    refused = [t for t in topics if not described.get("topic", {}).get(t)]
+    if refused:
+        raise missing_acl("topic", refused, "DescribeConfigs", doing=_DESCRIBING_CONFIGS.format(refused))
     return {name: {key: entry.get("value") for key, entry in configs.items()}
             for name, configs in described.get("topic", {}).items() if name in topics}
 

@@ -58,11 +58,13 @@ from airflow_stateful_provider.streams.errors import (
     TaskTimeoutError,
     TransactionFailedError,
 )
+from airflow_stateful_provider.streams.instance.refusals import thread_refusal
 from airflow_stateful_provider.streams.instance.safe_points import SafePointActions
 from airflow_stateful_provider.streams.instance.snapshotting import snapshot_clients
 from airflow_stateful_provider.streams.instance.task_committer import TaskCommitter, kafka_offsets
 from airflow_stateful_provider.streams.instance.task_manager import TaskManager
 from airflow_stateful_provider.streams.instance.topic_watch import TopicWatch
+from airflow_stateful_provider.streams.kafka.authorization import refusal_in
 from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
 from airflow_stateful_provider.streams.kafka.group_join import (
     group_rejoining,
@@ -276,8 +278,12 @@ class StreamThread(threading.Thread):
                 self._on_error(self, self.error)
 
     def _explain(self, exc: BaseException) -> BaseException:
-        """The error the thread dies with: a missing topic, when one is behind ``exc``. Not
-        asked after a task timeout: the brokers did not answer, and would not answer that."""
+        """The error the thread dies with: the missing ACL when the brokers refused it, a
+        missing topic when one is behind ``exc``. Not asked after a task timeout: the brokers
+        did not answer, and would not answer that."""
+        if refusal_in(exc) is not None:
+            return thread_refusal(exc, self.config.application_id,
+                                  transactional_id(self.config.application_id, self.instance_id, self.index), self.name)
         if isinstance(exc, (StreamsError, KafkaError)) and not isinstance(exc, (MissingTopicError, TaskTimeoutError)):
             try:
                 topic: str | None = getattr(exc, "topic", None)
@@ -449,7 +455,10 @@ class StreamThread(threading.Thread):
         """Exactly-once: the transaction is aborted, so what the running tasks did since the
         last commit never happened. Close them without committing (their stores drop the
         buffered writes and stay at the last commit) and run them again from the committed
-        offsets: the loop revives them before its next processing step."""
+        offsets: the loop revives them before its next processing step. A refusal of the
+        brokers (a missing ACL) is no transient failure: the thread dies with it."""
+        if refusal_in(cause) is not None:
+            raise cause
         log.warning("%s: transaction failed, rolling %d running task(s) back to the last commit: %s",
                     self.name, len(self.task_manager.running_tasks()), cause)
         assert self.producer is not None

@@ -23,6 +23,7 @@ from airflow_stateful_provider.streams.errors import (
     StatusReadTimeoutError,
     UnknownApplicationError,
 )
+from airflow_stateful_provider.streams.kafka.authorization import missing_acl, refusal_in
 from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
 from airflow_stateful_provider.streams.status.application import ApplicationStatus, build_application_status
 from airflow_stateful_provider.streams.status.document import (
@@ -112,7 +113,8 @@ def _read_documents(consumer: Any, servers: str, application_id: str, timeout_ms
         if not partitions:
             raise UnknownApplicationError(
                 f"unknown application {application_id!r}: no status topic {topic!r} on {servers} (never started, "
-                f"or another cluster)")
+                f"another cluster, or hidden from this client's principal: reading it needs the ACL Read on topic "
+                f"{topic!r})")
         tps = [KafkaTopicPartition(topic, p) for p in sorted(partitions)]
         consumer.assign(tps)
         begins = consumer.beginning_offsets(tps, timeout_ms=timeout_ms)
@@ -145,6 +147,11 @@ def _read_documents(consumer: Any, servers: str, application_id: str, timeout_ms
                     pending.discard(tp)
     except connection_errors() as exc:
         raise BrokerUnreachableError(f"lost Kafka at {servers} while reading {topic!r}: {exc}") from exc
+    except Exception as exc:
+        if refusal_in(exc) is None:
+            raise
+        raise missing_acl("topic", [topic], "Read", doing=f"reading the status of application {application_id!r}") \
+            from None
     documents: dict[str, InstanceStatus] = {}
     for key, value in sorted(latest.items()):
         if value is None:
@@ -180,6 +187,11 @@ def _live_end_offsets(consumer: Any, partitions: Iterable[tuple[str, int]],
         log.warning("live end offsets of %d changelog partitions unavailable (%r); standby lags use reported ends",
                     len(wanted), exc)
         return {}
+    except Exception as exc:
+        if refusal_in(exc) is None:
+            raise
+        raise missing_acl("topic", {tp.topic for tp in wanted}, "Describe",
+                          doing="fetching the end offsets of the changelogs (standby lag)") from None
     return {(tp.topic, tp.partition): offset for tp, offset in ends.items()}
 
 

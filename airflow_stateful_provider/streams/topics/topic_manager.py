@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_stateful_provider.streams.errors import StreamsError
+from airflow_stateful_provider.streams.kafka.authorization import TOPIC_AUTHORIZATION_FAILED, missing_acl, refusal_in
 from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
 
 __all__ = ["InternalTopicManager", "fetch_partition_counts"]
@@ -22,19 +23,25 @@ __all__ = ["InternalTopicManager", "fetch_partition_counts"]
 log = logging.getLogger(__name__)
 
 
-def fetch_partition_counts(admin: Any, topics: Iterable[str]) -> dict[str, int]:
-    """Partition counts of the topics that exist (absent ones are left out)."""
+def fetch_partition_counts(admin: Any, topics: Iterable[str], needs: Mapping[str, str] | None = None, *,
+                           doing: str = "") -> dict[str, int]:
+    """Partition counts of the topics that exist (absent ones are left out). With ``needs``
+    (topic -> the operation the caller needs on it, "Read" for a source), a topic the brokers
+    hide from this principal is an AuthorizationError naming that ACL, not a missing topic."""
     wanted = sorted(set(topics))
     if not wanted:
         return {}
     existing = set(admin.list_topics())
     present = [t for t in wanted if t in existing]
-    if not present:
-        return {}
+    hidden = [t for t in wanted if t not in existing and needs and t in needs]
     counts = {}
-    for description in admin.describe_topics(present):
+    for description in admin.describe_topics(present + hidden) if present or hidden else ():
         if description.get("error_code", 0) == 0 and description.get("partitions"):
             counts[description["name"]] = len(description["partitions"])
+        elif needs and description.get("error_code") == TOPIC_AUTHORIZATION_FAILED:
+            operation = needs.get(description["name"], "Describe")
+            denied = [t for t in hidden + present if needs.get(t, "Describe") == operation]
+            raise missing_acl("topic", denied, operation, doing=doing or "describing topics")
     return counts
 
 
@@ -72,6 +79,11 @@ class InternalTopicManager:
                                                 topic_configs=dict(t.config)) for t in missing])
         except TopicAlreadyExistsError:
             pass  # another instance created them at the same moment; validated below
+        except Exception as exc:
+            if refusal_in(exc) is None:
+                raise
+            raise missing_acl("topic", [t.name for t in missing], "Create",
+                              doing=f"creating the internal topics {[t.name for t in missing]}") from None
         self._wait_until_visible(missing)
         for topic in missing:
             log.info("created %s topic %s (%d partitions, %s)", topic.kind, topic.name, topic.partitions, topic.config)

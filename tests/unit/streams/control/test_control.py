@@ -42,7 +42,8 @@ def test_new_command_generates_an_id_with_the_type_and_stamps_the_time():
 
 
 def test_new_command_rejects_an_unknown_type_listing_the_known_ones():
-    with pytest.raises(ControlFormatError, match=r"'reboot'.*\['stop', 'checkpoint', 'enforce_retention', 'compact'\]"):
+    with pytest.raises(ControlFormatError,
+                       match=r"'reboot'.*\['stop', 'restart', 'checkpoint', 'enforce_retention', 'compact'\]"):
         new_command("app", "reboot")
 
 
@@ -96,8 +97,8 @@ def test_duplicate_names_are_dropped_in_order():
     assert new_command("app", "compact", stores=["b", "a", "b"]).stores == ("b", "a")
 
 
-def test_command_types_are_the_documented_four():
-    assert COMMAND_TYPES == ("stop", "checkpoint", "enforce_retention", "compact")
+def test_command_types_are_the_documented_five():
+    assert COMMAND_TYPES == ("stop", "restart", "checkpoint", "enforce_retention", "compact")
 
 
 # ---------------------------------------------------------------------------- outcome
