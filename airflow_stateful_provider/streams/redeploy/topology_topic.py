@@ -13,7 +13,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_stateful_provider.streams.errors import NoRecordedTopologyError, StatusReadTimeoutError
+from airflow_stateful_provider.streams.errors import (
+    BrokerUnreachableError,
+    NoRecordedTopologyError,
+    StatusReadTimeoutError,
+)
+from airflow_stateful_provider.streams.kafka.authorization import missing_acl, refusal_in
 from airflow_stateful_provider.streams.redeploy.recorded_topology import RecordedTopology
 from airflow_stateful_provider.streams.status.reader import open_reader_consumer
 from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
@@ -35,11 +40,21 @@ def topology_topic(application_id: str) -> InternalTopic:
 
 
 def write_recorded_topology(producer: Any, recorded: RecordedTopology, timeout_s: float = 30.0) -> None:
-    """Send ``recorded`` and wait until the brokers have it (at most ``timeout_s``)."""
-    future = producer.send(topology_topic_name(recorded.application_id),
-                           key=recorded.application_id.encode("utf-8"), value=recorded.to_json().encode("utf-8"))
-    producer.flush(timeout=timeout_s)
-    future.get(timeout=timeout_s)
+    """Send ``recorded`` and wait until the brokers have it (at most ``timeout_s``). A refused
+    write is an AuthorizationError naming the ACL; no acknowledgement in time, BrokerUnreachableError."""
+    from kafka.errors import KafkaError
+
+    topic = topology_topic_name(recorded.application_id)
+    try:
+        future = producer.send(topic, key=recorded.application_id.encode("utf-8"),
+                               value=recorded.to_json().encode("utf-8"))
+        producer.flush(timeout=timeout_s)
+        future.get(timeout=timeout_s)
+    except KafkaError as exc:
+        if refusal_in(exc) is not None:
+            raise missing_acl("topic", [topic], "Write", doing="recording the topology at start") from exc
+        raise BrokerUnreachableError(f"could not record the topology in {topic!r} within {timeout_s:g} s: "
+                                     f"{exc}") from exc
 
 
 def read_recorded_topology(bootstrap_servers: str | Sequence[str], application_id: str, *,
