@@ -128,7 +128,7 @@ class RocksDBMemory:
         """A store's options: the engine's, then the user's setter."""
         opts = rocksdict.Options(raw_mode=True)
         opts.create_if_missing(create)
-        opts.set_write_buffer_size(min(_STORE_WRITE_BUFFER_BYTES, self.write_buffer_bytes))
+        opts.set_write_buffer_size(min(_STORE_WRITE_BUFFER_BYTES, self.write_buffer_bytes // 4))
         opts.set_max_write_buffer_number(3)
         opts.set_write_buffer_manager(self.write_buffer_manager)
         opts.set_max_background_jobs(2)
