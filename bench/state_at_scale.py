@@ -1,11 +1,13 @@
 """Benchmark: state at scale (issue 36): a keyed aggregate over ``--keys`` keys, its memory
 under the RocksDB budget, and how fast its state comes back.
 
-    .venv/bin/python bench/state_at_scale.py [--keys 5000000] [--value-bytes 200]
+    .venv/bin/python bench/state_at_scale.py [--keys 5000000] [--passes 1] [--value-bytes 200]
         [--memory-mib 128] [--tail-percent 1] [--bootstrap HOST:PORT]
 
-The input holds one record per key (``--value-bytes`` of incompressible payload, 4
-partitions, all in one instance). The topology keeps per key a count and the last payload in
+The input holds ``--passes`` records per key, pass after pass (``--value-bytes`` of
+incompressible payload, 4 partitions, all in one instance): the first pass only writes new
+keys (their absence is a bloom filter check), the later ones read each key's value back, so
+the block cache fills. The topology keeps per key a count and the last payload in
 a RocksDB key-value store (DSL ``aggregate``, changelogged, no output topic: the figures are
 the state's). Each instance runs in a process of its own (this script with ``--child``), so
 its max RSS is that of the instance; at-least-once, commits every 5 s.
@@ -163,8 +165,9 @@ def rusage_figures(usage: Any) -> dict:
 
 
 def process(bootstrap: str, admin: KafkaAdminClient, app: str, source: str, state_dir: Path, memory: int,
-            records: int, work: Path) -> dict:
-    """An instance processes ``source`` until its group committed ``records``."""
+            records: int, work: Path, new_records: int | None = None) -> dict:
+    """An instance processes ``source`` until its group committed ``records`` (of which
+    ``new_records`` are new to it, default all)."""
     instance = child("process", bootstrap, app, source, state_dir, memory, work)
     started = last_report = progressed_at = time.monotonic()
     last = -1
@@ -189,7 +192,8 @@ def process(bootstrap: str, admin: KafkaAdminClient, app: str, source: str, stat
             instance.kill()
             instance.wait()
     seconds = (done_ms - out["first_records_polled_ms"]) / 1000
-    return {"records": records, "seconds": round(seconds, 1), "records_per_s": round(records / seconds),
+    processed = records if new_records is None else new_records
+    return {"records": processed, "seconds": round(seconds, 1), "records_per_s": round(processed / seconds),
             **rusage_figures(usage), "rocksdb_usage_at_end": out["rocksdb"], "rocksdb_disk_mb": disk_mb(state_dir)}
 
 
@@ -243,12 +247,12 @@ def snapshot_task_dirs(bootstrap: str, app: str, source: str, state_dir: Path, u
     return time.monotonic() - started
 
 
-def produce_input(bootstrap: str, topic: str, first: int, count: int, value_bytes: int) -> float:
-    """Records ``first .. first + count - 1``, one per key; returns the seconds it took."""
+def produce_input(bootstrap: str, topic: str, first: int, count: int, keys: int, value_bytes: int) -> float:
+    """Records ``first .. first + count - 1``, record i for key ``i % keys``; returns the seconds it took."""
     rng = random.Random(36)
     payloads = [rng.randbytes(value_bytes) for _ in range(4096)]  # distinct enough that RocksDB cannot compress
     started = time.monotonic()
-    produce(bootstrap, topic, ((record_key(i), payloads[i % 4096]) for i in range(first, first + count)),
+    produce(bootstrap, topic, ((record_key(i % keys), payloads[i % 4096]) for i in range(first, first + count)),
             linger_ms=50, batch_size=1024 * 1024, acks=1)
     return time.monotonic() - started
 
@@ -257,6 +261,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=5_000_000)
     parser.add_argument("--value-bytes", type=int, default=200)
+    parser.add_argument("--passes", type=int, default=1,
+                        help="records per key in the input (from the second on, each update reads the key's value)")
     parser.add_argument("--memory-mib", type=int, default=128, help="rocksdb_memory_bytes of the first run, MiB")
     parser.add_argument("--tail-percent", type=float, default=1.0, help="records after the snapshot, %% of --keys")
     parser.add_argument("--bootstrap", help="a running broker to use instead of starting one")
@@ -268,18 +274,20 @@ def main() -> int:
     source = f"bench-scale-{stamp}-in"
     memory = args.memory_mib * MiB
     tail = max(PARTITIONS, int(args.keys * args.tail_percent / 100))
+    records = args.keys * args.passes
     broker: Any = nullcontext(None) if args.bootstrap else LocalKafkaBroker(work / "kafka")
     with broker as started:
         bootstrap = args.bootstrap or started.bootstrap_servers
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
         try:
             admin.create_topics([NewTopic(source, PARTITIONS, -1)])
-            seconds = produce_input(bootstrap, source, 0, args.keys, args.value_bytes)
-            print(f"produced {args.keys:,} records of {args.value_bytes} bytes in {seconds:.0f}s", flush=True)
+            seconds = produce_input(bootstrap, source, 0, records, args.keys, args.value_bytes)
+            print(f"produced {records:,} records of {args.value_bytes} bytes over {args.keys:,} keys in "
+                  f"{seconds:.0f}s", flush=True)
             runs = {}
             for name, budget in (("budget", memory), ("half_budget", memory // 2)):
                 app = f"bench-scale-{stamp}-{name}"
-                runs[name] = process(bootstrap, admin, app, source, work / app, budget, args.keys, work)
+                runs[name] = process(bootstrap, admin, app, source, work / app, budget, records, work)
                 print(f"{name} ({budget // MiB} MiB): {json.dumps(runs[name])}", flush=True)
             app = f"bench-scale-{stamp}-budget"
             changelog = f"{app}-{STORE}-changelog"
@@ -287,8 +295,8 @@ def main() -> int:
             upload_s = snapshot_task_dirs(bootstrap, app, source, work / app, url)
             print(f"snapshots of {PARTITIONS} tasks uploaded in {upload_s:.1f}s "
                   f"({disk_mb(work / 'shared'):,.0f} MiB)", flush=True)
-            produce_input(bootstrap, source, args.keys, tail, args.value_bytes)
-            runs["tail"] = process(bootstrap, admin, app, source, work / app, memory, args.keys + tail, work)
+            produce_input(bootstrap, source, records, tail, args.keys, args.value_bytes)
+            runs["tail"] = process(bootstrap, admin, app, source, work / app, memory, records + tail, work, tail)
             fetched, fetch_s = fetch_all(bootstrap, changelog, engine_decoding=True)
             fetched_plain, fetch_plain_s = fetch_all(bootstrap, changelog, engine_decoding=False)
             raw = {"records": fetched, "seconds": round(fetch_s, 2), "records_per_s": round(fetched / fetch_s),
@@ -303,7 +311,7 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     result = {
         "machine": machine, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "command": " ".join(sys.argv), "keys": args.keys, "value_bytes": args.value_bytes,
+        "command": " ".join(sys.argv), "keys": args.keys, "passes": args.passes, "value_bytes": args.value_bytes,
         "memory_mib": args.memory_mib, "tail_records": tail, "runs": runs, "raw_fetch": raw,
         "changelog_restore": from_changelog, "snapshot_restore": from_snapshot, "snapshot_upload_s": round(upload_s, 1),
         "restore_vs_raw_fetch": round((from_changelog["records_per_s"] or 0) / raw["records_per_s"], 2),
