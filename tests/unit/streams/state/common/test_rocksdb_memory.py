@@ -14,9 +14,12 @@ from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
 from airflow_stateful_provider.streams.dsl.materialized import Materialized
 from airflow_stateful_provider.streams.dsl.parameters import Consumed
 from airflow_stateful_provider.streams.errors import ConfigError
+from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams
+from airflow_stateful_provider.streams.instance.stream_thread import StreamThread
 from airflow_stateful_provider.streams.serdes import Serdes
 from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory
 from airflow_stateful_provider.streams.state.keyvalue.rocksdb import RocksDBKeyValueStore
+from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.testing import TopologyTestDriver
 
 S = Serdes.string()
@@ -110,3 +113,28 @@ def test_all_stores_charge_their_memtables_to_the_one_shared_cache(tmp_path):
     assert second.get(b"key-%08d" % 1_234) == b"v" * 200
     first.close()
     second.close()
+
+
+def test_an_instance_hands_its_one_budget_to_the_stores_of_its_threads(tmp_path):
+    builder = StreamsBuilder()
+    builder.table("t", Consumed.with_(S, S), Materialized.as_("kv"))
+    topology = builder.build()
+    config = StreamsConfig("app", "localhost:9092", state_dir=str(tmp_path), rocksdb_memory_bytes=8 * MiB,
+                           rocksdb_write_buffer_bytes=2 * MiB)
+    streams = KafkaStreams(topology, config)
+    memory = streams.rocksdb_memory
+    assert (memory.memory_bytes, memory.write_buffer_bytes) == (8 * MiB, 2 * MiB)
+    thread = StreamThread(1, topology, config, client_id="c", consumer_factory=lambda **_: None,
+                          producer_factory=lambda **_: None, rocksdb_memory=memory)
+    _collector, stores = thread.task_manager._new_stores(TaskId(0, 0))
+    stores.initialize()
+    stores.raw_store("kv").put(b"k", b"v")
+    assert memory.usage()["memtable_bytes"] > 0  # the store's memtable is counted in the instance's budget
+    stores.close()
+
+
+def test_an_instance_whose_setter_cannot_be_imported_is_refused_when_created(tmp_path):
+    config = StreamsConfig("app", "localhost:9092", state_dir=str(tmp_path),
+                           rocksdb_config_setter="no_such_module_xyz:tune")
+    with pytest.raises(ConfigError, match="rocksdb_config_setter 'no_such_module_xyz:tune': cannot import"):
+        KafkaStreams(_three_tables(), config)
