@@ -96,14 +96,17 @@ def build_java() -> list[str]:
 
 
 def child_commands(engine: str, java: list[str] | None, bootstrap: str, app: str, source: str, output: str,
-                   state_dir: Path, guarantee: str, commit_ms: int, instances: int) -> list[list[str]]:
-    """One JVM with ``instances`` stream threads, or ``instances`` processes of this engine."""
+                   state_dir: Path, guarantee: str, commit_ms: int, instances: int,
+                   cache_bytes: int | None = None) -> list[list[str]]:
+    """One JVM with ``instances`` stream threads, or ``instances`` processes of this engine
+    (record cache: ``cache_bytes``, default 10 MiB)."""
     settings = [guarantee, str(commit_ms)]
+    cache = [] if cache_bytes is None else [str(cache_bytes)]
     if engine == "java":
         assert java is not None
-        return [[*java, bootstrap, app, source, output, str(state_dir), *settings, str(instances)]]
+        return [[*java, bootstrap, app, source, output, str(state_dir), *settings, str(instances), *cache]]
     return [[sys.executable, str(Path(__file__).resolve()), "--child", bootstrap, app, source, output,
-             str(state_dir / str(i)), *settings] for i in range(instances)]
+             str(state_dir / str(i)), *settings, *cache] for i in range(instances)]
 
 
 def run_child(args: list[str]) -> int:
@@ -114,9 +117,10 @@ def run_child(args: list[str]) -> int:
     from airflow_stateful_provider.streams import KafkaStreams, StreamsConfig
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    bootstrap, app, source, sink, state_dir, guarantee, commit_ms = args
+    bootstrap, app, source, sink, state_dir, guarantee, commit_ms, *cache = args
     config = StreamsConfig(application_id=app, bootstrap_servers=bootstrap, state_dir=state_dir,
-                           processing_guarantee=guarantee, commit_interval_ms=int(commit_ms))
+                           processing_guarantee=guarantee, commit_interval_ms=int(commit_ms),
+                           statestore_cache_max_bytes=int(cache[0]) if cache else 10 * 1024 * 1024)
     streams = KafkaStreams(topology(source, sink), config)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

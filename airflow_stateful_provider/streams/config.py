@@ -38,6 +38,11 @@ from airflow_stateful_provider.streams.kafka.client_settings import (
     settings_for,
 )
 from airflow_stateful_provider.streams.serdes import check_serde
+from airflow_stateful_provider.streams.state.common.rocksdb_memory import (
+    DEFAULT_ROCKSDB_MEMORY_BYTES,
+    DEFAULT_ROCKSDB_WRITE_BUFFER_BYTES,
+    check_rocksdb_settings,
+)
 from airflow_stateful_provider.streams.topic_names import MAX_TOPIC_NAME_LENGTH, topic_name_problem
 
 __all__ = [
@@ -155,6 +160,16 @@ class StreamsConfig:
     #: transaction commits (Kafka's KIP-892 ``statestore.uncommitted.max.bytes``, split
     #: over the stream threads); past it the thread commits early. See docs/exactly-once.md.
     statestore_uncommitted_max_bytes: int = 64 * 1024 * 1024
+    #: RocksDB memory of the whole instance, shared by all its stores: one block cache that
+    #: also holds the index and filter blocks and is charged for the memtables (Kafka
+    #: Streams' BoundedMemoryRocksDBConfig). See state/common/rocksdb_memory.py.
+    rocksdb_memory_bytes: int = DEFAULT_ROCKSDB_MEMORY_BYTES
+    #: The memtables' share of ``rocksdb_memory_bytes``: past it the largest one is flushed.
+    rocksdb_write_buffer_bytes: int = DEFAULT_ROCKSDB_WRITE_BUFFER_BYTES
+    #: Kafka Streams' ``rocksdb.config.setter``: a callable ``(store_name, options)`` (a
+    #: ``rocksdict.Options``) or its import path ``"package.module:function"``, called for each
+    #: store after the engine set its options, before the store opens.
+    rocksdb_config_setter: Any = None
     #: Exactly-once: keep store writes in that buffer until the transaction commits, so a
     #: crash leaves the stores at the last commit and only the changelog tail is restored.
     #: False is Kafka Streams' own behaviour: stores are written at once, and after a crash
@@ -278,6 +293,7 @@ class StreamsConfig:
         _check_int(self.buffered_records_per_partition, "buffered_records_per_partition", minimum=1)
         _check_int(self.statestore_cache_max_bytes, "statestore_cache_max_bytes", minimum=0)
         _check_int(self.statestore_uncommitted_max_bytes, "statestore_uncommitted_max_bytes", minimum=0)
+        check_rocksdb_settings(self.rocksdb_memory_bytes, self.rocksdb_write_buffer_bytes, self.rocksdb_config_setter)
         if not isinstance(self.transactional_state_stores, bool):
             raise ConfigError(f"transactional_state_stores must be true or false, "
                               f"got {self.transactional_state_stores!r}")

@@ -39,6 +39,7 @@ from airflow_stateful_provider.streams.processing.task import StreamTask
 from airflow_stateful_provider.streams.processor import Headers, KeyValue, _as_headers
 from airflow_stateful_provider.streams.serdes import resolve_serde
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
+from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.topology import Topology
@@ -122,6 +123,7 @@ class TopologyTestDriver:
             self._changelog_topics: set[str] = set()
             self._closed = False
             app = self.config.application_id
+            rocksdb_memory = RocksDBMemory.for_config(self.config)  # the driver is one instance
             self._internal_sources = {
                 topology.decorate_topic(t, app) for t in topology.internal_topics if topology.source_node_for_topic(t)
             }
@@ -134,6 +136,7 @@ class TopologyTestDriver:
                     self.config,
                     record_collector=collector,
                     store_type=store_type,
+                    rocksdb_memory=rocksdb_memory,
                 )
                 task = StreamTask(
                     task_id,

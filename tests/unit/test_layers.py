@@ -32,7 +32,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "snapshots": {"state"},
     "topology": {"state"},
     "assignment": {"topology", "kafka"},
-    "config": {"assignment", "kafka"},
+    "config": {"assignment", "kafka", "state"},
     "dsl": {"topology", "state"},
     "processing": {"config", "topology", "state", "snapshots", "kafka"},
     "restoration": {"processing", "state", "topology", "snapshots", "kafka"},

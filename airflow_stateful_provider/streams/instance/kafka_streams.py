@@ -67,6 +67,7 @@ from airflow_stateful_provider.streams.restoration.changelog_reader import (
     StandbyUpdateListener,
     StateRestoreListener,
 )
+from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory
 from airflow_stateful_provider.streams.status.document import InstanceStatus, status_topic_name
 from airflow_stateful_provider.streams.status.metrics_endpoint import InstanceMetricsEndpoint
 from airflow_stateful_provider.streams.status.publisher import (
@@ -137,6 +138,8 @@ class KafkaStreams:
         check_snapshot_storage(self.config)
         prepare_state_dir(self.config)
         self.topology = topology
+        #: The RocksDB memory budget all stores of this instance share (StreamsConfig.rocksdb_memory_bytes).
+        self.rocksdb_memory = RocksDBMemory.for_config(self.config)
         self.process_id = uuid.uuid4()
         self.client_id = f"{self.config.application_id}-{self.process_id}"
         #: This instance's key in the status topic.
@@ -303,7 +306,8 @@ class KafkaStreams:
                 consumer_factory=self._new_consumer, producer_factory=self._new_producer,
                 admin_factory=self._new_admin, process_id=self.process_id,
                 restore_listener=self._restore_listener, standby_listener=self._standby_listener,
-                on_state_change=self._on_thread_state, on_error=self._on_thread_error, topic_roles=self.topic_roles)
+                on_state_change=self._on_thread_state, on_error=self._on_thread_error, topic_roles=self.topic_roles,
+                rocksdb_memory=self.rocksdb_memory)
             self.threads.append(thread)
         self.status_publisher = StatusPublisher.for_instance(self, self.instance_id, self.config.instance_epoch)
         self.status_publisher.start()

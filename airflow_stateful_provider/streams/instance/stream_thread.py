@@ -83,6 +83,7 @@ from airflow_stateful_provider.streams.restoration.changelog_reader import (
 )
 from airflow_stateful_provider.streams.restoration.standby_task import StandbyTask
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
+from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.topology import Topology
@@ -158,11 +159,14 @@ class StreamThread(threading.Thread):
         on_error: Callable[[StreamThread, BaseException], None] | None = None,
         wall_clock: Callable[[], int] = wall_clock_ms,
         topic_roles: Mapping[str, str] | None = None,
+        rocksdb_memory: RocksDBMemory | None = None,
     ) -> None:
         super().__init__(name=f"{client_id}-StreamThread-{index}", daemon=True)
         self.index = index
         self.topology = topology
         self.config = config
+        #: The instance's RocksDB memory budget, shared by the stores of all its threads.
+        self.rocksdb_memory = rocksdb_memory
         self.client_id = client_id
         #: Exactly-once: part of the thread's transactional id, stable across restarts.
         self.instance_id = instance_id or client_id

@@ -36,6 +36,7 @@ from airflow_stateful_provider.streams.restoration.changelog_reader import Chang
 from airflow_stateful_provider.streams.restoration.standby_task import StandbyTask
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
 from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.topology import Topology
@@ -57,6 +58,8 @@ class TaskOwner(Protocol):
     producer: Any
     changelog_reader: ChangelogReader | None
     snapshot_taker: SnapshotTaker | None
+    #: The instance's RocksDB memory budget (None: the process default).
+    rocksdb_memory: RocksDBMemory | None
     #: Retries what the brokers cannot answer yet, up to the task timeout.
     kafka_waits: KafkaWaits
 
@@ -461,7 +464,8 @@ class TaskManager:
         """A task's stores and the collector their changelog writes go through (a standby
         never writes, but keeps the collector for when it is promoted)."""
         collector = RecordCollector(self._owner.producer, task_id=task_id)
-        return collector, TaskStateManager(task_id, self.topology, self.config, record_collector=collector)
+        return collector, TaskStateManager(task_id, self.topology, self.config, record_collector=collector,
+                                           rocksdb_memory=self._owner.rocksdb_memory)
 
     def _create_task(self, task_id: TaskId, partitions: list[TopicPartition],
                      built: tuple[RecordCollector, TaskStateManager] | None = None) -> StreamTask:

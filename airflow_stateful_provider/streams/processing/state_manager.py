@@ -44,6 +44,7 @@ from airflow_stateful_provider.streams.state.common.builder import StoreBuilder,
 from airflow_stateful_provider.streams.state.common.checkpoint import OFFSET_UNKNOWN, OffsetCheckpoint
 from airflow_stateful_provider.streams.state.common.cutoff import encode_cutoff
 from airflow_stateful_provider.streams.state.common.kind import StoreKind
+from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
 from airflow_stateful_provider.streams.topology.store_builders import changelog_topic_name
@@ -94,6 +95,7 @@ class TaskStateManager:
         record_collector: RecordCollector,
         store_type: str | None = None,
         timestamp: Callable[[], int] | None = None,
+        rocksdb_memory: RocksDBMemory | None = None,
     ) -> None:
         if store_type not in (None, "in_memory", "rocksdb"):
             raise StreamsError(f"store_type must be 'in_memory', 'rocksdb' or None, got {store_type!r}")
@@ -102,6 +104,8 @@ class TaskStateManager:
         self._config = config
         self._collector = record_collector
         self._store_type = store_type
+        #: Shared by all stores of the instance (state/common/rocksdb_memory.py); None: the process default.
+        self._rocksdb_memory = rocksdb_memory
         #: Current record timestamp for changelog records; the task wires its context in.
         self.timestamp: Callable[[], int] = timestamp or (lambda: 0)
         #: Set while a record cache writes an entry through: the timestamp of the record
@@ -442,6 +446,7 @@ class TaskStateManager:
             record_timestamp=self._current_timestamp,
             set_record_timestamp=self._set_timestamp_override,
             cache_max_bytes=cache_bytes // config.num_stream_threads if cache_bytes > 0 else None,
+            rocksdb_memory=self._rocksdb_memory,
         ))
         return StoreEntry(builder.name, builder, built.raw, built.typed, persistent, changelog, built.cache,
                           built.retention)

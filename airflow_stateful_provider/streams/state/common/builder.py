@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from airflow_stateful_provider.streams.errors import TopologyError
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogWriter
 from airflow_stateful_provider.streams.state.common.kind import StoreKind
+from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory
 
 __all__ = ["CHANGELOG_ADDITIONAL_RETENTION_MS", "BuiltStore", "StoreBuilder", "StoreContext", "check_store_name"]
 
@@ -52,6 +53,9 @@ class StoreContext:
     set_record_timestamp: Callable[[int | None], None]
     #: A record cache's byte budget; None: no cache.
     cache_max_bytes: int | None
+    #: The instance's RocksDB memory budget and options (rocksdb_memory.py); None: the
+    #: process default.
+    rocksdb_memory: RocksDBMemory | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -48,52 +47,19 @@ from airflow_stateful_provider.streams.state.common.metadata import (
     read_metadata,
     write_metadata,
 )
+from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory, process_default_memory
 from airflow_stateful_provider.streams.state.common.transaction_buffer import TransactionBuffer
 
 __all__ = ["RocksDBStore", "bytes_on_disk", "prepare_store_dir", "restores_directly"]
 
-_BLOCK_CACHE_BYTES = 64 << 20
-_WRITE_BUFFER_BYTES = 16 << 20
-_cache_lock = threading.Lock()
-_shared_cache: rocksdict.Cache | None = None
-
-
-def _block_cache() -> rocksdict.Cache:
-    """One block cache for all stores of the process (as Kafka Streams users configure it),
-    so memory does not grow with the number of tasks."""
-    global _shared_cache
-    with _cache_lock:
-        if _shared_cache is None:
-            _shared_cache = rocksdict.Cache(_BLOCK_CACHE_BYTES)
-        return _shared_cache
-
-
-def _options(create: bool) -> rocksdict.Options:
-    opts = rocksdict.Options(raw_mode=True)
-    opts.create_if_missing(create)
-    opts.set_write_buffer_size(_WRITE_BUFFER_BYTES)
-    opts.set_max_write_buffer_number(3)
-    opts.set_max_background_jobs(2)
-    opts.set_keep_log_file_num(2)
-    # bloom filter over memtable keys: point lookups skip the skiplist walk for absent
-    # keys and, in practice, the reads of recently written keys got faster too
-    opts.set_memtable_whole_key_filtering(True)
-    opts.set_memtable_prefix_bloom_ratio(0.1)
-    table = rocksdict.BlockBasedOptions()
-    table.set_bloom_filter(10, False)  # point lookups on absent keys skip SST reads
-    table.set_block_cache(_block_cache())
-    opts.set_block_based_table_factory(table)
-    return opts
-
-
-def _rdict(db_path: str, create: bool, access_type: rocksdict.AccessType | None = None) -> rocksdict.Rdict:
-    """Open with our options. The default column family's options are passed explicitly:
-    given only ``options``, rocksdict takes the column family options from the DB's
+def _rdict(db_path: str, options: rocksdict.Options,
+          access_type: rocksdict.AccessType | None = None) -> rocksdict.Rdict:
+    """Open with ``options`` (rocksdb_memory.py). The default column family's options are passed
+    explicitly: given only ``options``, rocksdict takes the column family options from the DB's
     OPTIONS file, which drops the bloom filter and the shared block cache on reopen."""
-    opts = _options(create)
     if access_type is None:
-        return rocksdict.Rdict(db_path, opts, column_families={"default": opts})
-    return rocksdict.Rdict(db_path, opts, column_families={"default": opts}, access_type=access_type)
+        return rocksdict.Rdict(db_path, options, column_families={"default": options})
+    return rocksdict.Rdict(db_path, options, column_families={"default": options}, access_type=access_type)
 
 
 def _write_options(wal: bool = False) -> rocksdict.WriteOptions:
@@ -114,12 +80,13 @@ def bytes_on_disk(path: str) -> int:
     return total
 
 
-def prepare_store_dir(path: str, requested: StoreMetadata) -> StoreMetadata:
+def prepare_store_dir(path: str, requested: StoreMetadata, memory: RocksDBMemory | None = None) -> StoreMetadata:
     """Make sure ``path`` is a store directory matching ``requested``; returns its metadata.
 
     Existing directory: its metadata must agree with ``requested`` (fields left None in
     ``requested`` take the stored value). Missing directory (or an empty one): it is
-    created atomically with ``requested`` as metadata and an empty RocksDB. Anything else
+    created atomically with ``requested`` as metadata and an empty RocksDB (opened with
+    ``memory``'s options, the process default when None). Anything else
     (a file, a non-empty directory without metadata) is refused without touching it.
     """
     if os.path.isdir(path):
@@ -142,7 +109,8 @@ def prepare_store_dir(path: str, requested: StoreMetadata) -> StoreMetadata:
     os.mkdir(staging)
     try:
         write_metadata(staging, requested)
-        db = _rdict(os.path.join(staging, DB_DIR_NAME), create=True)
+        options = (memory or process_default_memory()).options(requested.name, create=True)
+        db = _rdict(os.path.join(staging, DB_DIR_NAME), options)
         db.close()
         del db
         try:
@@ -183,13 +151,17 @@ class RocksDBStore:
     With ``transactional=True`` ``self._db`` is a :class:`TransactionBuffer` over the
     RocksDB: writes stay in memory until :meth:`commit_transaction`, and
     :meth:`abort_transaction` or :meth:`close` drop them.
+
+    ``rocksdb_memory``: the instance's memory budget and RocksDB options (rocksdb_memory.py);
+    None: the process default.
     """
 
     store_type: ClassVar[str]
     persistent: ClassVar[bool] = True
 
     def __init__(
-        self, path: str | os.PathLike[str], requested: StoreMetadata, *, read_only: bool, transactional: bool = False
+        self, path: str | os.PathLike[str], requested: StoreMetadata, *, read_only: bool, transactional: bool = False,
+        rocksdb_memory: RocksDBMemory | None = None,
     ) -> None:
         self.path = os.path.abspath(os.fspath(path))
         if transactional and read_only:
@@ -197,11 +169,12 @@ class RocksDBStore:
         self.read_only = read_only
         self.transactional = transactional
         self._secondary_dir: str | None = None
+        self._memory = rocksdb_memory or process_default_memory()
         if read_only:
             metadata = read_metadata(self.path)
             metadata.check_compatible(requested, self.path)
         else:
-            metadata = prepare_store_dir(self.path, requested)
+            metadata = prepare_store_dir(self.path, requested, self._memory)
         self.metadata = metadata
         self.name = metadata.name
         db = self._open_db(os.path.join(self.path, DB_DIR_NAME))
@@ -216,15 +189,16 @@ class RocksDBStore:
     def _open_db(self, db_path: str) -> rocksdict.Rdict:
         if not os.path.isdir(db_path):
             raise InvalidStoreError(f"{self.path} has store metadata but no {DB_DIR_NAME}/ directory")
+        options = self._memory.options(self.name, create=False)  # a failing config setter is a ConfigError
         if self.read_only:
             self._secondary_dir = tempfile.mkdtemp(prefix="stateful-streams-secondary-")
             try:
-                return _rdict(db_path, False, rocksdict.AccessType.secondary(self._secondary_dir))
+                return _rdict(db_path, options, rocksdict.AccessType.secondary(self._secondary_dir))
             except Exception as exc:  # rocksdict raises plain Exception for RocksDB status errors
                 shutil.rmtree(self._secondary_dir, ignore_errors=True)
                 raise InvalidStoreError(f"cannot open store {self.path} read-only: {exc}") from exc
         try:
-            db = _rdict(db_path, create=False)
+            db = _rdict(db_path, options)
         except Exception as exc:  # rocksdict raises plain Exception for RocksDB status errors
             if "lock" in str(exc).lower():
                 raise InvalidStoreError(

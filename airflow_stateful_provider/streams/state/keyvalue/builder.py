@@ -51,7 +51,8 @@ class KeyValueStoreBuilder(StoreBuilder):
         serdes = {"key_serde": context.key_serde, "value_serde": context.value_serde}
         raw: RocksDBKeyValueStore | InMemoryKeyValueStore
         if context.persistent:
-            raw = RocksDBKeyValueStore(context.path, name=self.name, transactional=context.transactional, **serdes)
+            raw = RocksDBKeyValueStore(context.path, name=self.name, transactional=context.transactional,
+                                       rocksdb_memory=context.rocksdb_memory, **serdes)
         else:
             raw = InMemoryKeyValueStore(self.name, **serdes)
         logged = raw if context.changelog is None else \

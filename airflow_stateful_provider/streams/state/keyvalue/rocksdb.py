@@ -18,6 +18,7 @@ from airflow_stateful_provider.streams.state.common.changelog_records import Cha
 from airflow_stateful_provider.streams.state.common.maintenance import StoreStats
 from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata
 from airflow_stateful_provider.streams.state.common.rocks import RocksDBStore, restores_directly
+from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory
 from airflow_stateful_provider.streams.state.keyvalue.store import (
     METADATA,
     KeyValueStoreBase,
@@ -43,6 +44,7 @@ class RocksDBKeyValueStore(RocksDBStore, KeyValueStoreBase):
         value_serde: object = "bytes",
         read_only: bool = False,
         transactional: bool = False,
+        rocksdb_memory: RocksDBMemory | None = None,
     ) -> None:
         requested = StoreMetadata(
             store_type=self.store_type,
@@ -50,7 +52,8 @@ class RocksDBKeyValueStore(RocksDBStore, KeyValueStoreBase):
             key_serde=serde_name(key_serde),
             value_serde=serde_name(value_serde),
         )
-        super().__init__(path, requested, read_only=read_only, transactional=transactional)
+        super().__init__(path, requested, read_only=read_only, transactional=transactional,
+                         rocksdb_memory=rocksdb_memory)
         self._get = self._db.get
         self._put = self._db.put
         self._del = self._db.delete

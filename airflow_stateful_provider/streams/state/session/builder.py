@@ -70,6 +70,7 @@ class SessionStoreBuilder(StoreBuilder):
         if context.persistent:
             raw = RocksDBSessionStore(
                 context.path, self.retention_ms, name=self.name, transactional=context.transactional, **serdes,
+                rocksdb_memory=context.rocksdb_memory,
                 inactivity_gap=self.inactivity_gap_ms, grace_period=self.grace_period_ms, time_index=self.time_index,
             )
         else:

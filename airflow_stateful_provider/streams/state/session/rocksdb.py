@@ -24,6 +24,7 @@ from airflow_stateful_provider.streams.serdes import serde_name
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata
 from airflow_stateful_provider.streams.state.common.rocks import restores_directly
+from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory
 from airflow_stateful_provider.streams.state.common.segments import (
     SEGMENT_PREFIX,
     SegmentedRocksDBStore,
@@ -81,6 +82,7 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
         grace_period: int | Any | None = None,
         read_only: bool = False,
         transactional: bool = False,
+        rocksdb_memory: RocksDBMemory | None = None,
         time_index: bool = False,
     ) -> None:
         retention_ms = None if retention is None else session_retention_ms(retention)
@@ -104,7 +106,8 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
             value_serde=serde_name(value_serde),
             settings={field: value for field, value in settings.items() if value is not None},
         )
-        super().__init__(path, requested, read_only=read_only, transactional=transactional)
+        super().__init__(path, requested, read_only=read_only, transactional=transactional,
+                         rocksdb_memory=rocksdb_memory)
         self._open_segments("retention_ms")
         self.retention_ms = self._segment_retention_ms
         if time_index and not self._indexed and not read_only:

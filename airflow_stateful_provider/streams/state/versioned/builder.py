@@ -70,7 +70,7 @@ class VersionedKeyValueStoreBuilder(StoreBuilder):
         if context.persistent:
             raw = RocksDBVersionedKeyValueStore(
                 context.path, self.history_retention_ms, segment_interval=self.segment_interval_ms, name=self.name,
-                transactional=context.transactional, **serdes,
+                transactional=context.transactional, rocksdb_memory=context.rocksdb_memory, **serdes,
             )
         else:
             raw = InMemoryVersionedKeyValueStore(self.history_retention_ms, self.name,

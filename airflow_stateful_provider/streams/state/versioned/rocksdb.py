@@ -29,6 +29,7 @@ from airflow_stateful_provider.streams.serdes import serde_name
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata
 from airflow_stateful_provider.streams.state.common.rocks import restores_directly
+from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory
 from airflow_stateful_provider.streams.state.common.segments import SEGMENT_PREFIX, SegmentedRocksDBStore
 from airflow_stateful_provider.streams.state.versioned.format import (
     ENTRY,
@@ -73,6 +74,7 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
         value_serde: object = "bytes",
         read_only: bool = False,
         transactional: bool = False,
+        rocksdb_memory: RocksDBMemory | None = None,
     ) -> None:
         path = os.fspath(path)
         settings: dict[str, int] = {}  # none given: the stored ones
@@ -91,7 +93,8 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
             value_serde=serde_name(value_serde),
             settings=settings,
         )
-        super().__init__(path, requested, read_only=read_only, transactional=transactional)
+        super().__init__(path, requested, read_only=read_only, transactional=transactional,
+                         rocksdb_memory=rocksdb_memory)
         self._use_db()
         self._open_segments("history_retention_ms")
         self.history_retention_ms = self._segment_retention_ms

@@ -65,9 +65,9 @@ public final class SessionizeBench {
     }
 
     public static void main(String[] args) throws InterruptedException {
-        if (args.length != 8) {
+        if (args.length != 8 && args.length != 9) {
             System.err.println("usage: SessionizeBench <bootstrap> <application id> <input> <output> <state dir>"
-                + " <guarantee> <commit interval ms> <stream threads>");
+                + " <guarantee> <commit interval ms> <stream threads> [<record cache bytes, default 10 MiB>]");
             System.exit(2);
         }
         Properties props = new Properties();
@@ -76,7 +76,8 @@ public final class SessionizeBench {
         props.put(StreamsConfig.STATE_DIR_CONFIG, args[4]);
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, Integer.parseInt(args[7]));
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Long.parseLong(args[6]));
-        props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 10L * 1024 * 1024);
+        props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG,
+            args.length == 9 ? Long.parseLong(args[8]) : 10L * 1024 * 1024);
         props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args[5]);
         props.put(StreamsConfig.mainConsumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
         props.put(StreamsConfig.mainConsumerPrefix(ConsumerConfig.INTERCEPTOR_CLASSES_CONFIG), Timing.class.getName());
