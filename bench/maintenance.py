@@ -211,12 +211,13 @@ def write_live_only(bootstrap: str, ids: list[int], last_update: dict[int, int])
     return topic
 
 
-def wait_for_cleaner(data_dir: Path, topics: list[str], timeout_s: float = 300.0) -> dict[str, int]:
-    """Until no topic's log shrank for 10 s (the cleaner runs every second), at most ``timeout_s``."""
+def wait_for_cleaner(data_dir: Path, topics: list[str], settle_s: float, timeout_s: float = 600.0) -> dict[str, int]:
+    """Until no topic's log changed for ``settle_s`` (the cleaner runs every second), at most
+    ``timeout_s``."""
     sizes = {t: log_bytes(data_dir, t) for t in topics}
     stable_since = time.monotonic()
     deadline = stable_since + timeout_s
-    while time.monotonic() < deadline and time.monotonic() - stable_since < 10:
+    while time.monotonic() < deadline and time.monotonic() - stable_since < settle_s:
         time.sleep(1)
         now = {t: log_bytes(data_dir, t) for t in topics}
         if now != sizes:
@@ -283,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--setups", default=",".join(SETUPS), help=f"comma-separated, of {', '.join(SETUPS)}")
     parser.add_argument("--repeat", type=int, default=2, help="restores per changelog (the best counts)")
+    parser.add_argument("--settle-s", type=float, default=30.0,
+                        help="after the month, wait until the changelogs did not change for this long")
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args(argv)
     setups = [s for s in args.setups.split(",") if s]
@@ -302,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
                 run.pop("live_last_update")
             live_topic = write_live_only(bootstrap, live_ids, last_update)
             print("waiting for the broker's cleaner to finish ...", file=sys.stderr, flush=True)
-            cleaned = wait_for_cleaner(data_dir, [r["topic"] for r in runs] + [live_topic])
+            cleaned = wait_for_cleaner(data_dir, [r["topic"] for r in runs] + [live_topic], args.settle_s)
             for run in runs:
                 run["changelog_bytes_compacted"] = cleaned[run["topic"]]
                 run["restore_s"], run["restored_store_bytes"], run["restored_records"] = restore_seconds(
