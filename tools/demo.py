@@ -370,8 +370,8 @@ def maintenance_lines(results: dict) -> list[str]:
                  f"{sum(r.get('segments_after') or 0 for r in actives)}, "
                  f"{size_text(sum(r.get('bytes_before') or 0 for r in actives))} -> "
                  f"{size_text(sum(r.get('bytes_after') or 0 for r in actives))} on disk, "
-                 f"{sum(r.get('changelog_records_written') or 0 for r in actives)} cut-off marker(s) "
-                 f"written to the changelogs")
+                 f"{sum(r.get('changelog_records_written') or 0 for r in actives)} changelog record(s) "
+                 f"written (a tombstone per dropped session, a cut-off marker per store)")
     compact = [row.get("result") or {} for row in results.get("compact") or []]
     before = sum(r.get("bytes_before") or 0 for r in compact)
     after = sum(r.get("bytes_after") or 0 for r in compact)

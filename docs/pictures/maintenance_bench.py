@@ -1,7 +1,8 @@
 """Draws docs/pictures/maintenance-bench.svg from bench/maintenance.py's results: the stores'
-data files and the changelog per simulated day, with and without the daily maintenance.
+bytes on disk and the changelog on the broker per simulated day, with and without the daily
+maintenance.
 
-    .venv/bin/python -m bench.maintenance --keys 20000 --json docs/pictures/maintenance-bench.json
+    .venv/bin/python -m bench.maintenance --json docs/pictures/maintenance-bench.json
     .venv/bin/python docs/pictures/maintenance_bench.py
 
 Needs the docs extra (matplotlib).
@@ -15,8 +16,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "maintenance-bench.json"
 OUT = HERE / "maintenance-bench.svg"
-LABELS = {"no-ttl": "no TTL", "ttl": "TTL 3 days, stream time only",
-          "ttl+maintenance": "TTL 3 days + daily maintenance (retention, compaction)"}
+LABELS = {"no-ttl": "no TTL", "ttl": "TTL {} days, stream time only",
+          "ttl+maintenance": "TTL {} days + daily maintenance (retention, compaction)"}
 
 
 def main() -> None:
@@ -30,22 +31,25 @@ def main() -> None:
     fig, (disk, changelog) = plt.subplots(1, 2, figsize=(11, 4.4))
     for run in result["runs"]:
         days = [d["day"] for d in run["daily"]]
-        disk.plot(days, [d["store_bytes"] / 1e6 for d in run["daily"]], linewidth=2, label=LABELS[run["setup"]])
-        changelog.plot(days, [d["changelog_bytes"] / 1e6 for d in run["daily"]], linewidth=2,
-                       label=LABELS[run["setup"]])
-    live = result["live"]["store_bytes"] / 1e6
-    disk.axhline(live, color="grey", linestyle="--", label="live data only")
-    disk.axhline(1.5 * live, color="grey", linestyle=":", label="1.5 x live data")
+        label = LABELS[run["setup"]].format(result["ttl_days"])
+        disk.plot(days, [d["store_bytes"] / 1e6 for d in run["daily"]], linewidth=2, label=label)
+        changelog.plot(days, [d["changelog_bytes"] / 1e6 for d in run["daily"]], linewidth=2, label=label)
+    per_key = result["live"]["store_bytes"] / result["live"]["rows"] / 1e6
+    daily = result["runs"][0]["daily"]
+    live = [d["live_keys"] * per_key for d in daily]
+    disk.plot([d["day"] for d in daily], live, color="grey", linestyle="--", label="live data only")
+    disk.plot([d["day"] for d in daily], [1.5 * x for x in live], color="grey", linestyle=":",
+              label="1.5 x live data")
     stalled = result["stalled"]
-    for ax, title in ((disk, "store data files (MB)"), (changelog, "changelog, as compaction keeps it (MB)")):
+    for ax, title in ((disk, "stores on disk (MB)"), (changelog, "changelog on the broker, compacted (MB)")):
         ax.axvline(stalled["from_day"], color="lightgrey", linewidth=1)
         ax.set_xlabel("simulated day")
         ax.set_title(title)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
     disk.legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"{result['keys']:,} live keys over {result['partitions']} partitions, a fifth replaced weekly; "
-                 f"partition {stalled['partition']} stalls on day {stalled['from_day']}", fontsize=10)
+    fig.suptitle(f"{result['keys']:,} live keys over {result['partitions']} partitions, each updated weekly, a fifth "
+                 f"replaced weekly; partition {stalled['partition']} stalls on day {stalled['from_day']}", fontsize=10)
     fig.tight_layout()
     fig.savefig(OUT)
     print(OUT)

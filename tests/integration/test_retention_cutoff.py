@@ -1,7 +1,8 @@
 """Issue 34 on the real broker, exactly-once: two instances ("a", "b", one standby each)
 count clicks per session (gap 5 minutes, no grace) from a partition set whose older users
 went quiet three days ago. ``StoreRetentionOperator`` online at now drops those sessions and
-writes the cut-off marker into each changelog partition (actives only). Then:
+writes a tombstone for each and the cut-off marker into each changelog partition (actives
+only). Then:
 
 - a late click (three days old, one minute after a dropped session) is dropped as expired:
   no output for its user, on the maintained instances;
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import time
 
 import pytest
@@ -90,7 +92,10 @@ def test_the_cut_off_reaches_standbys_and_restored_instances_and_late_clicks_are
     rows = operator.execute({})
     actives = [r for r in rows if r["role"] == "active"]
     assert sorted(r["task_id"] for r in actives) == [f"0_{p}" for p in range(PARTITIONS)], rows
-    assert all(r["result"]["changelog_records_written"] == 1 and r["result"]["cutoff_ms"] == now for r in actives)
+    # the stalled task's active: a tombstone per dropped session (one per quiet user), then the marker
+    written = {r["task_id"]: r["result"]["changelog_records_written"] for r in actives}
+    assert written == {"0_0": len(QUIET) + 1, "0_1": 1}, rows
+    assert all(r["result"]["cutoff_ms"] == now for r in actives), rows
     assert all(r["result"]["changelog_records_written"] == 0 for r in rows if r["role"] != "active"), rows
     dropped = {r["task_id"]: bool(r["result"]["segments_dropped"]) for r in actives}
     assert dropped == {"0_0": True, "0_1": False}, rows  # only the stalled partition had expired data
@@ -98,6 +103,10 @@ def test_the_cut_off_reaches_standbys_and_restored_instances_and_late_clicks_are
     changelog = read_all(cluster.bootstrap_servers, f"{cluster.app}-{STORE}-changelog")  # read_committed
     markers = {r.partition for r in changelog if r.key == SESSION_CUTOFF_KEY}
     assert markers == set(range(PARTITIONS)), markers
+    window = struct.pack(">qq", old + 10_000, old)  # key | end | start of each dropped session
+    tombstones = sorted(r.key[:-16].decode() for r in changelog
+                        if r.partition == 0 and r.value is None and r.key.endswith(window))
+    assert tombstones == QUIET, tombstones  # (the other tombstones on partition 0 are session merges)
 
     # a late click for a dropped session, on the maintained instances
     produce(cluster.bootstrap_servers, cluster.input, click_records([(QUIET[0], old + 60_000)]), partition=0)

@@ -282,11 +282,13 @@ class TaskStateManager:
 
     def enforce_retention(self, name: str, now_ms: int, *, write_cutoff: bool) -> dict[str, Any]:
         """Retention on the store ``name`` as of ``now_ms`` (its result as a dict). With
-        ``write_cutoff`` (a running active task) a store whose cut-off moved and that has a
-        changelog gets the cut-off marker written there (state/common/cutoff.py), through the
-        task's collector: in the open transaction under exactly-once, flushed by the next
-        commit under at-least-once. A restore, a standby and a snapshot's tail then reach the
-        same cut-off. Call it after :meth:`flush` (nothing cached lands after the drop)."""
+        ``write_cutoff`` (a running active task) a store with a changelog gets a tombstone for
+        every row the run drops (session stores) and, when its cut-off moved, the cut-off
+        marker (state/common/cutoff.py), through the task's collector: in the open transaction
+        under exactly-once, flushed by the next commit under at-least-once. A restore, a
+        standby and a snapshot's tail then reach the same cut-off, and compaction removes what
+        was dropped. Other copies (``write_cutoff`` False) write nothing. Call it after
+        :meth:`flush` (nothing cached lands after the drop)."""
         entry = self._entry(name)
         if entry.retention is not None:  # a key-value store's time to live: deletes are logged
             if not write_cutoff:
@@ -296,17 +298,23 @@ class TaskStateManager:
             return ttl
         raw = entry.raw
         before = raw.retention_cutoff
-        result = raw.enforce_retention(now_ms)
+        changelog = entry.changelog if write_cutoff else None  # only the running active writes
         written = 0
-        if write_cutoff and entry.changelog is not None and result.cutoff_ms is not None \
-                and (before is None or result.cutoff_ms > before):
-            topic, partition = entry.changelog
-            # stamped with the wall clock: a cut-off may lie ahead (brokers refuse timestamps more
-            # than an hour ahead) or far behind (a session changelog's time retention would
-            # delete the marker before the records it judges)
-            self._collector.send_bytes(topic, raw.cutoff_marker_key, encode_cutoff(result.cutoff_ms),
-                                       wall_clock_ms(), partition=partition)
-            written = 1
+        # stamped with the wall clock: a cut-off may lie ahead (brokers refuse timestamps more
+        # than an hour ahead) or far behind (a session changelog's time retention would delete
+        # the marker before the records it judges)
+        stamp = wall_clock_ms()
+        if changelog is not None:
+            # tombstones first, read before the drop: compaction then removes what the run
+            # dropped, and a restore of the compacted changelog never reads it
+            for key in raw.expiring_changelog_keys(now_ms):
+                self._collector.send_bytes(changelog.topic, key, None, stamp, partition=changelog.partition)
+                written += 1
+        result = raw.enforce_retention(now_ms)
+        if changelog is not None and result.cutoff_ms is not None and (before is None or result.cutoff_ms > before):
+            self._collector.send_bytes(changelog.topic, raw.cutoff_marker_key, encode_cutoff(result.cutoff_ms),
+                                       stamp, partition=changelog.partition)
+            written += 1
         done: dict[str, Any] = dataclasses.replace(result, changelog_records_written=written).as_dict()
         return done
 

@@ -74,8 +74,9 @@ class RetentionResult(_AsDict):
     rows_after: int = 0
     segments_before: int = 0
     segments_after: int = 0
-    #: the store's cut-off after the run (cutoff.py), and the marker records the run wrote to
-    #: the changelog (1 when an active task's logged store moved its cut-off, else 0)
+    #: the store's cut-off after the run (cutoff.py), and the records the run wrote to the
+    #: changelog (an active task's logged store: a tombstone per dropped session or expired
+    #: key, and the marker when its cut-off moved; other copies write none)
     cutoff_ms: int | None = None
     changelog_records_written: int = 0
     #: rows dropped, counted exactly: the sessions (session stores) or segment rows (versioned

@@ -246,6 +246,19 @@ class SegmentedStore:
             rows_dropped=rows_dropped,
         )
 
+    def expiring_changelog_keys(self, now_ms: int) -> Iterator[bytes]:
+        """The changelog keys of the rows ``enforce_retention(now_ms)`` will drop, read before
+        it runs: the active task logs a tombstone for each (docs/maintenance.md, "Tombstones"),
+        so that compaction removes them and a restore does not read them."""
+        new_min = min_live_segment(max(self._observed, now_ms), self._segment_retention_ms, self.segment_interval_ms)
+        return self._changelog_keys([s for s in self._live_segment_ids() if s < new_min])
+
+    def _changelog_keys(self, segment_ids: list[int]) -> Iterator[bytes]:
+        """Hook: the changelog keys of the rows of ``segment_ids`` that a tombstone removes
+        (none by default: a versioned store's dropped versions are each superseded by a newer
+        record of the same key in its changelog, and a tombstone would delete the key)."""
+        return iter(())
+
     def _settle(self) -> int:
         """Hook: bring the files up to date before a retention run; returns their size."""
         return 0

@@ -19,8 +19,10 @@ time so that a replay gives the same answer (docs/maintenance.md, "Key-value TTL
 - a write whose timestamp is already expired deletes the key (what it wrote would be
   expired at once); the DSL processors drop such records as ``expired`` first.
 
-The layer sits above the changelogging store: every delete it makes is logged. Its clock and
-the expiry queue live in memory and are rebuilt by one scan of the store the first time it is
+The layer sits above the changelogging store: every delete it makes is logged. Only writes
+delete (a record's arrival, a write, a maintenance run: the active task); reads, also a
+standby's, never do, so a standby or a restoring task writes no tombstone. Its clock and the
+expiry queue live in memory and are rebuilt by one scan of the store the first time it is
 used (after restoration). Unlike the segmented stores, nothing is dropped in bulk: expiry costs
 one delete per key.
 """
@@ -150,7 +152,8 @@ class TimeToLiveKeyValueStore:
         heapq.heapify(queue)
         self._queue = queue
         self._observed = max(observed, self._cutoff)
-        self._sweep()
+        # no sweep here: building is a read (a standby answering a query, a restored task before
+        # its first record), and only the active task's writes delete; reads skip expired rows
 
     def _advance(self, timestamp: int) -> None:
         if timestamp > self._observed:

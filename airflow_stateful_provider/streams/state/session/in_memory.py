@@ -3,7 +3,8 @@ one (rocksdb.py), with the time index of index.py always on."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import struct
+from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
@@ -23,6 +24,8 @@ from airflow_stateful_provider.streams.state.session.store import (
 )
 
 __all__ = ["InMemorySessionStore"]
+
+_TS2_PACK = struct.Struct(">qq").pack  # end, start: the changelog key's window
 
 
 class InMemorySessionStore(InMemoryStore, SessionStoreBase):
@@ -59,6 +62,12 @@ class InMemorySessionStore(InMemoryStore, SessionStoreBase):
 
     def _count_rows(self, segment_ids: list[int]) -> int:
         return sum(len(per_key) for s in segment_ids for per_key in self._data.get(s, {}).values())
+
+    def _changelog_keys(self, segment_ids: list[int]) -> Iterator[bytes]:
+        for segment_id in segment_ids:
+            for key, sessions in list(self._data.get(segment_id, {}).items()):
+                for end, start in list(sessions):
+                    yield key + _TS2_PACK(end, start)
 
     def _store_session(self, segment_id: int, key: bytes, start: int, end: int, agg: bytes) -> None:
         self._data.setdefault(segment_id, {}).setdefault(key, {})[(end, start)] = agg

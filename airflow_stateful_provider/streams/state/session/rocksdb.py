@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from operator import attrgetter
 from typing import Any, ClassVar
 
@@ -164,6 +164,19 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
         if dropped and self._indexed:
             self._db.compact_range(INDEX_PREFIX, index_bound((dropped[-1] + 1) * self.segment_interval_ms))
         return super()._reclaim(dropped)
+
+    def _changelog_keys(self, segment_ids: list[int]) -> Iterator[bytes]:
+        # a segment row's key after the 9-byte prefix is the changelog key: key | end | start
+        for segment_id in segment_ids:
+            it = self._db.iter()
+            prefix = _SEGP.pack(_SEG_MARK, segment_id)
+            it.seek(prefix)
+            while it.valid():
+                row_key = it.key()
+                if not row_key.startswith(prefix):
+                    break
+                yield row_key[9:]
+                it.next()
 
     # -- reads -----------------------------------------------------------------------------
 

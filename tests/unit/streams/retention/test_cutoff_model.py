@@ -2,14 +2,16 @@
 
 Random interleavings of session clicks (several keys, in and out of order), versioned table
 updates and orders joined against them, updates and deletes of a key-value table with a time
-to live, maintenance runs (``enforce_retention``) at random
-``now``, and restarts on a wiped state directory (a new instance restored from the
-changelogs, marker included). Oracle: a reference run of the same inputs and the same
-maintenance on one instance that never restarts. The outputs, the stores (every session;
-every key's versions as of a set of times) and the dropped-records counters by reason must
-be equal. The reference itself is checked against the rules it must follow (nothing older
-than a cut-off survives, late records after maintenance are counted as expired), so an
-engine that ignored maintenance everywhere would not pass either.
+to live, maintenance runs (``enforce_retention``) at random ``now``, and three kinds of
+restart: a new instance on a wiped state directory restored from the changelogs (marker
+included); the same from the changelogs as a compacted topic keeps them (the newest record
+per key, no tombstones); a task move to a standby that had restored part of the changelogs
+(or a snapshot of that point), answered reads, then restored the rest. Oracle: a reference
+run of the same inputs and the same maintenance on one instance that never restarts. The
+outputs, the stores (every session; every key's versions as of a set of times) and the
+dropped-records counters by reason must be equal. The reference itself is checked against the
+rules it must follow (nothing older than a cut-off survives, late records after maintenance
+are counted as expired), so an engine that ignored maintenance everywhere would not pass either.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
 from airflow_stateful_provider.streams.dsl.materialized import Materialized
 from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
 from airflow_stateful_provider.streams.serdes import Serdes
+from airflow_stateful_provider.streams.state.common.changelog_records import ChangelogRecord
 from airflow_stateful_provider.streams.testing import TopologyTestDriver
 from airflow_stateful_provider.streams.windows import SessionWindowedSerde, SessionWindows
 
@@ -56,8 +59,12 @@ class Run:
         self.dropped = {}
         self._start(None)
 
-    def _start(self, changelogs):
+    def _start(self, changelogs, history=None):
+        """A new instance restored from ``changelogs``; ``history``: the whole changelogs when
+        it restored only their head so far (a standby)."""
         self.driver = TopologyTestDriver(topology(), store_type=self.store_type, changelogs=changelogs)
+        self.history = history or changelogs or {}
+        self.restored = {name: len(records) for name, records in (changelogs or {}).items()}
         d = self.driver
         self.inputs = {t: d.create_input_topic(t, S, S) for t in ("clicks", "rates", "orders", "profiles")}
         self.outs = {"counts": d.create_output_topic("counts", KEY_SERDE, Serdes.int64()),
@@ -75,14 +82,40 @@ class Run:
         elif kind == "restart":
             self._collect()
             self._count_dropped()
-            changelogs = {name: self.driver.changelog_records(name) for name in STORES}
+            changelogs = self.changelogs()
+            if op[1:] == ("compacted",):  # the broker compacted the changelogs before the restart
+                changelogs = {name: records if name == "rates-store" else compacted(records)
+                              for name, records in changelogs.items()}
             self.driver.close()
-            self._start(changelogs)
+            if op[1:2] == ("standby",):
+                self._promote_standby(changelogs, op[2])
+            else:
+                self._start(changelogs)
         else:
             _, topic, key, ts = op[:4]
             deleted = len(op) > 4
             self.inputs[topic].pipe_input(key, None if deleted else f"{topic}-{ts}", ts)
         self._collect()
+
+    def _promote_standby(self, changelogs, fraction):
+        """The task moves to a standby: it had restored the first ``fraction`` of each changelog
+        (or a snapshot held that much) and answered queries; it reads the rest, then runs."""
+        prefixes = {name: records[:int(len(records) * fraction)] for name, records in changelogs.items()}
+        self._start(prefixes, history=changelogs)
+        d = self.driver
+        d.get_session_store("sessions").all()  # queries on the standby (they must write nothing)
+        d.get_key_value_store("profiles").all()
+        for task in d.tasks:
+            for name, partition in task.stores.changelog_partitions().items():
+                done = len(prefixes[name])
+                task.stores.restore(partition, [ChangelogRecord(r.key, r.value, r.timestamp, done + i)
+                                                for i, r in enumerate(changelogs[name][done:])])
+
+    def changelogs(self):
+        """Every store's changelog so far: what the instance restored (or its standby had yet
+        to read), then what it wrote."""
+        return {name: [*self.history.get(name, ()), *self.driver.changelog_records(name)[self.restored.get(name, 0):]]
+                for name in STORES}
 
     def _count_dropped(self):
         for name, value in self.driver.metrics().items():
@@ -104,6 +137,14 @@ class Run:
                 "latest": latest, "cutoff": cutoff, "profiles": profiles}
 
 
+def compacted(records):
+    """A changelog as a compacted topic keeps it once the cleaner ran: the newest record of
+    each key, in log order, tombstones gone. Versioned changelogs are left whole (their
+    ``min.compaction.lag.ms`` keeps every record within history retention)."""
+    newest = {r.key: at for at, r in enumerate(records)}
+    return [r for at, r in enumerate(records) if newest[r.key] == at and r.value is not None]
+
+
 def _version(found):
     return None if found is None else (found.value, found.timestamp, found.valid_to)
 
@@ -121,7 +162,8 @@ def scenarios(draw):
         elif choice == "maintain":
             ops.append(("maintain", clock + draw(st.integers(-GAP, 3 * 86_400_000))))
         elif choice == "restart":
-            ops.append(("restart",))
+            how = draw(st.sampled_from(["wiped", "compacted", "standby"]))
+            ops.append(("restart", how) + ((draw(st.sampled_from([0.0, 0.3, 0.7, 1.0])),) if how == "standby" else ()))
         else:
             clock += draw(st.integers(0, GAP))
             ts = clock - draw(st.sampled_from([0, 0, 0, GAP // 3, GAP, 2 * HR, 86_400_000]))

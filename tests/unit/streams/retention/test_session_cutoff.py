@@ -7,6 +7,8 @@ the changelog alike, and both hold the same store."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
@@ -34,6 +36,11 @@ def session_count_topology():
      .count(Materialized.as_("sessions"))
      .to_stream().to("counts", Produced.with_(KEY_SERDE, Serdes.int64())))
     return builder.build()
+
+
+def session_key(key, start, end):
+    """A session changelog record's key: key | end | start (8 bytes big-endian each)."""
+    return key.encode() + struct.pack(">qq", end, start)
 
 
 class Instance:
@@ -90,12 +97,15 @@ def test_after_maintenance_the_late_record_is_dropped_as_expired_here_and_on_a_r
     assert len(a.out()) == 2
     rows = a.driver.enforce_retention(NOW)
     result = rows[0]["result"]
-    assert [len(result["segments_dropped"]), result["changelog_records_written"], result["cutoff_ms"]] == [1, 1, NOW]
+    # a tombstone for each dropped session, then the marker
+    assert [len(result["segments_dropped"]), result["changelog_records_written"], result["cutoff_ms"]] == [1, 3, NOW]
     assert result["rows_dropped"] == 2  # the sessions of a and b
     assert [result["segments_before"], result["segments_after"]] == [1, 0]
     assert result["observed_stream_time_after"] == NOW
     assert a.sessions() == []
     changelog = a.driver.changelog_records("sessions")
+    assert sorted((r.key, r.value) for r in changelog[-3:-1]) == [(session_key("a", T, T), None),
+                                                                   (session_key("b", T, T), None)]
     assert changelog[-1].key == SESSION_CUTOFF_KEY and decode_cutoff(changelog[-1]) == NOW
 
     # a new instance on a wiped disk restores the changelog, marker included
