@@ -54,6 +54,10 @@ from airflow_stateful_provider.streams.instance.preflight import (
 )
 from airflow_stateful_provider.streams.instance.stream_thread import StreamThread, StreamThreadState
 from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSUMER, PRODUCER, settings_for
+from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import (
+    resilient_net_client,
+    retry_coordinator_lookup_on_metadata_failure,
+)
 from airflow_stateful_provider.streams.kafka.list_offsets import refresh_leaders_when_list_offsets_miss
 from airflow_stateful_provider.streams.processing.streams_producer import EOS_TRANSACTION_TIMEOUT_MS
 from airflow_stateful_provider.streams.processing.task_directories import check_state_directory
@@ -244,9 +248,11 @@ class KafkaStreams:
     def _common_client_configs(self, kind: str) -> dict[str, Any]:
         """The bootstrap servers and the ``client_configs`` a client of ``kind`` knows. A broker
         that was down is connected to again within a second of its return, as the Java
-        clients do (kafka-python backs off up to 30 s: a thread resumed up to 30 s late)."""
+        clients do (kafka-python backs off up to 30 s: a thread resumed up to 30 s late). A
+        failed metadata refresh never ends the client's metadata updates
+        (kafka/failed_metadata_refresh.py)."""
         return {"bootstrap_servers": list(self.config.bootstrap_servers),
-                "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS,
+                "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS, "kafka_client": resilient_net_client,
                 **settings_for(kind, self.config.client_configs)}
 
     def _new_consumer(self, **overrides: Any) -> Any:
@@ -255,6 +261,7 @@ class KafkaStreams:
         consumer = KafkaConsumer(**{**self._common_client_configs(CONSUMER), "max_poll_records": 1000,
                                     "allow_auto_create_topics": False, **self.config.consumer_configs, **overrides})
         refresh_leaders_when_list_offsets_miss(consumer)  # a moved leader is looked up again (list_offsets.py)
+        retry_coordinator_lookup_on_metadata_failure(consumer)  # poll waits out brokers that are down
         return consumer
 
     def _new_producer(self, **overrides: Any) -> Any:

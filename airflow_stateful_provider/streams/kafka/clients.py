@@ -18,6 +18,10 @@ from typing import Any
 
 from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.kafka.client_settings import client_kind, settings_for
+from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import (
+    resilient_net_client,
+    retry_coordinator_lookup_on_metadata_failure,
+)
 from airflow_stateful_provider.streams.kafka.list_offsets import refresh_leaders_when_list_offsets_miss
 from airflow_stateful_provider.streams.kafka.reads_before_close import deliver_bytes_read_before_close
 
@@ -146,19 +150,17 @@ def construct_client(client_class: Any, configs: Mapping[str, Any]) -> Any:
     kafka-python 3 starts its IO thread before bootstrapping and leaves it running when
     the bootstrap times out, so every failed attempt (a sensor poking, ``--watch``)
     would leak a thread. ``kafka_client`` is the documented hook for the client factory;
-    its default, ``kafka.net.compat.KafkaNetClient``, is not exported (checked against
-    kafka-python 3.0.12).
+    its default here is kafka-python's network client whose metadata updates survive a
+    failed refresh (failed_metadata_refresh.py).
 
     A consumer, producer or admin client gets only the settings it knows (one set of
     client configs serves all three); a setting no client knows is a ConfigError."""
-    from kafka.net.compat import KafkaNetClient
-
     kind = client_kind(client_class)
     if kind is not None:
         configs = settings_for(kind, configs)
     check_client_environment(configs)
 
-    factory = configs.get("kafka_client", KafkaNetClient)
+    factory = configs.get("kafka_client", resilient_net_client)
     created: list[Any] = []
 
     def tracked(*args: Any, **kwargs: Any) -> Any:
@@ -169,6 +171,7 @@ def construct_client(client_class: Any, configs: Mapping[str, Any]) -> Any:
         with connection_failures(configs.get("client_id")) as failures:
             client = client_class(**{**configs, "kafka_client": tracked})
         refresh_leaders_when_list_offsets_miss(client)  # a consumer's offsets follow a moved leader
+        retry_coordinator_lookup_on_metadata_failure(client)  # a group consumer waits out brokers that are down
         return client
     except connection_errors() as exc:
         _close(created, client_class)
