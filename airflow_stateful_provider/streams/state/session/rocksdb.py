@@ -168,15 +168,8 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
     def _changelog_keys(self, segment_ids: list[int]) -> Iterator[bytes]:
         # a segment row's key after the 9-byte prefix is the changelog key: key | end | start
         for segment_id in segment_ids:
-            it = self._db.iter()
-            prefix = _SEGP.pack(_SEG_MARK, segment_id)
-            it.seek(prefix)
-            while it.valid():
-                row_key = it.key()
-                if not row_key.startswith(prefix):
-                    break
+            for row_key, _ in self._segment_rows(segment_id):
                 yield row_key[9:]
-                it.next()
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -284,6 +277,12 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
         return result
 
     def _scan_segment(self, segment_id: int) -> Iterable[tuple[SessionKey, bytes]]:
+        for row_key, value in self._segment_rows(segment_id):
+            end, start = _TS2.unpack_from(row_key, len(row_key) - 16)
+            yield SessionKey(row_key[9:-16], start, end), value
+
+    def _segment_rows(self, segment_id: int) -> Iterator[tuple[bytes, bytes]]:
+        """The rows of one segment, by key: ``mark | segment id | key | end | start``."""
         it = self._db.iter()
         prefix = _SEGP.pack(_SEG_MARK, segment_id)
         it.seek(prefix)
@@ -291,8 +290,7 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
             row_key = it.key()
             if not row_key.startswith(prefix):
                 break
-            end, start = _TS2.unpack_from(row_key, len(row_key) - 16)
-            yield SessionKey(row_key[9:-16], start, end), it.value()
+            yield row_key, it.value()
             it.next()
 
     # -- restore ---------------------------------------------------------------------------

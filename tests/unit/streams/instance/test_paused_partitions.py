@@ -5,12 +5,8 @@ runs it, or it is never fetched again. No broker: a consumer that keeps assignme
 
 from __future__ import annotations
 
-import pytest
 from kafka import TopicPartition as KafkaTopicPartition
 
-from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
-from airflow_stateful_provider.streams.instance.stream_thread import StreamThread
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
@@ -44,16 +40,6 @@ class RestoredTask:
 
     def buffered_size(self, _tp: TopicPartition) -> int:
         return 0
-
-
-@pytest.fixture
-def thread(tmp_path):
-    builder = StreamsBuilder()
-    builder.stream("in").to("out")
-    config = StreamsConfig.from_mapping({"application_id": "app", "bootstrap_servers": "localhost:9092",
-                                         "state_dir": str(tmp_path)})
-    return StreamThread(1, builder.build(), config, client_id="c", consumer_factory=lambda **_: None,
-                        producer_factory=lambda **_: None)
 
 
 def test_a_partition_paused_without_a_task_is_resumed_by_the_next_task_that_runs_it(thread):

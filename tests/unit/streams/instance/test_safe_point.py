@@ -5,26 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
 from airflow_stateful_provider.streams.errors import StreamsError
-from airflow_stateful_provider.streams.instance.stream_thread import StreamThread
 
 
 class IdleConsumer:
     """No coordinator: ``group_rejoining`` reports no rebalance."""
 
 
-@pytest.fixture
-def thread(tmp_path):
-    builder = StreamsBuilder()
-    builder.stream("in").to("out")
-    config = StreamsConfig.from_mapping({"application_id": "app", "bootstrap_servers": "localhost:9092",
-                                         "state_dir": str(tmp_path)})
-    created = StreamThread(1, builder.build(), config, client_id="c", consumer_factory=lambda **_: None,
-                           producer_factory=lambda **_: None)
-    created.consumer = IdleConsumer()
-    return created
+@pytest.fixture(autouse=True)
+def idle_consumer(thread):
+    thread.consumer = IdleConsumer()
 
 
 def test_actions_run_in_order_and_report_results_and_errors(thread):
