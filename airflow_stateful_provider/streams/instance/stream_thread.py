@@ -67,6 +67,7 @@ from airflow_stateful_provider.streams.instance.topic_watch import TopicWatch
 from airflow_stateful_provider.streams.kafka.authorization import refusal_in
 from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
 from airflow_stateful_provider.streams.kafka.group_join import (
+    group_coordinator_unknown,
     group_rejoining,
     keep_completed_join_results,
     request_rebalance,
@@ -392,6 +393,9 @@ class StreamThread(threading.Thread):
             self._take_polled(self.consumer.poll(timeout_ms=timeout,
                                                  max_records=self.config.buffered_records_per_partition))
             self._main_polled_at = time.monotonic()
+            # every broker down: poll waits out the missing group coordinator; say so
+            self.kafka_waits.still_waiting("poll", "the group coordinator (no broker answers)"
+                                           if group_coordinator_unknown(self.consumer) else None)
         else:
             self._take_polled({})
         if reader.restoring_tasks or reader.standby_tasks:

@@ -68,6 +68,19 @@ def group_rejoining(consumer: Any) -> bool:
     return bool(need_rejoin()) if callable(need_rejoin) else False
 
 
+def group_coordinator_unknown(consumer: Any) -> bool:
+    """Whether ``consumer`` has no group coordinator now (every broker down, the coordinator's
+    broker gone and not found again): its polls then fetch nothing new for the group.
+
+    Checked against kafka-python 3.0.12: the coordinator's ``coordinator_id`` is None until a
+    look-up succeeds and again once the coordinator is marked dead (read only: its
+    ``coordinator_unknown()`` may mark it dead, an IO-thread action). False for a consumer
+    without a group coordinator.
+    """
+    coordinator = _coordinator(consumer)
+    return coordinator is not None and getattr(coordinator, "coordinator_id", 0) is None
+
+
 def request_rebalance(consumer: Any) -> None:
     """Make ``consumer`` rejoin its group at its next ``poll()``: a probing rebalance at the
     time an AssignmentInfo asked for, or the immediate follow-up of a cooperative move.

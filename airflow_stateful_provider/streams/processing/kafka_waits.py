@@ -52,6 +52,8 @@ class KafkaWaits:
         self.interrupted = interrupted or threading.Event()
         self._lock = threading.Lock()
         self._current: KafkaWait | None = None
+        #: A wait that spans the thread's loop (see still_waiting), shown when no call waits.
+        self._standing: KafkaWait | None = None
         #: When the calls started failing for want of a broker (wall-clock s), and the call.
         self._failing_since: float | None = None
 
@@ -59,7 +61,18 @@ class KafkaWaits:
     def current(self) -> KafkaWait | None:
         """The call the thread waits in now, or None."""
         with self._lock:
-            return self._current
+            return self._current or self._standing
+
+    def still_waiting(self, call: str, waiting_for: str | None) -> None:
+        """A wait across the thread's loop rather than inside one call (its polls finding no
+        group coordinator while the brokers are down): shown from the first report, with
+        that time, until reported with ``waiting_for`` None. The loop goes on meanwhile, so
+        it counts toward no task timeout, as Kafka Streams' poll."""
+        with self._lock:
+            if waiting_for is None:
+                self._standing = None
+            elif self._standing is None or self._standing.waiting_for != waiting_for:
+                self._standing = KafkaWait(call, waiting_for, int(self._clock() * 1000))
 
     @property
     def failing_since_ms(self) -> int | None:

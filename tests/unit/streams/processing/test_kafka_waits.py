@@ -108,3 +108,19 @@ def test_retried_stops_when_the_thread_is_asked_to_stop():
     with pytest.raises(KafkaConnectionError):
         waits.retried("committed", "the group coordinator", down)
     assert len(calls) == 2
+
+
+def test_a_wait_across_the_loop_keeps_its_start_shows_under_a_calls_wait_and_ends_when_cleared():
+    clock = Clock()
+    waits = KafkaWaits(10_000, clock=clock)
+    waits.still_waiting("poll", None)
+    assert waits.current is None
+    waits.still_waiting("poll", "the group coordinator")
+    clock.now += 20  # polls go on finding no coordinator: the wait keeps its start
+    waits.still_waiting("poll", "the group coordinator")
+    assert waits.current == KafkaWait("poll", "the group coordinator", 1_000_000)
+    with waits.waiting_in("commit_transaction", "the transaction coordinator"):
+        assert waits.current.call == "commit_transaction"  # a call in progress is what the thread waits in
+    assert waits.current == KafkaWait("poll", "the group coordinator", 1_000_000)
+    waits.still_waiting("poll", None)
+    assert waits.current is None
