@@ -51,19 +51,6 @@ class Instance:
         return self.driver.metrics().get("dropped-records-total:expired", 0)
 
 
-@pytest.fixture(params=["in_memory", "rocksdb"])
-def instances(request):
-    made = []
-
-    def make(changelogs=None):
-        made.append(Instance(request.param, changelogs))
-        return made[-1]
-
-    yield make
-    for instance in made:
-        instance.driver.close()
-
-
 def test_a_key_not_updated_for_the_ttl_is_deleted_with_a_delete_downstream_and_a_tombstone(instances):
     a = instances()
     a.profiles.pipe_input("k1", "v1", T)

@@ -62,24 +62,6 @@ class Instance:
         return self.driver.metrics().get(f"dropped-records-total:{reason}", 0)
 
 
-@pytest.fixture(params=["in_memory", "rocksdb"])
-def store_type(request):
-    return request.param
-
-
-@pytest.fixture
-def instances(store_type):
-    made = []
-
-    def make(changelogs=None):
-        made.append(Instance(store_type, changelogs))
-        return made[-1]
-
-    yield make
-    for instance in made:
-        instance.driver.close()
-
-
 def test_without_maintenance_the_late_record_merges(instances):
     a = instances()
     a.pipe("a", T)

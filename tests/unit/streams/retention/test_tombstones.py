@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import struct
 
-import pytest
-
 from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
 from airflow_stateful_provider.streams.dsl.materialized import Materialized
 from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
@@ -76,19 +74,6 @@ class Instance:
                           if v is not None],
                 "profiles": sorted((kv.key, kv.value) for kv in d.get_key_value_store("profiles").all()),
                 "expired": d.metrics().get("dropped-records-total:expired", 0)}
-
-
-@pytest.fixture(params=["in_memory", "rocksdb"])
-def instances(request):
-    made = []
-
-    def make(changelogs=None):
-        made.append(Instance(request.param, changelogs))
-        return made[-1]
-
-    yield make
-    for instance in made:
-        instance.driver.close()
 
 
 def stale_instance(instances):

@@ -5,8 +5,6 @@ expired on both (docs/semantics.md §5, docs/maintenance.md "The cut-off")."""
 
 from __future__ import annotations
 
-import pytest
-
 from airflow_stateful_provider.streams.dsl.builder import StreamsBuilder
 from airflow_stateful_provider.streams.dsl.materialized import Materialized
 from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
@@ -43,19 +41,6 @@ class Instance:
     def as_of(self, ts):
         found = self.driver.get_versioned_key_value_store("rates-store").get("k", ts)
         return None if found is None else (found.value, found.timestamp, found.valid_to)
-
-
-@pytest.fixture(params=["in_memory", "rocksdb"])
-def instances(request):
-    made = []
-
-    def make(changelogs=None):
-        made.append(Instance(request.param, changelogs))
-        return made[-1]
-
-    yield make
-    for instance in made:
-        instance.driver.close()
 
 
 def test_without_maintenance_the_old_version_answers(instances):
