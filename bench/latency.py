@@ -45,11 +45,17 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.py`): as a module of the repo
     os.execv(sys.executable, [sys.executable, "-m", f"bench.{Path(__file__).stem}", *sys.argv[1:]])
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka import KafkaAdminClient, KafkaProducer  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
 
 from bench.sessionize import PARTITIONS  # noqa: E402
-from bench.vs_kafka_streams import build_java, child_commands, cpu_model, last_counts  # noqa: E402
+from bench.vs_kafka_streams import (  # noqa: E402
+    build_java,
+    child_commands,
+    committed_records,
+    cpu_model,
+    last_counts,
+)
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
 from tools.kafka.topics import read_committed_offsets  # noqa: E402
 
@@ -78,20 +84,7 @@ def steady_produce(bootstrap: str, topic: str, rate: int, seconds: float, users:
 
 def read_times(bootstrap: str, topic: str) -> list[tuple[bytes, int]]:
     """(key, append time) of every committed record of ``topic``."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10_000,
-                             isolation_level="read_committed")
-    try:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)
-        out: list[tuple[bytes, int]] = []
-        while any(consumer.position(tp) < ends[tp] for tp in tps):
-            for records in consumer.poll(timeout_ms=500).values():
-                out += [(r.key, r.timestamp) for r in records]
-        return out
-    finally:
-        consumer.close()
+    return [(r.key, r.timestamp) for r in committed_records(bootstrap, topic)]
 
 
 def latencies(inputs: list[tuple[bytes, int]], outputs: list[tuple[bytes, int]]) -> list[int]:

@@ -47,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -205,8 +206,8 @@ def _tail(log_path: Path) -> str:
     return "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
 
 
-def last_counts(bootstrap: str, topic: str) -> dict[str, int | None]:
-    """The last committed value per key of ``topic`` (key: user, value: int64 count or None)."""
+def committed_records(bootstrap: str, topic: str) -> Iterator[Any]:
+    """Every committed record of ``topic``, read from the beginning to the end offsets."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10_000,
                              isolation_level="read_committed")
     try:
@@ -214,14 +215,17 @@ def last_counts(bootstrap: str, topic: str) -> dict[str, int | None]:
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         ends = consumer.end_offsets(tps)
-        last: dict[str, int | None] = {}
         while any(consumer.position(tp) < ends[tp] for tp in tps):
             for records in consumer.poll(timeout_ms=500).values():
-                for r in records:
-                    last[r.key.decode()] = None if r.value is None else struct.unpack(">q", r.value)[0]
-        return last
+                yield from records
     finally:
         consumer.close()
+
+
+def last_counts(bootstrap: str, topic: str) -> dict[str, int | None]:
+    """The last committed value per key of ``topic`` (key: user, value: int64 count or None)."""
+    return {r.key.decode(): None if r.value is None else struct.unpack(">q", r.value)[0]
+            for r in committed_records(bootstrap, topic)}
 
 
 def ensure_input(admin: KafkaAdminClient, bootstrap: str, events: int, users: int) -> str:
