@@ -54,11 +54,8 @@ from airflow_stateful_provider.streams.instance.preflight import (
 )
 from airflow_stateful_provider.streams.instance.stream_thread import StreamThread, StreamThreadState
 from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSUMER, PRODUCER, settings_for
-from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import (
-    resilient_net_client,
-    retry_coordinator_lookup_on_metadata_failure,
-)
-from airflow_stateful_provider.streams.kafka.list_offsets import refresh_leaders_when_list_offsets_miss
+from airflow_stateful_provider.streams.kafka.clients import prepare_consumer
+from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import resilient_net_client
 from airflow_stateful_provider.streams.processing.streams_producer import EOS_TRANSACTION_TIMEOUT_MS
 from airflow_stateful_provider.streams.processing.task_directories import check_state_directory
 from airflow_stateful_provider.streams.queries.local import key_metadata, query_threads, resolve_target
@@ -260,8 +257,7 @@ class KafkaStreams:
 
         consumer = KafkaConsumer(**{**self._common_client_configs(CONSUMER), "max_poll_records": 1000,
                                     "allow_auto_create_topics": False, **self.config.consumer_configs, **overrides})
-        refresh_leaders_when_list_offsets_miss(consumer)  # a moved leader is looked up again (list_offsets.py)
-        retry_coordinator_lookup_on_metadata_failure(consumer)  # poll waits out brokers that are down
+        prepare_consumer(consumer)  # follows moved leaders, waits out brokers that are down
         return consumer
 
     def _new_producer(self, **overrides: Any) -> Any:

@@ -26,7 +26,7 @@ from airflow_stateful_provider.streams.kafka.list_offsets import refresh_leaders
 from airflow_stateful_provider.streams.kafka.reads_before_close import deliver_bytes_read_before_close
 
 __all__ = ["check_client_environment", "connection_errors", "connection_failures", "construct_client",
-           "describe_failures", "servers_text"]
+           "describe_failures", "prepare_consumer", "servers_text"]
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +145,14 @@ def describe_failures(failures: Sequence[str]) -> str:
     return f"; connection attempts failed with: {'; '.join(failures[-3:])}" if failures else ""
 
 
+def prepare_consumer(consumer: Any) -> None:
+    """The door's fixes a consumer gets once made (nothing for another client): its offset
+    look-ups follow a moved leader (list_offsets.py), and its group coordinator look-up waits
+    out brokers that are down (failed_metadata_refresh.py)."""
+    refresh_leaders_when_list_offsets_miss(consumer)
+    retry_coordinator_lookup_on_metadata_failure(consumer)
+
+
 def construct_client(client_class: Any, configs: Mapping[str, Any]) -> Any:
     """``client_class(**configs)``, closing the network client if the constructor fails:
     kafka-python 3 starts its IO thread before bootstrapping and leaves it running when
@@ -170,8 +178,7 @@ def construct_client(client_class: Any, configs: Mapping[str, Any]) -> Any:
     try:
         with connection_failures(configs.get("client_id")) as failures:
             client = client_class(**{**configs, "kafka_client": tracked})
-        refresh_leaders_when_list_offsets_miss(client)  # a consumer's offsets follow a moved leader
-        retry_coordinator_lookup_on_metadata_failure(client)  # a group consumer waits out brokers that are down
+        prepare_consumer(client)
         return client
     except connection_errors() as exc:
         _close(created, client_class)

@@ -68,6 +68,8 @@ class KafkaWaits:
         group coordinator while the brokers are down): shown from the first report, with
         that time, until reported with ``waiting_for`` None. The loop goes on meanwhile, so
         it counts toward no task timeout, as Kafka Streams' poll."""
+        if waiting_for is None and self._standing is None:
+            return  # the usual case, on every poll: nothing to clear, no lock taken
         with self._lock:
             if waiting_for is None:
                 self._standing = None
