@@ -29,11 +29,15 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow]
 
 LINEAGE_DAGS = Path(__file__).resolve().parent / "lineage"
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The run's outcome goes to a file: on stdout, print's pieces interleave with the lines the
+# listener's own thread logs while the DAG run completes.
 RUN = """
 import json, os
+from pathlib import Path
 from tests.integration.lineage.lineage_dag import dag
 run = dag.test(run_conf=json.loads(os.environ["LINEAGE_RUN_CONF"]))
-print("RUN STATE", run.state, json.dumps({ti.task_id: ti.state for ti in run.get_task_instances()}))
+Path(os.environ["LINEAGE_RUN_RESULT"]).write_text(json.dumps(
+    {"state": run.state, "tasks": {ti.task_id: ti.state for ti in run.get_task_instances()}}))
 """
 
 
@@ -51,7 +55,8 @@ def datasets(events: list[dict], job: str, event_type: str, side: str) -> set[tu
     return {(d["namespace"], d["name"]) for d in event[side]}
 
 
-def test_a_pipeline_on_a_secured_cluster_runs_and_the_listener_sees_its_topics_and_stores(airflow_db, secured_kafka):
+def test_a_pipeline_on_a_secured_cluster_runs_and_the_listener_sees_its_topics_and_stores(airflow_db, secured_kafka,
+                                                                                           tmp_path):
     app = f"lineage-{uuid.uuid4().hex[:6]}"
     settings = ExampleSettings(clicks_topic=f"{app}-clicks", payments_topic=f"{app}-payments",
                                rates_topic=f"{app}-rates", sessions_topic=f"{app}-sessions",
@@ -67,14 +72,16 @@ def test_a_pipeline_on_a_secured_cluster_runs_and_the_listener_sees_its_topics_a
            "AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT": json.dumps(secured_kafka.oauth(token=token)),
            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
            "PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "LINEAGE_RUN_CONF": json.dumps({"application_id": app, "app_configs": app_configs})}
+           "LINEAGE_RUN_CONF": json.dumps({"application_id": app, "app_configs": app_configs}),
+           "LINEAGE_RUN_RESULT": str(tmp_path / "run.json")}
     try:
         result = subprocess.run([sys.executable, "-c", RUN], env=env, cwd=REPO_ROOT, capture_output=True, text=True,
                                 timeout=600)
     finally:
         leftovers = read_status_documents(secured_kafka.plaintext, app, allow_empty=True)
     output = result.stdout + result.stderr
-    assert "RUN STATE success" in output, output[-5000:]
+    run = json.loads((tmp_path / "run.json").read_text()) if (tmp_path / "run.json").exists() else None
+    assert run is not None and run["state"] == "success", f"{run}\n{output[-5000:]}"
     assert not leftovers, f"the DAG's stop task left instances running: {sorted(leftovers)}"
     events = events_in(output)
     kafka = f"kafka://{secured_kafka.broker.secured_bootstrap_servers('OAUTH')}"
