@@ -47,12 +47,13 @@ TOPOLOGY = "tests.integration.test_control_topic:control_sessions"
 
 def control_sessions(config) -> StreamsBuilder:
     """Clicks counted per user session (gap GAP_MS) into the session store STORE; each update
-    goes to the output topic keyed "user@start-end" (topics from ``app_configs``)."""
+    goes to the output topic keyed "user@start-end" (topics and the changelog's optional
+    topic configs from ``app_configs``)."""
     builder = StreamsBuilder()
     (builder.stream(config.app_configs["input"], Consumed.with_("string", "string"))
      .group_by_key()
      .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(GAP_MS))
-     .count(Materialized.as_(STORE))
+     .count(Materialized.as_(STORE).with_logging_enabled(config.app_configs.get("changelog_configs")))
      .to_stream()
      .map(lambda windowed, count: (f"{windowed.key}@{windowed.window.start}-{windowed.window.end}", count))
      .to(config.app_configs["output"], Produced.with_("string", "int64")))

@@ -63,6 +63,11 @@ def cluster(bootstrap_servers, tmp_path):
         {"conn_type": "stateful_streams", "host": bootstrap_servers})
     cluster = Cluster(bootstrap_servers, tmp_path, "cutoff", commit_interval_ms=500, num_standby_replicas=1,
                       processing_guarantee="exactly_once_v2")
+    # The clicks are three days old, and a session changelog's time retention (store retention +
+    # one day) is judged by the broker against the wall clock: its next retention check would
+    # delete them from the changelog (the active segment too), and a warmup restoring after that
+    # would hold nothing to drop. Users who keep stalled partitions keep their changelog longer.
+    cluster.config["app_configs"]["changelog_configs"] = {"retention.ms": str(7 * DAY)}
     try:
         yield cluster
     finally:
