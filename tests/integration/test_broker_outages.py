@@ -30,6 +30,9 @@ TASK_TIMEOUT_MS = 15_000
 #: Each transactional call's bound (the producer's max_block_ms) in these tests.
 CALL_BOUND_MS = 5_000
 RECORDS = 20_000
+#: Input written after the brokers return, and again after a leader moved: what shows that
+#: processing resumed (the first RECORDS may all be done before the outage).
+RECORDS_AFTER_RETURN = 2_000
 KEYS = 50
 
 
@@ -149,6 +152,9 @@ def test_the_whole_cluster_down_for_two_minutes_and_past_the_task_timeout(cluste
         _start_stopped(cluster)
         back_at = time.monotonic()
         committed_at_return = patient.committed_total()
+        more = produce_numbered(cluster.bootstrap_servers, patient.input, RECORDS_AFTER_RETURN, KEYS,
+                                start_ms=int(time.time() * 1000))
+        expected = {key: expected.get(key, 0) + more.get(key, 0) for key in {*expected, *more}}
         wait_until(lambda: patient.committed_total() > committed_at_return, 60,
                    "processing to resume within 60 s of the brokers being back",
                    lambda: f"state {streams.state}, waits {[t.kafka_waits.current for t in streams.threads]}")
@@ -159,7 +165,11 @@ def test_the_whole_cluster_down_for_two_minutes_and_past_the_task_timeout(cluste
         states = cluster.partitions([patient.input])
         leader = states[(patient.input, 0)].leader
         cluster.move_leader(patient.input, 0, next(n for n in states[(patient.input, 0)].isr if n != leader))
-        wait_progressing(lambda: patient.committed_total() >= RECORDS, patient.committed_total,
+        after_move = produce_numbered(cluster.bootstrap_servers, patient.input, RECORDS_AFTER_RETURN, KEYS,
+                                      start_ms=int(time.time() * 1000))
+        expected = {key: expected.get(key, 0) + after_move.get(key, 0) for key in {*expected, *after_move}}
+        wait_progressing(lambda: patient.committed_total() >= RECORDS + 2 * RECORDS_AFTER_RETURN,
+                         patient.committed_total,
                          "every record committed", measure="committed input offsets",
                          context=lambda: f"state {streams.state}")
         assert not seen, seen
