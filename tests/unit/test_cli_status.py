@@ -10,8 +10,8 @@ import signal
 
 import pytest
 
-from airflow_stateful_provider import cli_status
 from airflow_stateful_provider.cli import main
+from airflow_stateful_provider.cli import status as cli_status
 from airflow_stateful_provider.streams.errors import BrokerUnreachableError, UnknownApplicationError
 from airflow_stateful_provider.streams.status.application import build_application_status
 from airflow_stateful_provider.streams.status.document import InstanceStatus

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from typing import TextIO
+
+from airflow_stateful_provider.cli.kafka_settings import add_broker_arguments
 
 __all__ = ["add_restart_parser", "check_restart_arguments", "run_restart"]
 
 
-def add_restart_parser(commands: argparse._SubParsersAction, add_broker_arguments: Callable[[argparse.ArgumentParser],
-                       None]) -> None:
+def add_restart_parser(commands: argparse._SubParsersAction) -> None:
     restart = commands.add_parser(
         "restart", help="restart instances one at a time (--rolling), each once its tasks have caught-up standbys")
     restart.add_argument("application_id")

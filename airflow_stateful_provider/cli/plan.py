@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from typing import Any, TextIO
+
+from airflow_stateful_provider.cli.kafka_settings import add_broker_arguments, json_object_file
 
 __all__ = ["EXIT_INCOMPATIBLE", "add_plan_parser", "run_plan"]
 
@@ -24,8 +25,7 @@ __all__ = ["EXIT_INCOMPATIBLE", "add_plan_parser", "run_plan"]
 EXIT_INCOMPATIBLE = 4
 
 
-def add_plan_parser(commands: argparse._SubParsersAction, add_broker_arguments: Callable[[argparse.ArgumentParser],
-                    None]) -> None:
+def add_plan_parser(commands: argparse._SubParsersAction) -> None:
     plan = commands.add_parser(
         "plan", help="what deploying a topology does to the application's state: stores kept, new, dropped, changed "
                      f"incompatibly (exit {EXIT_INCOMPATIBLE}); reads only")
@@ -52,13 +52,13 @@ def streams_config_values(application_id: str, bootstrap_servers: str, values: d
     return {**values, "application_id": application_id, "bootstrap_servers": bootstrap_servers}
 
 
-def run_plan(args: argparse.Namespace, out: TextIO, read_json_object: Callable[[str, str, str], dict[str, Any]]) -> int:
+def run_plan(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_stateful_provider.streams.config import StreamsConfig
     from airflow_stateful_provider.streams.errors import ConfigError, TopologyError
     from airflow_stateful_provider.streams.redeploy.planner import plan_topology_change
     from airflow_stateful_provider.streams.runner import load_topology
 
-    given = read_json_object(args.streams_config, "--streams-config", "StreamsConfig values") \
+    given = json_object_file(args.streams_config, "--streams-config", "StreamsConfig values") \
         if args.streams_config else {}
     try:
         config = StreamsConfig.from_mapping(streams_config_values(args.application_id, args.bootstrap_servers, given))

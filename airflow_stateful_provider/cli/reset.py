@@ -13,14 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from typing import TextIO
+
+from airflow_stateful_provider.cli.kafka_settings import add_broker_arguments
 
 __all__ = ["add_reset_parser", "run_reset"]
 
 
-def add_reset_parser(commands: argparse._SubParsersAction, add_broker_arguments: Callable[[argparse.ArgumentParser],
-                     None]) -> None:
+def add_reset_parser(commands: argparse._SubParsersAction) -> None:
     reset = commands.add_parser(
         "reset", help="start an application over (Kafka's application reset tool): input offsets, internal topics, "
                       "local state; a dry run unless --execute")
