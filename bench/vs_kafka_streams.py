@@ -19,8 +19,12 @@ Prints the CPU model and progress, then as its last line one JSON object:
   machine              CPU model (from /proc/cpuinfo), cores, Python version
   results              per "<guarantee>@<commit interval ms>ms": events, instances, runs per
                        engine (records/s, seconds, cpu_s, records_per_cpu_s, max_rss_mb),
-                       python_vs_java (best run / best run, "per_cpu_second" and "per_second")
-                       and outputs_agree (the last count of every user is the same)
+                       spread per engine (min, median, max of its runs' CPU seconds and records
+                       per CPU-second), python_vs_java (best run / best run, "per_cpu_second" and
+                       "per_second"; with several runs also "per_cpu_second_median", medians'
+                       ratio, and "per_cpu_second_worst_vs_best", this engine's worst run against
+                       Kafka Streams' best) and outputs_agree (the last count of every user is
+                       the same)
 
     python bench/vs_kafka_streams.py [--guarantee at_least_once|exactly_once_v2 ...]
         [--commit-interval-ms MS] [--instances N] [--events N] [--users 10000] [--runs 1]
@@ -41,6 +45,7 @@ import os
 import platform
 import shutil
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -268,16 +273,42 @@ def compare(args: argparse.Namespace, guarantee: str, java: list[str] | None, bo
     for engine, c in counts.items():
         print(f"{engine}: last counts of {len(c):,} users, total {sum(v or 0 for v in c.values()):,}", flush=True)
     result: dict = {"guarantee": guarantee, "commit_interval_ms": commit_ms, "events": expected,
-                    "users": args.users, "instances": args.instances, "runs": runs, "outputs_agree": agree}
+                    "users": args.users, "instances": args.instances, "runs": runs,
+                    "spread": {e: run_spread(runs[e]) for e in args.engines}, "outputs_agree": agree}
+    if args.runs > 1:
+        for engine in args.engines:
+            cpu = result["spread"][engine]["cpu_s"]
+            print(f"{engine}: CPU seconds over {args.runs} runs: min {cpu['min']}, median {cpu['median']}, "
+                  f"max {cpu['max']}", flush=True)
     if len(args.engines) == 2:
-        best = {e: max(runs[e], key=lambda r: r["records_per_cpu_s"]) for e in args.engines}
-        result["python_vs_java"] = {
-            "per_cpu_second": round(best["python"]["records_per_cpu_s"] / best["java"]["records_per_cpu_s"], 3),
-            "per_second": round(max(r["rps"] for r in runs["python"]) / max(r["rps"] for r in runs["java"]), 3)}
-        print(f"{guarantee}: this engine / Kafka Streams: {result['python_vs_java']['per_cpu_second']:.2f} in "
-              f"records per CPU-second, {result['python_vs_java']['per_second']:.2f} in records/s; outputs "
-              f"{'agree' if agree else 'DIFFER'}", flush=True)
+        result["python_vs_java"] = engine_ratios(runs["python"], runs["java"])
+        ratios = result["python_vs_java"]
+        print(f"{guarantee}: this engine / Kafka Streams: {ratios['per_cpu_second']:.2f} in records per CPU-second"
+              + (f" (medians {ratios['per_cpu_second_median']:.2f}, this engine's worst run / Kafka Streams' best "
+                 f"{ratios['per_cpu_second_worst_vs_best']:.2f})" if args.runs > 1 else "")
+              + f", {ratios['per_second']:.2f} in records/s; outputs {'agree' if agree else 'DIFFER'}", flush=True)
     return result
+
+
+def run_spread(runs: list[dict]) -> dict[str, dict[str, float]]:
+    """Min, median and max over one engine's runs of its CPU seconds and records per CPU-second:
+    how stable the engine's cost is between runs of the same input."""
+    return {measure: {"min": min(values), "median": statistics.median(values), "max": max(values)}
+            for measure in ("cpu_s", "records_per_cpu_s") for values in [[r[measure] for r in runs]]}
+
+
+def engine_ratios(python: list[dict], java: list[dict]) -> dict[str, float]:
+    """This engine's runs against Kafka Streams': best against best (per CPU-second and per
+    second), and with several runs the medians' ratio and this engine's worst run against
+    Kafka Streams' best, the figures a claim about the spread rests on."""
+    mine = [r["records_per_cpu_s"] for r in python]
+    theirs = [r["records_per_cpu_s"] for r in java]
+    ratios = {"per_cpu_second": round(max(mine) / max(theirs), 3),
+              "per_second": round(max(r["rps"] for r in python) / max(r["rps"] for r in java), 3)}
+    if len(python) > 1 or len(java) > 1:
+        ratios["per_cpu_second_median"] = round(statistics.median(mine) / statistics.median(theirs), 3)
+        ratios["per_cpu_second_worst_vs_best"] = round(min(mine) / max(theirs), 3)
+    return ratios
 
 
 def draw_chart(results: dict[str, dict], machine: str, date: str, path: Path) -> None:
