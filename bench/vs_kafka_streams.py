@@ -18,7 +18,8 @@ figures move with whatever else runs on the machine; CPU-seconds are the figure 
 Prints the CPU model and progress, then as its last line one JSON object:
   machine              CPU model (from /proc/cpuinfo), cores, Python version
   results              per "<guarantee>@<commit interval ms>ms": events, instances, runs per
-                       engine (records/s, seconds, cpu_s, records_per_cpu_s, max_rss_mb),
+                       engine (records/s, seconds, cpu_s, records_per_cpu_s, max_rss_mb; this
+                       engine's also commits and threads_cpu_s, its first process's CPU by thread),
                        spread per engine (min, median, max of its runs' CPU seconds and records
                        per CPU-second), python_vs_java (best run / best run, "per_cpu_second" and
                        "per_second"; with several runs also "per_cpu_second_median", medians'
@@ -43,6 +44,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import statistics
@@ -136,10 +138,33 @@ def run_child(args: list[str]) -> int:
     # monotonic -> wall clock, to compare with the parent's and the Java side's clocks
     offset = time.time() - time.monotonic()
     first = thread.first_records_polled_at
+    threads_cpu = threads_cpu_seconds()
     streams.close(timeout=60)
-    print(json.dumps({"first_records_polled_ms": -1 if first is None else round((first + offset) * 1000)}),
-          flush=True)
+    print(json.dumps({"first_records_polled_ms": -1 if first is None else round((first + offset) * 1000),
+                      "commits": thread.metrics.commit_total, "threads_cpu_s": threads_cpu}), flush=True)
     return 0
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-?")
+
+
+def threads_cpu_seconds() -> dict[str, float]:
+    """CPU seconds of this process's threads so far, by Python thread name (Linux /proc; other
+    threads, RocksDB's own, summed as "native"): which thread a run's CPU went to."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu: dict[str, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = names.get(int(task.name), "native")
+        # kafka-python's I/O threads are named after their client id (application, instance
+        # id): keep what the client is for
+        name = "stream thread" if name.endswith("StreamThread-1") else _UUID.split(name)[-1] or name
+        cpu[name] = round(cpu.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick, 2)
+    return dict(sorted(cpu.items(), key=lambda item: -item[1]))
 
 
 def measure(engine: str, commands: list[list[str]], admin: KafkaAdminClient, app: str, source: str,
@@ -193,18 +218,22 @@ def measure(engine: str, commands: list[list[str]], admin: KafkaAdminClient, app
             if process.returncode is None:
                 process.kill()
                 process.wait()
-    firsts = []
+    firsts, reports = [], []
     for process, out, log_path in zip(processes, outs, logs, strict=True):
         # a JVM ended by SIGTERM exits with 143 after its shutdown hook ran
         if process.returncode not in (0, 128 + signal.SIGTERM) or not out.strip():
             raise SystemExit(f"{engine} exited with {process.returncode}:\n" + _tail(log_path))
-        first = json.loads(out.decode().strip().splitlines()[-1])["first_records_polled_ms"]
-        if first > 0:
-            firsts.append(first)
+        reports.append(json.loads(out.decode().strip().splitlines()[-1]))
+        if reports[-1]["first_records_polled_ms"] > 0:
+            firsts.append(reports[-1]["first_records_polled_ms"])
     seconds = (done_ms - min(firsts)) / 1000
     cpu = sum(u.ru_utime + u.ru_stime for u in usages)
-    return {"rps": round(events / seconds), "seconds": round(seconds, 2), "cpu_s": round(cpu, 1),
-            "records_per_cpu_s": round(events / cpu), "max_rss_mb": round(max(u.ru_maxrss for u in usages) / 1024)}
+    result = {"rps": round(events / seconds), "seconds": round(seconds, 2), "cpu_s": round(cpu, 1),
+              "records_per_cpu_s": round(events / cpu), "max_rss_mb": round(max(u.ru_maxrss for u in usages) / 1024)}
+    if engine == "python":  # where this engine's CPU went: commits made, CPU per thread (first process)
+        result["commits"] = sum(r["commits"] for r in reports)
+        result["threads_cpu_s"] = reports[0]["threads_cpu_s"]
+    return result
 
 
 def _tail(log_path: Path) -> str:
@@ -268,6 +297,10 @@ def compare(args: argparse.Namespace, guarantee: str, java: list[str] | None, bo
             print(f"{engine}: {expected:,} records in {result['seconds']:.1f}s: {result['rps']:,} records/s, "
                   f"{result['cpu_s']} CPU s ({result['records_per_cpu_s']:,} records per CPU-second), "
                   f"max RSS {result['max_rss_mb']} MB", flush=True)
+            if "commits" in result:
+                print(f"  {result['commits']:,} commits; CPU s by thread: "
+                      + ", ".join(f"{name} {cpu}" for name, cpu in list(result["threads_cpu_s"].items())[:6]),
+                      flush=True)
     counts = {engine: last_counts(bootstrap, topic) for engine, topic in outputs.items()}
     agree = len({json.dumps(c, sort_keys=True) for c in counts.values()}) == 1
     for engine, c in counts.items():
