@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 import uuid
+from collections import Counter
 
 import pytest
 
@@ -81,7 +82,7 @@ def test_an_instance_starts_while_a_bootstrap_broker_is_down(cluster, tmp_path):
     cluster.stop_node(first)
     live = ",".join(cluster.node(n).address for n in others)
     more = produce_numbered(live, app.input, 2_000, KEYS, start_ms=int(time.time() * 1000))
-    expected = {key: expected.get(key, 0) + more.get(key, 0) for key in {*expected, *more}}
+    expected = dict(Counter(expected) + Counter(more))
     app.bootstrap_servers = live
     app.run_to_end(bootstrap_servers=[cluster.node(first).address, *[cluster.node(n).address for n in others]])
     assert_exact(app.outputs_per_key(), app.store_counts(), expected)
@@ -154,7 +155,7 @@ def test_the_whole_cluster_down_for_two_minutes_and_past_the_task_timeout(cluste
         committed_at_return = patient.committed_total()
         more = produce_numbered(cluster.bootstrap_servers, patient.input, RECORDS_AFTER_RETURN, KEYS,
                                 start_ms=int(time.time() * 1000))
-        expected = {key: expected.get(key, 0) + more.get(key, 0) for key in {*expected, *more}}
+        expected = dict(Counter(expected) + Counter(more))
         wait_until(lambda: patient.committed_total() > committed_at_return, 60,
                    "processing to resume within 60 s of the brokers being back",
                    lambda: f"state {streams.state}, waits {[t.kafka_waits.current for t in streams.threads]}")
@@ -167,7 +168,7 @@ def test_the_whole_cluster_down_for_two_minutes_and_past_the_task_timeout(cluste
         cluster.move_leader(patient.input, 0, next(n for n in states[(patient.input, 0)].isr if n != leader))
         after_move = produce_numbered(cluster.bootstrap_servers, patient.input, RECORDS_AFTER_RETURN, KEYS,
                                       start_ms=int(time.time() * 1000))
-        expected = {key: expected.get(key, 0) + after_move.get(key, 0) for key in {*expected, *after_move}}
+        expected = dict(Counter(expected) + Counter(after_move))
         wait_progressing(lambda: patient.committed_total() >= RECORDS + 2 * RECORDS_AFTER_RETURN,
                          patient.committed_total,
                          "every record committed", measure="committed input offsets",
