@@ -55,7 +55,7 @@ from airflow_stateful_provider.streams.instance.preflight import (
 from airflow_stateful_provider.streams.instance.stream_thread import StreamThread, StreamThreadState
 from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSUMER, PRODUCER, settings_for
 from airflow_stateful_provider.streams.kafka.clients import prepare_consumer
-from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import resilient_net_client
+from airflow_stateful_provider.streams.kafka.net_client import engine_net_client
 from airflow_stateful_provider.streams.processing.streams_producer import EOS_TRANSACTION_TIMEOUT_MS
 from airflow_stateful_provider.streams.processing.task_directories import check_state_directory
 from airflow_stateful_provider.streams.queries.local import key_metadata, query_threads, resolve_target
@@ -246,10 +246,10 @@ class KafkaStreams:
         """The bootstrap servers and the ``client_configs`` a client of ``kind`` knows. A broker
         that was down is connected to again within a second of its return, as the Java
         clients do (kafka-python backs off up to 30 s: a thread resumed up to 30 s late). A
-        failed metadata refresh never ends the client's metadata updates
-        (kafka/failed_metadata_refresh.py)."""
+        failed metadata refresh never ends the client's metadata updates, and its I/O loop's
+        socket look-ups are cheap (kafka/net_client.py)."""
         return {"bootstrap_servers": list(self.config.bootstrap_servers),
-                "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS, "kafka_client": resilient_net_client,
+                "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS, "kafka_client": engine_net_client,
                 **settings_for(kind, self.config.client_configs)}
 
     def _new_consumer(self, **overrides: Any) -> Any:

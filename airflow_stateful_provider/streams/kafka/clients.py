@@ -18,11 +18,9 @@ from typing import Any
 
 from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.kafka.client_settings import client_kind, settings_for
-from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import (
-    resilient_net_client,
-    retry_coordinator_lookup_on_metadata_failure,
-)
+from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import retry_coordinator_lookup_on_metadata_failure
 from airflow_stateful_provider.streams.kafka.list_offsets import refresh_leaders_when_list_offsets_miss
+from airflow_stateful_provider.streams.kafka.net_client import engine_net_client
 from airflow_stateful_provider.streams.kafka.reads_before_close import deliver_bytes_read_before_close
 
 __all__ = ["check_client_environment", "connection_errors", "connection_failures", "construct_client",
@@ -158,8 +156,8 @@ def construct_client(client_class: Any, configs: Mapping[str, Any]) -> Any:
     kafka-python 3 starts its IO thread before bootstrapping and leaves it running when
     the bootstrap times out, so every failed attempt (a sensor poking, ``--watch``)
     would leak a thread. ``kafka_client`` is the documented hook for the client factory;
-    its default here is kafka-python's network client whose metadata updates survive a
-    failed refresh (failed_metadata_refresh.py).
+    its default here is the engine's network client (net_client.py: metadata updates that
+    survive a failed refresh, cheap socket look-ups).
 
     A consumer, producer or admin client gets only the settings it knows (one set of
     client configs serves all three); a setting no client knows is a ConfigError."""
@@ -168,7 +166,7 @@ def construct_client(client_class: Any, configs: Mapping[str, Any]) -> Any:
         configs = settings_for(kind, configs)
     check_client_environment(configs)
 
-    factory = configs.get("kafka_client", resilient_net_client)
+    factory = configs.get("kafka_client", engine_net_client)
     created: list[Any] = []
 
     def tracked(*args: Any, **kwargs: Any) -> Any:

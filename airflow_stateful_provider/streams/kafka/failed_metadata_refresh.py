@@ -22,23 +22,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["resilient_net_client", "retry_coordinator_lookup_on_metadata_failure"]
-
-
-def resilient_net_client(*args: Any, **kwargs: Any) -> Any:
-    """kafka-python's default network client (``kafka_client``, the documented factory hook;
-    ``kafka.net.compat.KafkaNetClient`` is not exported, checked against kafka-python 3.0.12),
-    its metadata refresh loop restarted when it ended on a failure (see module docstring)."""
-    from kafka.net.compat import KafkaNetClient
-
-    client = KafkaNetClient(*args, **kwargs)
-    restart_refresh_loop_after_failure(client.cluster)
-    return client
+__all__ = ["restart_refresh_loop_after_failure", "retry_coordinator_lookup_on_metadata_failure"]
 
 
 def restart_refresh_loop_after_failure(cluster: Any) -> None:
-    """Checked against kafka-python 3.0.12: ``ClusterMetadata.start_refresh_loop`` returns at
-    once when ``_refresh_loop_future`` is set, even when that loop has ended."""
+    """Make ``cluster``'s ``start_refresh_loop`` start a new loop when the last one ended (the
+    engine's network client does it to each client, net_client.py). Checked against
+    kafka-python 3.0.12: ``ClusterMetadata.start_refresh_loop`` returns at once when
+    ``_refresh_loop_future`` is set, even when that loop has ended."""
     if getattr(cluster, "_restarts_refresh_loop", False):
         return
     start = cluster.start_refresh_loop

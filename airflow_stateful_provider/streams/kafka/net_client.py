@@ -1,0 +1,28 @@
+"""The network client every client of the engine is built with (kafka-python's documented
+``kafka_client`` factory hook; ``kafka.net.compat.KafkaNetClient`` is not exported):
+kafka-python's own, with its metadata refresh loop restarted when a failed refresh ended it
+(failed_metadata_refresh.py) and a selector whose "not registered" answers cost no system
+calls (unregistered_sockets.py)."""
+
+from __future__ import annotations
+
+import selectors
+from typing import Any
+
+from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import restart_refresh_loop_after_failure
+from airflow_stateful_provider.streams.kafka.unregistered_sockets import CheapLookupSelector
+
+__all__ = ["engine_net_client"]
+
+
+def engine_net_client(*args: Any, **kwargs: Any) -> Any:
+    """``KafkaNetClient(*args, **kwargs)`` with the two fixes above; a ``selector`` other than
+    the default one, set by the user, is kept. Checked against kafka-python 3.0.12 (the class
+    ``kafka.net.compat.KafkaNetClient``, the default of the ``kafka_client`` setting)."""
+    from kafka.net.compat import KafkaNetClient
+
+    if kwargs.get("selector", selectors.DefaultSelector) is selectors.DefaultSelector:
+        kwargs["selector"] = CheapLookupSelector
+    client = KafkaNetClient(*args, **kwargs)
+    restart_refresh_loop_after_failure(client.cluster)
+    return client
