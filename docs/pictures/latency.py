@@ -1,0 +1,68 @@
+"""Draws docs/pictures/latency.svg from bench/latency.py's results: the latency distribution of
+each engine at each input rate, one panel per processing guarantee (percentile on the x axis,
+spread so the tail gets room; latency on a log axis).
+
+    .venv/bin/python bench/latency.py --seconds 20 --json docs/pictures/latency.json
+    .venv/bin/python docs/pictures/latency.py
+
+Needs the docs extra (matplotlib).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "latency.json"
+OUT = HERE / "latency.svg"
+NAMES = {"java": "Kafka Streams", "python": "this engine"}
+COLORS = {"java": "tab:orange", "python": "tab:blue"}
+STYLES = ("-", "--", ":", "-.")
+TITLES = {"at_least_once": "at-least-once (commit 30 s, cache off)",
+          "exactly_once_v2": "exactly-once (commit 100 ms, 10 MiB cache)"}
+
+
+def spread(q: float) -> float:
+    """p50 -> 0.3, p90 -> 1, p99 -> 2, p99.9 -> 3: the tail's nines get equal room."""
+    return -math.log10(max(1 - q, 1e-5))
+
+
+def main() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "latency-bench"
+    result = json.loads(RESULTS.read_text())
+    steady = [r for r in result["results"] if r["event"] is None and r["distribution"]]
+    guarantees = sorted({r["guarantee"] for r in steady})
+    fig, axes = plt.subplots(1, len(guarantees), figsize=(5.5 * len(guarantees), 4.4), squeeze=False)
+    for ax, guarantee in zip(axes[0], guarantees, strict=True):
+        runs = sorted((r for r in steady if r["guarantee"] == guarantee), key=lambda r: (r["engine"], r["rate"]))
+        rates = sorted({r["rate"] for r in runs})
+        for r in runs:
+            points = [(spread(q), max(value, 1)) for q, value in r["distribution"]]
+            label = f"{NAMES[r['engine']]}, {r['rate']:,}/s" + ("" if r["sustained"] else " (not sustained)")
+            ax.plot(*zip(*points, strict=True), color=COLORS[r["engine"]], marker=".", markersize=3,
+                    linestyle=STYLES[rates.index(r["rate"]) % len(STYLES)],
+                    linewidth=1.8 if r["sustained"] else 0.8, label=label)
+        ax.set_yscale("log")
+        ax.set_xticks([spread(q) for q in (0.5, 0.9, 0.99, 0.999, 0.9999)],
+                      ["p50", "p90", "p99", "p99.9", "p99.99"])
+        ax.set_xlabel("percentile")
+        ax.set_ylabel("latency, input append to output append (ms)")
+        ax.set_title(TITLES.get(guarantee, guarantee), fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"sessionize, one instance each, {result['seconds']:.0f} s per rate; {result['machine']}, shared "
+                 f"machine; {result['date']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(OUT)
+    print(OUT)
+
+
+if __name__ == "__main__":
+    main()
