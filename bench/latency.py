@@ -24,7 +24,12 @@ sustain one is not run at the higher ones), a search from the highest sustained 
 (x1.5 up to ``--max-rate``, then halving the bracket), at most ``--search-steps`` runs per
 engine and guarantee. Events, at ``--event-rate``: *rebalance*, a second instance of the same
 engine (its own state directory) joins halfway through the input; *restore*, the instance is
-stopped (SIGTERM) halfway through, its state directory wiped, and it is started again.
+stopped (SIGTERM) halfway through, its state directory wiped, and it is started again. An
+instance of this engine leaves the group when it closes. A Kafka Streams instance does not (a
+dynamic member stays in the group until its session times out, 45 s, and a restart waits
+that out), so its instances here are static members (``group.instance.id``: Kafka Streams' way
+to restart an instance, which takes back its tasks at once); ``--java-dynamic-members``: as
+Kafka Streams does by default.
 
 Prints progress and tables; the last line is one JSON object (``--json`` also writes it to a
 file, which docs/pictures/latency.py draws). Exits 1 when the two engines' outputs (last count
@@ -98,8 +103,8 @@ class Instances:
     CPU time summed), restarted on a wiped state directory."""
 
     def __init__(self, engine: str, java: list[str] | None, bootstrap: str, app: str, source: str, output: str,
-                 guarantee: str, work: Path) -> None:
-        self.engine, self.java, self.bootstrap, self.app = engine, java, bootstrap, app
+                 guarantee: str, work: Path, static: bool) -> None:
+        self.engine, self.java, self.bootstrap, self.app, self.static = engine, java, bootstrap, app, static
         self.source, self.output, self.guarantee, self.work = source, output, guarantee, work
         self.running: dict[str, subprocess.Popen] = {}
         self.cpu_s = 0.0
@@ -114,6 +119,8 @@ class Instances:
         commit_ms, cache = SETTINGS[self.guarantee]
         [command] = child_commands(self.engine, self.java, self.bootstrap, self.app, self.source, self.output,
                                    self.state_dir(name), self.guarantee, commit_ms, 1, cache)
+        if self.engine == "java" and self.static:  # a JVM system property (bench/kafka_streams_java)
+            command = [command[0], f"-Dbench.groupInstanceId={self.app}-{name}", *command[1:]]
         with open(self.log(name), "ab") as log:
             self.running[name] = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, cwd=REPO_ROOT)
 
@@ -164,7 +171,8 @@ def run_engine(engine: str, java: list[str] | None, bootstrap: str, admin: Kafka
     source, output = f"{app}-in", f"{app}-out"
     admin.create_topics([NewTopic(source, PARTITIONS, -1, topic_configs=APPEND_TIME),
                          NewTopic(output, PARTITIONS, -1, topic_configs=APPEND_TIME)])
-    instances = Instances(engine, java, bootstrap, app, source, output, guarantee, work)
+    instances = Instances(engine, java, bootstrap, app, source, output, guarantee, work,
+                          static=not args.java_dynamic_members)
     instances.start("a")
     fired: list[float] = []
 
@@ -288,6 +296,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--event-rate", type=int, default=1000, help="records/s of the event runs")
     parser.add_argument("--event-window-s", type=float, default=10.0,
                         help="the inputs of this many seconds after an event make its window")
+    parser.add_argument("--java-dynamic-members", action="store_true",
+                        help="Kafka Streams instances without group.instance.id (its default; module docstring)")
     parser.add_argument("--json", type=Path, help="also write the last line's object here (docs/pictures/latency.py)")
     args = parser.parse_args()
     args.rates = sorted({int(r) for r in args.rates.split(",") if r.strip()})
@@ -369,6 +379,7 @@ def main() -> int:
     print(f"outputs agree: {agree}; machine shared with other work: wall-clock latencies move with its load")
     line = {"machine": machine, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": command,
             "seconds": args.seconds, "users": args.users, "event_window_s": args.event_window_s,
+            "java_static_members": not args.java_dynamic_members,
             "results": results, **figures, "outputs_agree": agree}
     if args.json:
         args.json.write_text(json.dumps(line, indent=1) + "\n")
