@@ -319,7 +319,8 @@ def main() -> int:
     args = parse_args()
     machine = f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     command = " ".join(["bench/latency.py", *sys.argv[1:]])
-    print(f"machine: {machine}; load average {os.getloadavg()[0]:.1f}; command: {command}", flush=True)
+    load_at_start = os.getloadavg()[0]
+    print(f"machine: {machine}; load average {load_at_start:.1f}; command: {command}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="bench-latency-"))
     java = build_java() if "java" in args.engines else None
     stamp = time.strftime("%H%M%S")
@@ -376,8 +377,11 @@ def main() -> int:
         r.pop("output_topic")
     figures = summary(results)
     print_tables(results, figures)
-    print(f"outputs agree: {agree}; machine shared with other work: wall-clock latencies move with its load")
-    line = {"machine": machine, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": command,
+    load = [round(load_at_start, 1), round(os.getloadavg()[0], 1)]
+    print(f"outputs agree: {agree}; load average {load[0]} at the start, {load[1]} at the end (a machine shared "
+          f"with other work: wall-clock latencies move with its load)")
+    line = {"load_average_start_end": load, "machine": machine,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": command,
             "seconds": args.seconds, "users": args.users, "event_window_s": args.event_window_s,
             "java_static_members": not args.java_dynamic_members,
             "results": results, **figures, "outputs_agree": agree}
