@@ -20,10 +20,11 @@ record cache off, so each output is sent as it is produced. The engines' own pro
 stay (Kafka Streams lingers 100 ms by default, this engine 5 ms).
 
 The highest sustained rate per instance: after the fixed ``--rates`` (an engine that did not
-sustain one is not run at the higher ones), a search from the highest sustained rate upward
-(x1.5 up to ``--max-rate``, then halving the bracket), at most ``--search-steps`` runs per
-engine and guarantee. Events, at ``--event-rate``: *rebalance*, a second instance of the same
-engine (its own state directory) joins halfway through the input; *restore*, the instance is
+sustain one, or whose producer fell short, is not run at the higher ones), a search from the
+highest sustained rate upward (x1.5 up to ``--max-rate``, then halving the bracket), at most
+``--search-steps`` runs per engine and guarantee; a run whose producer fell short ends it.
+Events, at ``--event-rate``: *rebalance*, a second instance of the same engine (its own state
+directory) joins halfway through the input; *restore*, the instance is
 stopped (SIGTERM) halfway through, its state directory wiped, and it is started again. An
 instance of this engine leaves the group when it closes. A Kafka Streams instance does not (a
 dynamic member stays in the group until its session times out, 45 s, and a restart waits
@@ -346,16 +347,19 @@ def main() -> int:
             for guarantee in args.guarantee or sorted(SETTINGS):
                 failed: dict[str, int] = {}  # engine -> the lowest rate it did not sustain
                 best: dict[str, int] = {}  # engine -> the highest rate it sustained
+                short: set[str] = set()  # engines whose producer fell short: a higher rate tells nothing
                 for rate in args.rates:
                     runs = []
-                    for engine in (e for e in args.engines if e not in failed):
+                    for engine in (e for e in args.engines if e not in failed and e not in short):
                         runs.append(run(engine, guarantee, rate, None))
                         if runs[-1]["sustained"]:
                             best[engine] = rate
                         elif runs[-1]["sustained"] is False:
                             failed[engine] = rate
+                        else:
+                            short.add(engine)
                     compare(runs)
-                for engine in args.engines if args.max_rate else []:
+                for engine in (e for e in args.engines if args.max_rate and e not in short):
                     for _ in range(args.search_steps):
                         rate_to_try = next_rate(best[engine], failed.get(engine), args.max_rate) \
                             if engine in best else None
