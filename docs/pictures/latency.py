@@ -50,7 +50,8 @@ def main() -> None:
         rates = sorted({r["rate"] for r in runs})
         for r in runs:
             points = [(spread(q), max(value, 1)) for q, value in r["distribution"]]
-            label = f"{NAMES[r['engine']]}, {r['rate']:,}/s" + ("" if r["sustained"] else " (not sustained)")
+            verdict = {True: "", False: " (not sustained)", None: " (producer short)"}[r["sustained"]]
+            label = f"{NAMES[r['engine']]}, {r['rate']:,}/s{verdict}"
             ax.plot(*zip(*points, strict=True), color=COLORS[r["engine"]], marker=".", markersize=3,
                     linestyle=STYLES[rates.index(r["rate"]) % len(STYLES)],
                     linewidth=1.8 if r["sustained"] else 0.8, label=label)
@@ -61,7 +62,7 @@ def main() -> None:
         ax.set_ylabel("latency, input append to output append (ms)")
         ax.set_title(TITLES.get(guarantee, guarantee), fontsize=10)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7, loc="lower right")
     fig.suptitle(f"sessionize, one instance each, {result['seconds']:.0f} s per rate\n{result['machine']}, a machine "
                  f"shared with other work, {result['date']}", fontsize=9)
     fig.tight_layout()
