@@ -24,13 +24,13 @@ sustain one, or whose producer fell short, is not run at the higher ones), a sea
 highest sustained rate upward (x1.5 up to ``--max-rate``, then halving the bracket), at most
 ``--search-steps`` runs per engine and guarantee; a run whose producer fell short ends it.
 Events, at ``--event-rate``: *rebalance*, a second instance of the same engine (its own state
-directory) joins halfway through the input; *restore*, the instance is
-stopped (SIGTERM) halfway through, its state directory wiped, and it is started again. An
-instance of this engine leaves the group when it closes. A Kafka Streams instance does not (a
-dynamic member stays in the group until its session times out, 45 s, and a restart waits
-that out), so its instances here are static members (``group.instance.id``: Kafka Streams' way
-to restart an instance, which takes back its tasks at once); ``--java-dynamic-members``: as
-Kafka Streams does by default.
+directory) joins halfway through the input; *restore*, the instance is stopped (SIGTERM)
+halfway through, its state directory wiped, and it is started again. An instance of this
+engine leaves the group when it closes. A Kafka Streams instance does not (a dynamic member
+stays in the group until its session times out, 45 s, and a restart waits that out), so its
+instances here are static members (``group.instance.id``: Kafka Streams' way to restart an
+instance, which takes back its tasks at once); ``--java-dynamic-members``: as Kafka Streams
+does by default.
 
 Prints progress and tables; the last line is one JSON object (``--json`` also writes it to a
 file, which docs/pictures/latency.py draws). Exits 1 when the two engines' outputs (last count
