@@ -32,6 +32,10 @@ import org.apache.kafka.streams.kstream.SessionWindows;
  * returned records and of the last offset commit before the signal (a consumer interceptor
  * sees both; the commit only at-least-once, exactly-once commits the offsets in the
  * producer's transaction, so bench/vs_kafka_streams.py notes the end of a run itself).
+ *
+ * <p>With {@code -Dbench.groupInstanceId=ID} the instance is a static member of its group
+ * (Kafka Streams' way to restart an instance without waiting for its session to time out),
+ * as bench/latency.py's restore asks.
  */
 public final class SessionizeBench {
     static final long GAP_MS = 300_000L;
@@ -81,6 +85,10 @@ public final class SessionizeBench {
         props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args[5]);
         props.put(StreamsConfig.mainConsumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
         props.put(StreamsConfig.mainConsumerPrefix(ConsumerConfig.INTERCEPTOR_CLASSES_CONFIG), Timing.class.getName());
+        String groupInstanceId = System.getProperty("bench.groupInstanceId");
+        if (groupInstanceId != null) {
+            props.put(StreamsConfig.mainConsumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), groupInstanceId);
+        }
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(args[2], Consumed.with(Serdes.String(), Serdes.ByteArray()))
