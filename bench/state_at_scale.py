@@ -30,7 +30,8 @@ commit interval and RocksDB budget, a block cache and write buffer manager share
 stores) in an application of its own, in one JVM with default settings: it processes the same
 input with the default budget (before the tail is produced), then restores its own changelog
 on a wiped state directory, measured as this engine's (to RUNNING, and over the restore window
-a StateRestoreListener sees). The ratios this engine / Kafka Streams are printed beside.
+a StateRestoreListener sees), once its group has no member left. The ratios this engine /
+Kafka Streams are printed beside.
 Prints progress and figures; the last line is one JSON object.
 """
 
