@@ -62,7 +62,14 @@ from kafka.admin import NewTopic  # noqa: E402
 
 from bench.latency_figures import event_figures, latencies, next_rate, percentile, percentiles, sustained  # noqa: E402
 from bench.sessionize import PARTITIONS  # noqa: E402
-from bench.vs_kafka_streams import build_java, child_commands, committed_records, cpu_model, last_counts  # noqa: E402
+from bench.vs_kafka_streams import (  # noqa: E402
+    build_java,
+    child_commands,
+    committed_records,
+    cpu_model,
+    last_counts,
+    parse_engines,
+)
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
 from tools.kafka.topics import read_committed_offsets  # noqa: E402
 
@@ -288,7 +295,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=30.0, help="how long each rate is produced")
     parser.add_argument("--guarantee", action="append", choices=sorted(SETTINGS),
                         help="may be given twice (default: both)")
-    parser.add_argument("--engines", default="java,python")
+    parser.add_argument("--engines", default="java,python", type=parse_engines, help="comma-separated: java, python")
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--max-rate", type=int, default=20_000, help="the search for the highest sustained rate "
                         "goes no higher (records/s); 0: no search")
@@ -302,12 +309,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="also write the last line's object here (docs/pictures/latency.py)")
     args = parser.parse_args()
     args.rates = sorted({int(r) for r in args.rates.split(",") if r.strip()})
-    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     args.events = [e.strip() for e in args.events.split(",") if e.strip()]
     if not args.rates or args.rates[0] < 20 or args.event_rate < 20:
         parser.error(f"--rates and --event-rate must be >= 20 records/s, got {args.rates} and {args.event_rate}")
-    if not args.engines or sorted(set(args.engines) - set(NAMES)):
-        parser.error(f"--engines must be java and/or python, got {','.join(args.engines)!r}")
     if sorted(set(args.events) - set(EVENTS)):
         parser.error(f"--events must name rebalance and/or restore, got {','.join(args.events)!r}")
     if args.seconds < 4 or args.search_steps < 0 or args.max_rate < 0:

@@ -2,7 +2,7 @@
 under the RocksDB budget, and how fast its state comes back.
 
     .venv/bin/python bench/state_at_scale.py [--keys 5000000] [--passes 1] [--value-bytes 200]
-        [--memory-mib 128] [--tail-percent 1] [--bootstrap HOST:PORT]
+        [--memory-mib 128] [--tail-percent 1] [--engines python,java] [--bootstrap HOST:PORT]
 
 The input holds ``--passes`` records per key, pass after pass (``--value-bytes`` of
 incompressible payload, 4 partitions, all in one instance): the first pass only writes new
@@ -24,8 +24,14 @@ its max RSS is that of the instance; at-least-once, commits every 5 s.
    instance starts on a wiped state directory with ``snapshot_url``: it loads the snapshot
    and replays the tail. Compared with the changelog restore of the same changelog.
 
-Kafka Streams is not run: bench/kafka_streams_java/ holds only the sessionize application,
-so its restore of this store would need a second Java application (not built yet).
+With ``java`` in ``--engines`` (the default), Kafka Streams of the broker's version runs the
+same aggregate (bench/kafka_streams_java/, StateAtScaleBench: the same store, record cache,
+commit interval and RocksDB budget, a block cache and write buffer manager shared by its
+stores) in an application of its own, in one JVM with default settings: it processes the same
+input with the default budget (before the tail is produced), then restores its own changelog
+on a wiped state directory, measured as this engine's (to RUNNING, and over the restore window
+a StateRestoreListener sees), once its group has no member left. The ratios this engine /
+Kafka Streams are printed beside.
 Prints progress and figures; the last line is one JSON object.
 """
 
@@ -53,10 +59,11 @@ if __name__ == "__main__" and not __package__:  # run by path (`python bench/x.p
 
 from kafka import KafkaAdminClient  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
+from kafka.errors import KafkaError  # noqa: E402
 
 from bench.sessionize import PARTITIONS, fetch_all  # noqa: E402
 from bench.topologies import record_key  # noqa: E402
-from bench.vs_kafka_streams import cpu_model  # noqa: E402
+from bench.vs_kafka_streams import build_java, cpu_model, parse_engines  # noqa: E402
 from tools.kafka.broker import LocalKafkaBroker  # noqa: E402
 from tools.kafka.topics import produce, read_committed_offsets  # noqa: E402
 
@@ -143,11 +150,13 @@ class _RestoreWindow:
 
 
 def child(mode: str, bootstrap: str, app: str, source: str, state_dir: Path, memory: int, work: Path,
-          snapshot_url: str = "") -> subprocess.Popen:
+          snapshot_url: str = "", java: list[str] | None = None) -> subprocess.Popen:
+    """An instance of this engine, or of Kafka Streams when ``java`` (build_java's command) is given."""
     log = open(work / f"{app}-{mode}-{time.monotonic_ns()}.log", "wb")  # the child writes it
-    return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", mode, bootstrap, app, source,
-                             str(state_dir), str(memory), snapshot_url], stdout=subprocess.PIPE, stderr=log,
-                            cwd=REPO_ROOT)
+    settings = [mode, bootstrap, app, source, str(state_dir), str(memory)]
+    command = [*java, *settings] if java else \
+        [sys.executable, str(Path(__file__).resolve()), "--child", *settings, snapshot_url]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, cwd=REPO_ROOT)
 
 
 def finish(process: subprocess.Popen, what: str) -> tuple[dict, Any]:
@@ -155,7 +164,8 @@ def finish(process: subprocess.Popen, what: str) -> tuple[dict, Any]:
     out = process.stdout.read()  # type: ignore[union-attr]
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0 or not out.strip():
+    # a JVM ended by SIGTERM exits with 143 after its shutdown hook ran
+    if process.returncode not in (0, 128 + signal.SIGTERM) or not out.strip():
         raise SystemExit(f"{what}: the instance exited with {process.returncode} (logs in the work directory)")
     return json.loads(out.decode().strip().splitlines()[-1]), usage
 
@@ -165,10 +175,10 @@ def rusage_figures(usage: Any) -> dict:
 
 
 def process(bootstrap: str, admin: KafkaAdminClient, app: str, source: str, state_dir: Path, memory: int,
-            records: int, work: Path, new_records: int | None = None) -> dict:
+            records: int, work: Path, new_records: int | None = None, java: list[str] | None = None) -> dict:
     """An instance processes ``source`` until its group committed ``records`` (of which
     ``new_records`` are new to it, default all)."""
-    instance = child("process", bootstrap, app, source, state_dir, memory, work)
+    instance = child("process", bootstrap, app, source, state_dir, memory, work, java=java)
     started = last_report = progressed_at = time.monotonic()
     last = -1
     try:
@@ -194,14 +204,14 @@ def process(bootstrap: str, admin: KafkaAdminClient, app: str, source: str, stat
     seconds = (done_ms - out["first_records_polled_ms"]) / 1000
     processed = records if new_records is None else new_records
     return {"records": processed, "seconds": round(seconds, 1), "records_per_s": round(processed / seconds),
-            **rusage_figures(usage), "rocksdb_usage_at_end": out["rocksdb"], "rocksdb_disk_mb": disk_mb(state_dir)}
+            **rusage_figures(usage), "rocksdb_usage_at_end": out.get("rocksdb"), "rocksdb_disk_mb": disk_mb(state_dir)}
 
 
 def restore(bootstrap: str, app: str, source: str, state_dir: Path, memory: int, work: Path,
-            snapshot_url: str = "") -> dict:
+            snapshot_url: str = "", java: list[str] | None = None) -> dict:
     """An instance on an empty state directory, until its tasks are restored (RUNNING)."""
     shutil.rmtree(state_dir, ignore_errors=True)
-    instance = child("restore", bootstrap, app, source, state_dir, memory, work, snapshot_url)
+    instance = child("restore", bootstrap, app, source, state_dir, memory, work, snapshot_url, java)
     try:
         out, usage = finish(instance, f"{app} restore")
     finally:
@@ -213,6 +223,24 @@ def restore(bootstrap: str, app: str, source: str, state_dir: Path, memory: int,
             "restoring_seconds": restoring,
             "records_per_s": round(out["restored_records"] / restoring) if restoring else None,
             **rusage_figures(usage)}
+
+
+def wait_until_empty(admin: KafkaAdminClient, group: str, timeout_s: float = 120) -> float:
+    """Seconds until ``group`` has no member: a member that closed without leaving stays until
+    its session timed out (Kafka Streams' default: 45 s), and a restoring instance's time to
+    RUNNING should not include that wait (the bench measures a restore, not a crash)."""
+    started = time.monotonic()
+    while True:
+        try:
+            if not (admin.describe_groups([group]).get(group) or {}).get("members"):
+                break
+        except KafkaError as exc:  # the coordinator not there yet
+            if not exc.retriable:
+                raise
+        if time.monotonic() - started > timeout_s:
+            raise SystemExit(f"consumer group {group} still has members after {timeout_s:.0f}s")
+        time.sleep(0.5)
+    return time.monotonic() - started
 
 
 def disk_mb(path: Path) -> float:
@@ -257,6 +285,21 @@ def produce_input(bootstrap: str, topic: str, first: int, count: int, keys: int,
     return time.monotonic() - started
 
 
+def vs_kafka_streams(process_mine: dict, process_theirs: dict, restore_mine: dict,
+                     restore_theirs: dict) -> dict[str, float | None]:
+    """This engine / Kafka Streams: above 1 is this engine faster, except ``max_rss`` (above 1:
+    this engine uses more memory). Restore records/s are over each restore window."""
+    def ratio(mine: float | None, theirs: float | None) -> float | None:
+        return round(mine / theirs, 2) if mine and theirs else None
+
+    return {"restore_records_per_s": ratio(restore_mine["records_per_s"], restore_theirs["records_per_s"]),
+            "restore_to_running": ratio(restore_theirs["seconds_to_running"], restore_mine["seconds_to_running"]),
+            "records_per_s": ratio(process_mine["records_per_s"], process_theirs["records_per_s"]),
+            "records_per_cpu_s": ratio(process_mine["records"] / process_mine["cpu_s"],
+                                       process_theirs["records"] / process_theirs["cpu_s"]),
+            "max_rss": ratio(process_mine["max_rss_mb"], process_theirs["max_rss_mb"])}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=5_000_000)
@@ -265,8 +308,13 @@ def main() -> int:
                         help="records per key in the input (from the second on, each update reads the key's value)")
     parser.add_argument("--memory-mib", type=int, default=128, help="rocksdb_memory_bytes of the first run, MiB")
     parser.add_argument("--tail-percent", type=float, default=1.0, help="records after the snapshot, %% of --keys")
+    parser.add_argument("--engines", default="python,java", type=parse_engines,
+                        help="comma-separated: python (this engine), java (Kafka Streams beside it)")
     parser.add_argument("--bootstrap", help="a running broker to use instead of starting one")
     args = parser.parse_args()
+    if "python" not in args.engines:
+        parser.error(f"--engines must include python (this engine's figures are the bench's), got {args.engines}")
+    java = build_java("bench.StateAtScaleBench") if "java" in args.engines else None
     machine = f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(f"machine: {machine}; command: {' '.join(sys.argv)}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="bench-state-at-scale-"))
@@ -289,6 +337,11 @@ def main() -> int:
                 app = f"bench-scale-{stamp}-{name}"
                 runs[name] = process(bootstrap, admin, app, source, work / app, budget, records, work)
                 print(f"{name} ({budget // MiB} MiB): {json.dumps(runs[name])}", flush=True)
+            java_app = f"bench-scale-{stamp}-java"
+            if java:  # before the tail is produced: the same input as this engine's first run
+                runs["kafka_streams"] = process(bootstrap, admin, java_app, source, work / java_app, memory, records,
+                                                work, java=java)
+                print(f"Kafka Streams ({args.memory_mib} MiB): {json.dumps(runs['kafka_streams'])}", flush=True)
             app = f"bench-scale-{stamp}-budget"
             changelog = f"{app}-{STORE}-changelog"
             url = f"file://{work / 'shared'}"
@@ -306,6 +359,10 @@ def main() -> int:
             print(f"changelog restore: {json.dumps(from_changelog)}", flush=True)
             from_snapshot = restore(bootstrap, app, source, work / app, memory, work, url)
             print(f"snapshot + tail restore: {json.dumps(from_snapshot)}", flush=True)
+            if java:
+                print(f"Kafka Streams' group empty after {wait_until_empty(admin, java_app):.1f}s", flush=True)
+                java_restore = restore(bootstrap, java_app, source, work / java_app, memory, work, java=java)
+                print(f"Kafka Streams changelog restore: {json.dumps(java_restore)}", flush=True)
         finally:
             admin.close()
     shutil.rmtree(work, ignore_errors=True)
@@ -318,11 +375,23 @@ def main() -> int:
         "snapshot_speedup": round(from_changelog["seconds_to_running"] / from_snapshot["seconds_to_running"], 1),
         "half_budget_rss_below": runs["half_budget"]["max_rss_mb"] < runs["budget"]["max_rss_mb"],
     }
+    if java:
+        result["kafka_streams_restore"] = java_restore
+        result["vs_kafka_streams"] = vs_kafka_streams(runs["budget"], runs["kafka_streams"], from_changelog,
+                                                      java_restore)
     print(f"processing {runs['budget']['records_per_s']:,} records/s, max RSS {runs['budget']['max_rss_mb']} MB at "
           f"{args.memory_mib} MiB, {runs['half_budget']['max_rss_mb']} MB at half; RocksDB on disk "
           f"{runs['budget']['rocksdb_disk_mb']:,} MiB; restore {from_changelog['records_per_s']:,} records/s = "
           f"{result['restore_vs_raw_fetch']}x the raw fetch; snapshot + tail "
           f"{result['snapshot_speedup']}x faster to RUNNING (machine shared with other sessions)", flush=True)
+    if java:
+        ratios, theirs = result["vs_kafka_streams"], runs["kafka_streams"]
+        print(f"Kafka Streams: processing {theirs['records_per_s']:,} records/s, {theirs['cpu_s']} CPU s, max RSS "
+              f"{theirs['max_rss_mb']} MB; restore {java_restore['records_per_s']:,} records/s, "
+              f"{java_restore['seconds_to_running']} s to RUNNING. This engine / Kafka Streams: restore "
+              f"{ratios['restore_records_per_s']}x in records/s, {ratios['restore_to_running']}x in time to "
+              f"RUNNING; processing {ratios['records_per_cpu_s']}x per CPU-second, max RSS "
+              f"{ratios['max_rss']}x", flush=True)
     print(json.dumps(result))
     return 0
 

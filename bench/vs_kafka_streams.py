@@ -90,9 +90,9 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def build_java() -> list[str]:
-    """Compile the Kafka Streams application with Maven; returns the java command line
-    prefix that runs it."""
+def build_java(main_class: str = "bench.SessionizeBench") -> list[str]:
+    """Compile the Kafka Streams applications with Maven; returns the java command line
+    prefix that runs ``main_class`` (bench/kafka_streams_java/src/main/java/)."""
     mvn, java = require_maven(), require_java()
     result = subprocess.run([mvn, "-q", "-B", "-f", str(JAVA_PROJECT / "pom.xml"), "package"],
                             capture_output=True, text=True)
@@ -100,7 +100,17 @@ def build_java() -> list[str]:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-30:])
         raise SystemExit(f"Maven could not build {JAVA_PROJECT}:\n{tail}")
     target = JAVA_PROJECT / "target"
-    return [java, "-cp", f"{target / 'classes'}{os.pathsep}{target / 'lib' / '*'}", "bench.SessionizeBench"]
+    return [java, "-cp", f"{target / 'classes'}{os.pathsep}{target / 'lib' / '*'}", main_class]
+
+
+def parse_engines(text: str) -> list[str]:
+    """``--engines``: comma-separated names out of java and python, at least one."""
+    engines = [e.strip() for e in text.split(",") if e.strip()]
+    unknown = sorted(set(engines) - {"java", "python"})
+    if unknown or not engines:
+        raise argparse.ArgumentTypeError(f"{text!r} names {', '.join(unknown) or 'no engine'}; "
+                                         "choose from java, python")
+    return engines
 
 
 def child_commands(engine: str, java: list[str] | None, bootstrap: str, app: str, source: str, output: str,
@@ -383,7 +393,7 @@ def main() -> int:
     parser.add_argument("--events", type=int, help="default: 1M at-least-once, 300k exactly-once")
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=1, help="runs per engine, alternating (default 1)")
-    parser.add_argument("--engines", default="java,python", help="comma-separated: java, python")
+    parser.add_argument("--engines", default="java,python", type=parse_engines, help="comma-separated: java, python")
     parser.add_argument("--bootstrap", help="a running broker to use instead of starting one")
     parser.add_argument("--brokers", type=int, default=1,
                         help="start a local cluster of this many brokers (tools/kafka/cluster.py: replication "
@@ -397,10 +407,6 @@ def main() -> int:
         kept = json.loads(args.redraw.read_text())
         draw_chart(kept["results"], kept["machine"], kept["date"], args.chart)
         return 0
-    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    unknown = sorted(set(args.engines) - {"java", "python"})
-    if unknown or not args.engines:
-        parser.error(f"--engines: unknown engine(s) {unknown}; choose from java, python")
     if args.instances < 1:
         parser.error(f"--instances must be at least 1, got {args.instances}")
     guarantees = args.guarantee or list(GUARANTEES)
