@@ -101,7 +101,8 @@ class Cluster:
     def start(self, *names: str) -> None:
         for name in names:
             config = {**self.config, "instance_id": name, "state_dir": str(self.state_dir(name))}
-            self.instances[name] = InstanceProcess(self.topology, config, self.work_dir, f"{name}-{len(self.instances)}")
+            process = InstanceProcess(self.topology, config, self.work_dir, f"{name}-{len(self.instances)}")
+            self.instances[name] = process
             self.instances[name].start()
 
     def logs(self) -> str:
