@@ -103,7 +103,7 @@ class Cluster:
             config = {**self.config, "instance_id": name, "state_dir": str(self.state_dir(name))}
             process = InstanceProcess(self.topology, config, self.work_dir, f"{name}-{len(self.instances)}")
             self.instances[name] = process
-            self.instances[name].start()
+            process.start()
 
     def logs(self) -> str:
         return "\n".join(f"--- {name}\n{p.log_tail(30)}" for name, p in self.instances.items())
