@@ -76,7 +76,7 @@ def scenarios(draw):
     the issue's core, so that none of the small budget goes without: at a drawn step, a
     maintenance run then a restart on a wiped disk."""
     ops, clock, restarts = [], BASE, 1
-    steps = draw(st.integers(5, 10))
+    steps = draw(st.integers(4, 9))
     forced = draw(st.integers(1, steps - 1))
     for step in range(steps):
         if step == forced:
@@ -100,13 +100,13 @@ def scenarios(draw):
 
 
 #: The issue's case for each store kind, always run: old data, maintenance three hours later, a
-#: wiped-disk restore, late records for what it dropped, a clean restart, fresh records.
+#: wiped-disk restore, late records for what it dropped, fresh records.
 ISSUE_CASE = [
     ("rate", "u1", BASE, "rate-a"), ("rate", "u1", BASE + GAP, "rate-b"), ("order", "u1", BASE + GAP + 1, "order-c"),
     ("profile", "u2", BASE, "profile-d"), ("click", "u3", BASE, "click-e"),
     ("maintain", BASE + 3 * HOUR), ("restart", True),
     ("order", "u1", BASE + 1, "order-f"), ("rate", "u1", BASE + 2, "rate-g"), ("click", "u3", BASE + 60_000, "click-h"),
-    ("profile", "u2", BASE + 1_000, "profile-i"), ("restart", False),
+    ("profile", "u2", BASE + 1_000, "profile-i"),
     ("profile", "u1", BASE + 3 * HOUR + 1, "profile-j"), ("click", "u1", BASE + 3 * HOUR + 1, "click-k"),
 ]
 
@@ -215,7 +215,7 @@ def run_on_the_broker(cluster: Cluster, ops):
     return records, final_stores(cluster.state_dir("a") / cluster.app, probe_times(ops))
 
 
-@settings(max_examples=3, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
+@settings(max_examples=2, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=list(HealthCheck))
 @given(ops=scenarios())
 @example(ops=ISSUE_CASE)
