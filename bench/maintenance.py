@@ -302,8 +302,8 @@ def restore_once(bootstrap: str, setup: str, state_dir: Path) -> tuple[float, in
     return seconds, size, records
 
 
-def restore_all(bootstrap: str, setups: list[str], root: Path, repeat: int) -> dict[str, tuple[float, int, int]]:
-    """Per set-up: the median time of ``repeat`` restores, the restored bytes and records. The
+def restore_all(bootstrap: str, setups: list[str], root: Path, repeat: int) -> dict[str, tuple[list[float], int, int]]:
+    """Per set-up: the times of ``repeat`` restores, the restored bytes and records. The
     restores go in rounds (every set-up once per round), so that a busy spell of the shared
     machine slows one restore of each rather than all restores of one."""
     times: dict[str, list[float]] = {s: [] for s in setups}
@@ -313,7 +313,7 @@ def restore_all(bootstrap: str, setups: list[str], root: Path, repeat: int) -> d
             seconds, size, records = restore_once(bootstrap, setup, root / f"restore-{setup}-{attempt}")
             times[setup].append(seconds)
             found[setup] = (size, records)
-    return {s: (statistics.median(times[s]), *found[s]) for s in setups}
+    return {s: (times[s], *found[s]) for s in setups}
 
 
 def machine() -> str:
@@ -353,11 +353,14 @@ def main(argv: list[str] | None = None) -> int:
             restored = restore_all(bootstrap, [*setups, "live"], root, args.repeat)
             for run in runs:
                 run["changelog_bytes_compacted"] = cleaned[run["topic"]]
-                run["restore_s"], run["restored_store_bytes"], run["restored_records"] = restored[run["setup"]]
-            live_s, live_bytes, live_records = restored["live"]
+                run["restore_runs_s"], run["restored_store_bytes"], run["restored_records"] = restored[run["setup"]]
+                run["restore_s"] = statistics.median(run["restore_runs_s"])
+            live_runs, live_bytes, live_records = restored["live"]
+            live_s = statistics.median(live_runs)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    live = {"rows": len(live_ids), "store_bytes": live_bytes, "restore_s": live_s, "restored_records": live_records,
+    live = {"rows": len(live_ids), "store_bytes": live_bytes, "restore_s": live_s, "restore_runs_s": live_runs,
+            "restored_records": live_records,
             "changelog_bytes": cleaned[live_topic]}
     per_key = live_bytes / max(len(live_ids), 1)  # a live store's bytes per key, to scale each day's live data
     print(f"\nbench/maintenance.py, {started:%Y-%m-%d %H:%M} UTC, {machine()}\n$ {command}", flush=True)
