@@ -77,10 +77,14 @@ def click_records(events: list[tuple[str, int]]) -> list[tuple[str, bytes, int]]
 
 
 class Cluster:
-    """An application of instance processes "a" and "b" (own state dirs) over fresh topics."""
+    """An application of instance processes "a" and "b" (own state dirs) over fresh topics,
+    running ``topology`` ("module:function", ``subtopologies`` of them; default: the session
+    count above)."""
 
-    def __init__(self, bootstrap_servers: str, work_dir: Path, prefix: str, **config) -> None:
+    def __init__(self, bootstrap_servers: str, work_dir: Path, prefix: str, *, topology: str = TOPOLOGY,
+                 subtopologies: int = 1, **config) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.topology, self.subtopologies = topology, subtopologies
         self.app = f"{prefix}-{uuid.uuid4().hex[:8]}"
         self.input, self.output = f"{self.app}-clicks", f"{self.app}-sessions"
         create_topics(bootstrap_servers, {self.input: PARTITIONS, self.output: PARTITIONS})
@@ -97,8 +101,9 @@ class Cluster:
     def start(self, *names: str) -> None:
         for name in names:
             config = {**self.config, "instance_id": name, "state_dir": str(self.state_dir(name))}
-            self.instances[name] = InstanceProcess(TOPOLOGY, config, self.work_dir, f"{name}-{len(self.instances)}")
-            self.instances[name].start()
+            process = InstanceProcess(self.topology, config, self.work_dir, f"{name}-{len(self.instances)}")
+            self.instances[name] = process
+            process.start()
 
     def logs(self) -> str:
         return "\n".join(f"--- {name}\n{p.log_tail(30)}" for name, p in self.instances.items())
@@ -120,7 +125,7 @@ class Cluster:
                 return False
             actives = {t.task_id for name in names for t in docs[name].tasks if t.role == "active"}
             return all(any(t.role == "active" for t in docs[n].tasks) for n in names) and \
-                actives == {f"0_{p}" for p in range(PARTITIONS)}
+                actives == {f"{s}_{p}" for s in range(self.subtopologies) for p in range(PARTITIONS)}
         wait_until(ready, timeout, f"instances {names} running", self.logs)
 
     def stop_all(self) -> None:

@@ -16,7 +16,6 @@ from airflow_stateful_provider.operators.maintenance import StoreRetentionOperat
 from airflow_stateful_provider.streams.state.keyvalue.ttl import TTL_CLOCK_KEY, TTL_CUTOFF_KEY
 from airflow_stateful_provider.streams.state.store_dir import open_store
 from tests.integration.test_control_topic import PARTITIONS, Cluster
-from tools.instances import InstanceProcess
 from tools.kafka.topics import committed_offsets, end_offsets, produce, read_all
 from tools.waits import wait_for_commits
 
@@ -26,14 +25,6 @@ TOPOLOGY = "tests.integration.topologies:ttl_profiles"
 HOUR = 3_600_000
 KEYS = [f"k{i}" for i in range(6)]
 RESERVED = (TTL_CUTOFF_KEY, TTL_CLOCK_KEY)
-
-
-class TtlCluster(Cluster):
-    def start(self, *names: str) -> None:
-        for name in names:
-            config = {**self.config, "instance_id": name, "state_dir": str(self.state_dir(name))}
-            self.instances[name] = InstanceProcess(TOPOLOGY, config, self.work_dir, f"{name}-{len(self.instances)}")
-            self.instances[name].start()
 
 
 def wait_committed(cluster: Cluster) -> None:
@@ -56,7 +47,8 @@ def cluster(bootstrap_servers, tmp_path):
     previous = os.environ.get("AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT")
     os.environ["AIRFLOW_CONN_STATEFUL_STREAMS_DEFAULT"] = json.dumps(
         {"conn_type": "stateful_streams", "host": bootstrap_servers})
-    cluster = TtlCluster(bootstrap_servers, tmp_path, "ttl", commit_interval_ms=500, num_standby_replicas=1,
+    cluster = Cluster(bootstrap_servers, tmp_path, "ttl", topology=TOPOLOGY, commit_interval_ms=500,
+                      num_standby_replicas=1,
                          processing_guarantee="exactly_once_v2")
     try:
         yield cluster

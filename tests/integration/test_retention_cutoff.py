@@ -6,8 +6,10 @@ only). Then:
 
 - a late click (three days old, one minute after a dropped session) is dropped as expired:
   no output for its user, on the maintained instances;
-- after a clean stop, the active's and the standby's copy of every task hold the same
-  sessions, observed stream time and cut-off;
+- the stalled task moves to its standby (the instance where it is active stops): another
+  late click, sent to the moved task, is dropped there too;
+- after a clean stop, the two copies of every task (the moved task's: the stopped active's and
+  the promoted standby's) hold the same sessions, observed stream time and cut-off;
 - a third instance "c" on an empty state directory restores both tasks from the changelogs
   and holds the same stores; another late click is dropped there too, while a click after the
   cut-off is counted.
@@ -116,6 +118,16 @@ def test_the_cut_off_reaches_standbys_and_restored_instances_and_late_clicks_are
     # a late click for a dropped session, on the maintained instances
     produce(cluster.bootstrap_servers, cluster.input, click_records([(QUIET[0], old + 60_000)]), partition=0)
     wait_committed(cluster)
+
+    # the stalled task moves to its standby: stop the instance where it is active
+    docs = cluster.documents()
+    (moved_from,) = [n for n in ("a", "b") if any(t.task_id == "0_0" and t.role == "active" for t in docs[n].tasks)]
+    moved_to = "b" if moved_from == "a" else "a"
+    assert any(t.task_id == "0_0" and t.role == "standby" for t in docs[moved_to].tasks), docs
+    assert cluster.instances[moved_from].stop() == 0, cluster.logs()
+    cluster.wait_running(moved_to)  # active for both tasks now
+    produce(cluster.bootstrap_servers, cluster.input, click_records([(QUIET[2], old + 60_000)]), partition=0)
+    wait_committed(cluster)
     cluster.stop_all()
     after = final_sessions(cluster.bootstrap_servers, cluster.output)
     assert after == before, set(after.items()) ^ set(before.items())
@@ -127,6 +139,7 @@ def test_the_cut_off_reaches_standbys_and_restored_instances_and_late_clicks_are
     assert [(u.decode(), e - s) for u, s, e, _ in live] == [(u, 10_000) for u in ACTIVE], live
     assert a["0_0"][0] == []
     assert all(cutoff == now and observed >= now for _, observed, cutoff in a.values()), a
+    assert stores_of(cluster, moved_to)["0_0"][0::2] == ([], now)  # the moved-to store, after its late click
 
     # a new instance on an empty disk restores both tasks from the changelogs
     cluster.start("c")
