@@ -25,6 +25,7 @@ from airflow_stateful_provider.streams.errors import (
 )
 from airflow_stateful_provider.streams.kafka.authorization import missing_acl, refusal_in
 from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
+from airflow_stateful_provider.streams.kafka.producer_close import close_producer
 from airflow_stateful_provider.streams.status.application import ApplicationStatus
 from airflow_stateful_provider.streams.status.document import InstanceStatus, control_topic_name, status_topic_name
 from airflow_stateful_provider.streams.status.reader import (
@@ -93,7 +94,7 @@ def send_command(
             raise
         raise missing_acl("topic", [topic], "Write", doing=f"sending command {command.command_id!r}") from None
     finally:
-        producer.close(timeout=timeout / 1000)
+        close_producer(producer, timeout / 1000)
 
 
 def live_instances(status: ApplicationStatus, command: ControlCommand) -> tuple[str, ...]:

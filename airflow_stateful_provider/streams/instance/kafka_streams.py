@@ -56,6 +56,7 @@ from airflow_stateful_provider.streams.instance.stream_thread import StreamThrea
 from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSUMER, PRODUCER, settings_for
 from airflow_stateful_provider.streams.kafka.clients import prepare_consumer
 from airflow_stateful_provider.streams.kafka.net_client import engine_net_client
+from airflow_stateful_provider.streams.kafka.producer_close import close_producer
 from airflow_stateful_provider.streams.processing.streams_producer import EOS_TRANSACTION_TIMEOUT_MS
 from airflow_stateful_provider.streams.processing.task_directories import check_state_directory
 from airflow_stateful_provider.streams.queries.local import key_metadata, query_threads, resolve_target
@@ -386,7 +387,7 @@ class KafkaStreams:
         try:
             write_recorded_topology(producer, recorded)
         finally:
-            producer.close(timeout=5)
+            close_producer(producer, 5)
 
     def _check_epoch(self) -> None:
         """Refuse to start when the status topic shows a newer epoch for this instance id:

@@ -21,8 +21,9 @@ private kafka-python name is used anywhere else in the provider.
 - ``unregistered_sockets``: a selector whose "not registered" answers cost no system calls.
 - ``parked_fetches``: fetched records of a paused partition handed back.
 - ``positions``: a consumer's position, read without a network call.
-- ``transactional_calls``: transactional calls that wait at most a bound, requests kept when a
-  coordinator goes away, and a producer closed without flushing.
+- ``transactional_calls``: transactional calls that wait at most a bound, and requests kept
+  when a coordinator goes away.
+- ``producer_close``: a producer closed stops, whether or not what it holds was delivered.
 - ``batched_send``: many records for one partition appended to the producer at once.
 
 The stores, the topology, the DSL and the snapshots never import it; nor do the modules the

@@ -20,7 +20,7 @@ from typing import Any
 from kafka.errors import KafkaConnectionError, KafkaTimeoutError, RequestTimedOutError
 
 __all__ = ["TransactionalCallTimeout", "abort_transaction_within", "commit_transaction_within",
-           "coordinators", "discard_unsent_records", "keep_requests_of_unreachable_coordinators",
+           "coordinators", "keep_requests_of_unreachable_coordinators",
            "prepare_transactional_producer",
            "retry_timed_out_transactional_requests", "retry_transactional_requests_sooner",
            "send_offsets_to_transaction_within"]
@@ -207,18 +207,3 @@ def abort_transaction_within(producer: Any, timeout_ms: int) -> bool:
     result = producer._transaction_manager.begin_abort()
     producer._sender.wakeup()
     return bool(result.wait(timeout_ms=timeout_ms))
-
-
-def discard_unsent_records(producer: Any) -> None:
-    """Make ``producer``'s sender thread stop without sending what it still holds, so that a
-    following ``close()`` does not wait for them (a producer being discarded: its transaction
-    failed or it never initialized).
-
-    Checked against kafka-python 3.0.12: ``close()`` flushes first, and when records cannot
-    be sent (those of a transaction lost to an epoch bump) it raises before stopping the
-    sender thread, which then keeps them until their delivery timeout; the sender's
-    ``force_close()`` drops them. A producer without that sender is left as it is.
-    """
-    sender = getattr(producer, "_sender", None)
-    if sender is not None:
-        sender.force_close()

@@ -38,10 +38,10 @@ from airflow_stateful_provider.streams.kafka.batched_send import (
     default_partition,
     largest_unchecked_record,
 )
+from airflow_stateful_provider.streams.kafka.producer_close import close_producer, discard_unsent_records
 from airflow_stateful_provider.streams.kafka.transactional_calls import (
     abort_transaction_within,
     commit_transaction_within,
-    discard_unsent_records,
     prepare_transactional_producer,
     send_offsets_to_transaction_within,
 )
@@ -289,7 +289,7 @@ class StreamsProducer:
                 self._abort_after_failure(None)
             except Exception:  # closing anyway: the coordinator aborts it on timeout
                 log.info("%s: abort on close failed", self.transactional_id, exc_info=True)
-        self._producer.close(timeout=timeout)
+        close_producer(self._producer, timeout)
 
 
 def is_fencing_error(exc: BaseException) -> bool:

@@ -28,6 +28,7 @@ from airflow_stateful_provider.streams.errors import (
     WrongStoreKindError,
 )
 from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
+from airflow_stateful_provider.streams.kafka.producer_close import close_producer
 from airflow_stateful_provider.streams.queries.requests import Position, StateQueryRequest
 from airflow_stateful_provider.streams.queries.results import (
     NOT_OWNED,
@@ -136,7 +137,7 @@ class QueryClient:
     def close(self) -> None:
         self._consumer.close(autocommit=False)
         if self._producer is not None:
-            self._producer.close(timeout=1)
+            close_producer(self._producer, 1)
 
     def __enter__(self) -> QueryClient:
         return self

@@ -21,6 +21,7 @@ from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.durations import duration_arg_ms
 from airflow_stateful_provider.streams.errors import BrokerUnreachableError, StatusFormatError
 from airflow_stateful_provider.streams.kafka.clients import connection_errors, construct_client, servers_text
+from airflow_stateful_provider.streams.kafka.producer_close import close_producer
 from airflow_stateful_provider.streams.status.collector import (
     RestoreRateTracker,
     status_document_from_instance,
@@ -220,11 +221,9 @@ class StatusPublisher:
                 log.exception("status publisher of %s: final %s not delivered", self.instance_id,
                               "tombstone" if clean else "document")
             finally:
-                if self._owns_producer:
-                    try:
-                        self._producer.close(timeout=timeout)
-                    except Exception:
-                        log.exception("status publisher of %s: error closing its producer", self.instance_id)
+                if self._owns_producer and not close_producer(self._producer, timeout):
+                    log.warning("status publisher of %s: documents not delivered within %.0f s were dropped",
+                                self.instance_id, timeout)
 
     def __enter__(self) -> StatusPublisher:
         return self
