@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import NoReturn, TextIO
 
 from airflow_stateful_provider import __version__
@@ -217,30 +218,19 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO)
         check_restart_arguments(parser, args)
     if args.command in ("status", "stop", "query", "reset", "plan", "restart"):
         kafka_settings(parser, args)
-    if args.command == "status":
-        return run_status(args, out)
-    if args.command == "stop":
-        if args.timeout <= 0:
-            parser.error(f"--timeout takes a positive number of seconds, got {args.timeout:g}")
-        return run_stop(args, out)
-    if args.command == "query":
-        if (args.key is None) == (args.range is None):
-            parser.error("query takes a KEY or --range FROM TO")
-        if args.timeout <= 0:
-            parser.error(f"--timeout takes a positive number of seconds, got {args.timeout:g}")
-        return run_query(args, out)
-    if args.command == "reset":
-        if args.timeout <= 0 or args.stale_after <= 0:
-            parser.error("--timeout and --stale-after take a positive number of seconds")
-        return run_reset(args, out)
-    if args.command == "plan":
-        if args.timeout <= 0:
-            parser.error(f"--timeout takes a positive number of seconds, got {args.timeout:g}")
-        return run_plan(args, out)
-    if args.command == "restart":
-        return run_restart(args, out)
-    if args.command == "snapshots":
-        if args.action == "delete" and args.keep < 1:
-            parser.error(f"--keep takes a number >= 1, got {args.keep}")
-        return run_snapshots(args, out)
-    return run_stores(args, out)
+    if args.command == "query" and (args.key is None) == (args.range is None):
+        parser.error("query takes a KEY or --range FROM TO")
+    if args.command in ("stop", "query", "plan") and args.timeout <= 0:
+        parser.error(f"--timeout takes a positive number of seconds, got {args.timeout:g}")
+    if args.command == "reset" and (args.timeout <= 0 or args.stale_after <= 0):
+        parser.error("--timeout and --stale-after take a positive number of seconds")
+    if args.command == "snapshots" and args.action == "delete" and args.keep < 1:
+        parser.error(f"--keep takes a number >= 1, got {args.keep}")
+    return _RUNNERS[args.command](args, out)
+
+
+#: What each command runs once its arguments are checked.
+_RUNNERS: dict[str, Callable[[argparse.Namespace, TextIO], int]] = {
+    "status": run_status, "stop": run_stop, "query": run_query, "reset": run_reset, "plan": run_plan,
+    "restart": run_restart, "snapshots": run_snapshots, "stores": run_stores,
+}
