@@ -321,7 +321,4 @@ def _close_quietly(producer: Any) -> None:
     """Close a producer being discarded: its transaction failed or it never initialized, so
     nothing it still holds is worth sending (dropped first: close() would wait for it)."""
     discard_unsent_records(producer)
-    try:
-        producer.close(timeout=5)
-    except Exception:  # replacing a broken producer
-        log.debug("closing a broken producer", exc_info=True)
+    close_producer(producer, 5)
