@@ -222,13 +222,16 @@ class Application:
         expected = collections.Counter(record.key.decode() for record in read_all(self.cluster.bootstrap_servers,
                                                                                    self.source))
         seen: dict[str, list[int]] = collections.defaultdict(list)
+        where: dict[str, list[tuple[int, int, int]]] = collections.defaultdict(list)
         for record in read_all(self.cluster.bootstrap_servers, self.sink):
-            seen[record.key.decode()].append(int.from_bytes(record.value, "big", signed=True))
+            count = int.from_bytes(record.value, "big", signed=True)
+            seen[record.key.decode()].append(count)
+            where[record.key.decode()].append((record.partition, record.offset, count))
         if self.guarantee == "exactly_once_v2":
             wrong = {key: counts for key, counts in seen.items() if counts != list(range(1, expected[key] + 1))}
             assert set(seen) == set(expected) and not wrong, \
                 f"{len(wrong)} keys with output other than 1..n, e.g. {list(wrong.items())[:2]}; " \
-                f"keys missing {sorted(set(expected) - set(seen))[:5]}"
+                f"keys missing {sorted(set(expected) - set(seen))[:5]}\n{self.explain(where, wrong)}"
             return
         # at-least-once: records processed again after a failure may repeat counts or count past n
         lost = {key: sorted(set(range(1, n + 1)) - set(seen.get(key, ()))) for key, n in expected.items()}
@@ -237,6 +240,25 @@ class Application:
         extra = sum(len(counts) for counts in seen.values()) - sum(expected.values())
         print(f"at-least-once: {extra} output records beyond one per input record "
               f"({sum(expected.values())} input records)")
+
+
+    def explain(self, where: dict[str, list[tuple[int, int, int]]], wrong: dict[str, list[int]]) -> str:
+        """For a wrong key: where its last outputs sit (partition, offset, count), and every
+        instance's log lines about transactions, rollbacks and task moves."""
+        if not wrong:
+            return ""
+        key = min(wrong)
+        lines = [f"{key}'s last 30 outputs (partition, offset, count): {where[key][-30:]}"]
+        for instance in self.instances:
+            log = instance.log_path.read_text(errors="replace").splitlines() if instance.log_path.exists() else []
+            lines.append(f"----- {instance.name}: transactions, rollbacks and assignments")
+            lines += [line for line in log if any(word in line for word in TRANSACTION_LOG_WORDS)][-80:]
+        return "\n".join(lines)
+
+
+#: what the exactly-once oracle's failure shows of each instance's log
+TRANSACTION_LOG_WORDS = ("transaction", "rolling", "runs again", "producer", "assign", "revok", "lost", "fenc",
+                         "ERROR", "WARNING")
 
 
 class Scenario:

@@ -36,6 +36,7 @@ from airflow_stateful_provider.streams.kafka.transactional_calls import (
 )
 from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWaits
 from airflow_stateful_provider.streams.processing.streams_producer import StreamsProducer
+from tests.integration.group_member import joined_consumer
 from tools.kafka.broker import LocalKafkaBroker
 from tools.kafka.topics import create_topics, produce, read_all
 from tools.waits import wait_until
@@ -106,15 +107,8 @@ def topic(broker) -> str:
 
 @pytest.fixture
 def group_member(broker, topic) -> Iterator[KafkaConsumer]:
-    """A consumer of ``topic`` in a group, joined: its group metadata goes with the offsets.
-    It knows the topic's partitions before it subscribes: a first join without them assigned
-    nothing and rejoined, and kafka-python 3.0.12's second join sometimes never completed
-    (no assignment for 60 s after "performing partition assignments"; 2 full runs of 4)."""
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{uuid.uuid4().hex[:8]}",
-                             enable_auto_commit=False, auto_offset_reset="earliest")
-    wait_until(lambda: bool(consumer.partitions_for_topic(topic)), 30, f"the consumer to know {topic}'s partitions")
-    consumer.subscribe([topic])
-    wait_until(lambda: bool(consumer.poll(timeout_ms=200)) or bool(consumer.assignment()), 60, "the group is joined")
+    """A consumer of ``topic`` in a group, joined: its group metadata goes with the offsets."""
+    consumer = joined_consumer(broker.bootstrap_servers, topic)
     try:
         yield consumer
     finally:

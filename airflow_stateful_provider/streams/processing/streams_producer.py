@@ -11,7 +11,8 @@ exactly-once (``exactly_once_v2``, KIP-447) it owns the thread's transaction:
 - a transaction begins with the first record sent after a commit, and ends with
   :meth:`commit_transaction`, which adds the input offsets (with the consumer's group
   metadata, so the group coordinator fences a member of an older generation) and commits
-  output, changelog and repartition records and offsets at once;
+  output, changelog and repartition records and offsets at once; a consumer that is no
+  longer a group member (no generation) never commits: the coordinator would not fence it;
 - every failure of a transaction is reported as :class:`TransactionFailedError`, after
   which the producer is usable again (aborted, or recreated when kafka-python's
   transaction state is fatal). The caller must roll its tasks back to their last
@@ -48,7 +49,7 @@ from airflow_stateful_provider.streams.kafka.transactional_calls import (
 from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWaits
 
 __all__ = ["EOS_TRANSACTION_TIMEOUT_MS", "StreamsProducer", "TransactionFailedError", "is_fencing_error",
-           "is_record_error"]
+           "is_group_member", "is_record_error"]
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +234,12 @@ class StreamsProducer:
             raise StreamsError("commit_transaction needs processing_guarantee 'exactly_once_v2'")
         if not offsets and not self._in_transaction:
             return
+        if offsets and not is_group_member(group_metadata):
+            self.abort_transaction()
+            raise TransactionFailedError(
+                f"transaction of {self.transactional_id} aborted: the consumer is no longer a member of its group "
+                f"(generation {getattr(group_metadata, 'generation_id', None)}), so its tasks may run elsewhere "
+                f"already", migrated=True)
         try:
             if not self._in_transaction:
                 self._producer.begin_transaction()
@@ -290,6 +297,19 @@ class StreamsProducer:
             except Exception:  # closing anyway: the coordinator aborts it on timeout
                 log.info("%s: abort on close failed", self.transactional_id, exc_info=True)
         close_producer(self._producer, timeout)
+
+
+def is_group_member(group_metadata: Any) -> bool:
+    """Whether ``group_metadata`` (the consumer's ``group_metadata()``) names a member of a
+    group generation. The group coordinator fences a transaction's offsets by that generation
+    (KIP-447), but accepts transactional offsets without one (generation -1, no member id: the
+    form exactly-once producers used before KIP-447) even while the group has members. A
+    consumer the coordinator no longer knows reports exactly that (kafka-python 3.0.12 resets
+    its generation when a heartbeat is answered UNKNOWN_MEMBER_ID, before the stream thread's
+    next poll hears its partitions are lost): committing then would let a member whose tasks
+    were given to another commit beside it, unfenced."""
+    generation = getattr(group_metadata, "generation_id", -1)
+    return isinstance(generation, int) and generation >= 0 and bool(getattr(group_metadata, "member_id", ""))
 
 
 def is_fencing_error(exc: BaseException) -> bool:
