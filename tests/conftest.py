@@ -42,16 +42,16 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 #: collection order (--dist loadfile), so one of these started last would keep one worker
 #: busy minutes after the others are done. Longest first (seconds measured on 2 cores).
 MODULES_FIRST = (
-    "test_replicated_cluster.py",  # ~320 s: both guarantees' applications through the events on a 3-node cluster
+    "test_replicated_cluster.py",  # ~300 s: both guarantees' applications through the events on a 3-node cluster
+    "test_wheel_install.py",       # ~220 s: a wheel built, installed with its dependencies in a fresh environment
     "test_broker_outages.py",      # ~210 s: the cluster down for two minutes (and past a task timeout)
     "test_airflow_services.py",    # ~170 s: Airflow's services and a Spark cluster
     "test_secured_pipeline_lineage.py",  # ~155 s: a secured broker, a DAG run submitting to Spark
-    "test_spark_cluster_failover.py",    # ~140 s: a standalone Spark cluster, an executor and a worker killed
-    "test_exactly_once.py",        # ~80 s: kill -9 under both guarantees
-    "test_retention_model.py",     # ~80 s: the retention model's examples on the broker
-    "test_high_availability.py",   # ~80 s: a probing rebalance at its 60 s minimum
-    "test_snapshot_spark.py",      # ~70 s: Spark executors snapshotting to S3
-    "test_wheel_install.py",       # ~65 s: a fresh virtual environment
+    "test_high_availability.py",   # ~90 s: a probing rebalance at its 60 s minimum
+    "test_exactly_once.py",        # ~90 s: kill -9 under both guarantees
+    "test_retention_model.py",     # ~90 s: the retention model's examples on the broker
+    "test_snapshot_spark.py",      # ~85 s: Spark executors snapshotting to S3
+    "test_spark_cluster_failover.py",    # ~70 s: a standalone Spark cluster, an executor and a worker killed
 )
 
 
