@@ -26,9 +26,9 @@ $(STAMP): pyproject.toml
 jars: $(STAMP)
 	$(BIN)/python -m tools.kafka.broker resolve
 
-# Three pytest workers, each with its own broker and Airflow home; a test module stays on one
+# Four pytest workers, each with its own broker and Airflow home; a test module stays on one
 # worker, so its module fixtures (Airflow's services, a running cluster) start once.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 
 # chromium first: the Stateful streams page's test needs it, and a missing one stops here at
 # once (or is installed with apt-get when that needs no password), not after the suite.

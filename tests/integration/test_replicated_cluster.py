@@ -6,8 +6,8 @@ side by side on the 3-node cluster (tools/kafka/cluster.py: replication factor 3
 min.insync.replicas 2) while input keeps arriving, and the brokers go through what operators
 and managed services do to them (each event hits both applications; their groups share one
 coordinator): a rolling restart of every node with
-SIGTERM, one node killed with SIGKILL, the application's group coordinator killed, each
-transaction coordinator of its producers killed, partition leaders moved, and the group
+SIGTERM, the application's group coordinator killed with SIGKILL (with the input partitions it
+leads), each transaction coordinator of its producers killed, partition leaders moved, and the group
 coordinator frozen (SIGSTOP) longer than both the broker and the consumer session timeouts,
 then thawed.
 
@@ -343,12 +343,17 @@ def test_rolling_restarts_coordinator_loss_leader_moves_and_a_frozen_broker(
         for node in sorted(cluster.nodes):  # rolling restart
             scenario.event(f"SIGTERM node {node}", lambda n=node: cluster.stop_node(n),
                            lambda n=node: cluster.start_node(n))
-        victim = cluster.leader(eos.source, 0)
-        scenario.event(f"SIGKILL node {victim} (leader of {eos.source}-0)", lambda: cluster.kill_node(victim),
-                       lambda: cluster.start_node(victim))
+        # One SIGKILL takes the group coordinator and the leaders of input partitions at once
+        # (each node leads some: a second node is killed only when this one leads none).
         coordinator = cluster.group_coordinator(eos.app)
-        scenario.event(f"SIGKILL group coordinator node {coordinator}", lambda: cluster.kill_node(coordinator),
-                       lambda: cluster.start_node(coordinator))
+        states = cluster.partitions([eos.source])
+        led = sorted(p for (_, p), state in states.items() if state.leader == coordinator)
+        scenario.event(f"SIGKILL group coordinator node {coordinator} (leader of {eos.source} partitions {led})",
+                       lambda: cluster.kill_node(coordinator), lambda: cluster.start_node(coordinator))
+        if not led:
+            victim = cluster.leader(eos.source, 0)
+            scenario.event(f"SIGKILL node {victim} (leader of {eos.source}-0)", lambda: cluster.kill_node(victim),
+                           lambda: cluster.start_node(victim))
         transaction_coordinators = sorted({cluster.transaction_coordinator(transactional_id(eos.app, name, 1))
                                            for name in eos.names})
         for node in transaction_coordinators:
