@@ -37,6 +37,15 @@ os.environ["PATH"] = _BIN_DIR + os.pathsep + os.environ.get("PATH", "")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+#: The JVMs the tests start (Kafka brokers and their storage tool, spark-submit, Spark's
+#: standalone daemons) live seconds to minutes and do little, and the suite is CPU-bound on 2
+#: cores: the client compiler only and the serial collector. A broker then starts in 2.2 CPU-s
+#: instead of 3.6, a small spark-submit in 6.4 instead of 10.4-11.3 (measured on 2 cores).
+#: Benchmarks keep the JVMs' defaults.
+TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+for _variable in ("KAFKA_JVM_PERFORMANCE_OPTS", "SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+    os.environ.setdefault(_variable, TEST_JVM_OPTS)
+
 
 #: The modules that take minutes, run first: the pytest workers take whole modules in
 #: collection order (--dist loadfile), so one of these started last would keep one worker

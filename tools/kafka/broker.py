@@ -141,9 +141,12 @@ def log_tail(path: Path, lines: int = 40) -> str:
 
 def kafka_jvm(java: str, lib: Path, work_dir: Path, heap: str) -> list[str]:
     """The ``java`` command line (up to the main class) of a Kafka process logging to
-    ``work_dir`` (its log4j2.properties is written there)."""
+    ``work_dir`` (its log4j2.properties is written there). Its collector and compiler options
+    come from ``KAFKA_JVM_PERFORMANCE_OPTS`` as in Kafka's own scripts (default G1; the test
+    suite starts brokers with cheaper ones, tests/conftest.py)."""
     (work_dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
-    return [java, f"-Xmx{heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+    performance = os.environ.get("KAFKA_JVM_PERFORMANCE_OPTS", "-XX:+UseG1GC").split()
+    return [java, f"-Xmx{heap}", "-Xms128m", *performance, "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={work_dir / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={work_dir}", "-cp", f"{lib}/*"]
 
