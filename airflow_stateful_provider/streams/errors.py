@@ -145,8 +145,9 @@ class AuthorizationError(StreamsError, PermissionError):
 class TransactionFailedError(StreamsError):
     """Exactly-once: the stream thread's transaction could not be committed and was aborted,
     so every task of the thread must go back to its last committed state. ``migrated`` is
-    True when the group or the transaction coordinator says this member lost its tasks
-    (fenced, or an older group generation): the thread rejoins before running them again."""
+    True when this member may have lost its tasks (fenced, an older group generation, or no
+    longer a member): the rollback is the same, and the thread's next poll rejoins the group,
+    which reports the tasks lost if they moved."""
 
     def __init__(self, message: str, *, migrated: bool = False) -> None:
         super().__init__(message)
