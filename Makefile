@@ -33,7 +33,7 @@ TEST_WORKERS ?= 4
 # chromium first: the Stateful streams page's test needs it, and a missing one stops here at
 # once (or is installed with apt-get when that needs no password), not after the suite.
 test: chromium lint $(STAMP) jars
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 chromium:
 	@tools/ensure_chromium.sh

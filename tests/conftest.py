@@ -48,8 +48,10 @@ for _variable in ("KAFKA_JVM_PERFORMANCE_OPTS", "SPARK_SUBMIT_OPTS", "SPARK_DAEM
 
 
 #: The modules that take minutes, run first: the pytest workers take whole modules in
-#: collection order (--dist loadfile), so one of these started last would keep one worker
-#: busy minutes after the others are done. Longest first (seconds measured on 2 cores).
+#: collection order (--dist loadfile with --no-loadscope-reorder: by default pytest-xdist
+#: hands out the modules with the most tests first, which put these one-test modules last),
+#: so one of these started last would keep one worker busy minutes after the others are
+#: done. Longest first (seconds measured on 2 cores, before the test JVMs' options).
 MODULES_FIRST = (
     "test_replicated_cluster.py",  # ~300 s: both guarantees' applications through the events on a 3-node cluster
     "test_wheel_install.py",       # ~220 s: a wheel built, installed with its dependencies in a fresh environment
