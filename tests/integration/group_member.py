@@ -4,14 +4,17 @@ metadata (KIP-447 fencing)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from kafka import KafkaConsumer
 
 from tools.waits import wait_until
 
 
-def joined_consumer(bootstrap_servers: str, topic: str) -> KafkaConsumer:
-    """A consumer of ``topic`` in a new group, joined (the caller closes it). It knows the
+@contextmanager
+def joined_consumer(bootstrap_servers: str, topic: str) -> Iterator[KafkaConsumer]:
+    """A consumer of ``topic`` in a new group, joined, closed when the block ends. It knows the
     topic's partitions before it subscribes: a first join without them assigned nothing and
     rejoined, and kafka-python 3.0.12's second join sometimes never completed (no assignment
     for 60 s after "performing partition assignments"; 2 full runs of 4)."""
@@ -22,7 +25,6 @@ def joined_consumer(bootstrap_servers: str, topic: str) -> KafkaConsumer:
         consumer.subscribe([topic])
         wait_until(lambda: bool(consumer.poll(timeout_ms=200)) or bool(consumer.assignment()), 60,
                    "the group is joined")
-    except BaseException:
+        yield consumer
+    finally:
         consumer.close(autocommit=False)
-        raise
-    return consumer

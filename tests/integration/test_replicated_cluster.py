@@ -221,12 +221,11 @@ class Application:
         is there, the records beyond one per input record are counted."""
         expected = collections.Counter(record.key.decode() for record in read_all(self.cluster.bootstrap_servers,
                                                                                    self.source))
-        seen: dict[str, list[int]] = collections.defaultdict(list)
         where: dict[str, list[tuple[int, int, int]]] = collections.defaultdict(list)
         for record in read_all(self.cluster.bootstrap_servers, self.sink):
-            count = int.from_bytes(record.value, "big", signed=True)
-            seen[record.key.decode()].append(count)
-            where[record.key.decode()].append((record.partition, record.offset, count))
+            where[record.key.decode()].append((record.partition, record.offset,
+                                               int.from_bytes(record.value, "big", signed=True)))
+        seen = {key: [count for _, _, count in outputs] for key, outputs in where.items()}
         if self.guarantee == "exactly_once_v2":
             wrong = {key: counts for key, counts in seen.items() if counts != list(range(1, expected[key] + 1))}
             assert set(seen) == set(expected) and not wrong, \
@@ -240,7 +239,6 @@ class Application:
         extra = sum(len(counts) for counts in seen.values()) - sum(expected.values())
         print(f"at-least-once: {extra} output records beyond one per input record "
               f"({sum(expected.values())} input records)")
-
 
     def explain(self, where: dict[str, list[tuple[int, int, int]]], wrong: dict[str, list[int]]) -> str:
         """For a wrong key: where its last outputs sit (partition, offset, count), and every

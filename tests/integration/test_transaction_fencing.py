@@ -38,11 +38,8 @@ def topics(bootstrap_servers) -> tuple[str, str]:
 
 @pytest.fixture
 def member(bootstrap_servers, topics) -> Iterator[KafkaConsumer]:
-    consumer = joined_consumer(bootstrap_servers, topics[0])
-    try:
+    with joined_consumer(bootstrap_servers, topics[0]) as consumer:
         yield consumer
-    finally:
-        consumer.close(autocommit=False)
 
 
 def expelled(member: KafkaConsumer) -> ConsumerGroupMetadata:

@@ -108,11 +108,8 @@ def topic(broker) -> str:
 @pytest.fixture
 def group_member(broker, topic) -> Iterator[KafkaConsumer]:
     """A consumer of ``topic`` in a group, joined: its group metadata goes with the offsets."""
-    consumer = joined_consumer(broker.bootstrap_servers, topic)
-    try:
+    with joined_consumer(broker.bootstrap_servers, topic) as consumer:
         yield consumer
-    finally:
-        consumer.close(autocommit=False)
 
 
 def in_transaction(producer: KafkaProducer, topic: str) -> None:
