@@ -1,10 +1,12 @@
 """Processes the local services (Kafka broker, Spark cluster, Airflow) run as: free loopback
-ports, detached or parent-bound children, and a terminate-then-kill stop."""
+ports (below the ephemeral range), detached or parent-bound children, and a
+terminate-then-kill stop."""
 
 from __future__ import annotations
 
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -14,10 +16,33 @@ import time
 STOP_GRACE_SECONDS = 15.0
 
 
+#: The lowest port a listening service of ours takes: below it are the ports other software
+#: may expect to find free.
+LOWEST_LISTENING_PORT = 10_000
+
+
 def free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port free now, below the kernel's ephemeral range. A port the kernel handed
+    out (bind to port 0) comes from that range, which is also where every outgoing connection
+    gets its local port: in the seconds between picking it and the service (a broker's JVM,
+    after its storage tool) binding it, one of the many client connections the tests open
+    could take it ("Address already in use", seen once in a full run with four workers). A
+    port below the range is never given to a connection; the random pick keeps the test
+    workers, each picking its own, from choosing the same one."""
+    highest = _ephemeral_ports_start() - 1
+    while True:
+        port = random.randint(LOWEST_LISTENING_PORT, highest)
+        if not port_in_use(port):
+            return port
+
+
+def _ephemeral_ports_start() -> int:
+    """The first port of Linux's ephemeral range (32768 when it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+            return int(ports.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 def another_free_port(taken: set[int | None]) -> int:
