@@ -20,6 +20,7 @@ from tools.kafka.topics import create_topics, end_offsets, read_all
 
 pytestmark = pytest.mark.kafka
 
+T = 1_700_000_000_000
 #: Small batches, so one call spans several producer batches.
 SMALL_BATCHES = {"batch_size": 512, "linger_ms": 5}
 
@@ -44,33 +45,66 @@ def topic(bootstrap_servers) -> str:
 def test_appended_records_land_in_order_with_their_offsets(bootstrap_servers, topic, transactional):
     extra = {"transactional_id": f"batched-{uuid.uuid4().hex[:8]}"} if transactional else {}
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers, **SMALL_BATCHES, **extra)
+    failures: list[Exception] = []
     try:
         if transactional:
             producer.init_transactions()
             producer.begin_transaction()
         sent = records(300)
         producer.send(topic, key=b"before", value=b"x", partition=1, timestamp_ms=1)
-        futures, batch_ends = append_records(producer, topic, 1, sent)
+        tracked = [0, 1, 37, 38, 200, 299]
+        futures = append_records(producer, topic, 1, sent, tracked, failures.append)
         producer.send(topic, key=b"after", value=b"y", partition=1, timestamp_ms=2)
         if transactional:
             producer.commit_transaction()
         producer.flush()
-        assert [f.get(timeout=30).offset for f in futures] == list(range(1, 301))
-        assert 1 < len(batch_ends) and batch_ends[-1] == 299 and batch_ends == sorted(batch_ends)
+        assert {i: f.get(timeout=30).offset for i, f in futures.items()} == {i: i + 1 for i in tracked}
     finally:
         producer.close()
+    assert failures == []
     assert written(bootstrap_servers, topic) == ([(1, b"before", b"x", 1)] + [(1, k, v, t) for k, v, t in sent]
                                                  + [(1, b"after", b"y", 2)])
+
+
+def test_a_batch_the_broker_finds_too_large_is_split_and_a_failed_part_is_reported(bootstrap_servers):
+    """kafka-python splits a batch the broker refused as too large (MESSAGE_TOO_LARGE) and
+    sends the halves: the records still land in order with their offsets, and the one record
+    larger than the topic allows fails its last split batch, which on_failure hears although
+    no future of its own was built for it (with send() instead, kafka-python fails the record
+    after it too: the same here)."""
+    topic = f"batched-small-{uuid.uuid4().hex[:8]}"
+    create_topics(bootstrap_servers, {topic: 1}, {topic: {"max.message.bytes": "3000"}})
+    # one request at a time: the split batches go in order, so the last record's future is the
+    # last to complete (and the producer's flush is not waiting on a batch it splits: in
+    # kafka-python 3.0.12 that flush raises UnknownError 'Future not done')
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, batch_size=64_000, linger_ms=50,
+                             max_in_flight_requests_per_connection=1)
+    failures: list[Exception] = []
+    try:
+        fitting = [(b"k%d" % i, b"v" * 100, T + i) for i in range(120)]  # ~13 KiB: one batch, split in eight
+        futures = append_records(producer, topic, 0, fitting, [0, 119], failures.append)
+        assert futures[119].get(timeout=60).offset == 119 and futures[0].get(timeout=1).offset == 0
+        assert failures == []
+        too_large = [(b"a", b"v", T), (b"big", b"x" * 5_000, T + 1), (b"z", b"v", T + 2)]
+        futures = append_records(producer, topic, 0, too_large, [2], failures.append)
+        with pytest.raises(MessageSizeTooLargeError):  # as after send(): kafka-python fails the record after too
+            futures[2].get(timeout=60)
+    finally:
+        producer.close()
+    assert failures and all(isinstance(f, MessageSizeTooLargeError) for f in failures)
+    landed = written(bootstrap_servers, topic)
+    assert landed[:120] == [(0, k, v, t) for k, v, t in fitting]
+    assert landed[120:] == [(0, b"a", b"v", T)]
 
 
 def test_what_send_refuses_is_refused_before_anything_is_appended(bootstrap_servers, topic):
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers, max_request_size=10_000, **SMALL_BATCHES)
     try:
         with pytest.raises(MessageSizeTooLargeError):
-            append_records(producer, topic, 0, [*records(5), (b"big", b"x" * 20_000, 5)])
+            append_records(producer, topic, 0, [*records(5), (b"big", b"x" * 20_000, 5)], [], print)
         with pytest.raises(ValueError, match=f"Unrecognized partition 3 for topic {topic}"):
-            append_records(producer, topic, 3, records(5))
-        append_records(producer, topic, 0, [(b"last", b"v", 9)])
+            append_records(producer, topic, 3, records(5), [], print)
+        append_records(producer, topic, 0, [(b"last", b"v", 9)], [0], print)
         producer.flush()
     finally:
         producer.close()

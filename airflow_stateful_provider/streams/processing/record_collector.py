@@ -29,6 +29,7 @@ handler still sees it with the input record it came from.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -274,8 +275,18 @@ class RecordCollector:
         topic, partition = tp
         if self._send_error is not None:
             self._check_error()
+        # the last changelog record's offset goes into the checkpoint (offsets())
+        last = len(records) - 1
+        while last in nodes:
+            last -= 1
+        tracked = sorted({*nodes, last} if last >= 0 else nodes)
+        on_error = self._on_error
         try:
-            futures, batch_ends = self._send_batch(topic, partition, records)
+            # a changelog record's failure fails the task whichever record it is: the
+            # producer reports a failed batch of them once (on_failure); a sink record's
+            # failure goes to the handler with the record
+            on_failure = functools.partial(on_error, topic, None, None)
+            futures = self._send_batch(topic, partition, records, tracked, on_failure)
         except StreamsError:
             raise
         except Exception:  # noqa: BLE001 - refused before anything was appended: see each record's fate
@@ -286,26 +297,11 @@ class RecordCollector:
                 else:
                     self._send_sink(topic, key, value, timestamp, (), partition, node)
             return
-        on_error = self._on_error
-        # a changelog record's failure fails the task whichever record it is, and a failed
-        # producer batch fails each of its records: one errback on the batch's last changelog
-        # record; a sink record's failure goes to the handler with the record
-        start = 0
-        for end in batch_ends:
-            last = end
-            while last >= start and last in nodes:
-                last -= 1
-            if last >= start:
-                futures[last].add_errback(on_error, topic, None, None)
-            start = end + 1
         for i, node in nodes.items():
             key, value, timestamp = records[i]
             futures[i].add_errback(on_error, topic, node, (key, value, timestamp, (), partition))
-        # the last changelog record's offset goes into the checkpoint (offsets())
-        last = len(futures) - 1
-        while last in nodes:
-            last -= 1
         if last >= 0:
+            futures[last].add_errback(on_error, topic, None, None)
             self._last_sent[tp] = futures[last]
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from airflow_stateful_provider.streams.errors import StreamsError, TransactionFailedError
@@ -140,12 +140,13 @@ class StreamsProducer:
         return self._in_transaction_do(topic, self._producer.send, topic, value=value, key=key, headers=headers,
                                        partition=partition, timestamp_ms=timestamp_ms)
 
-    def send_batch(self, topic: str, partition: int,
-                   records: Sequence[tuple[bytes | None, bytes | None, int]]) -> tuple[list[Any], list[int]]:
+    def send_batch(self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None, int]],
+                   tracked: Iterable[int], on_failure: Callable[[Exception], None]) -> dict[int, Any]:
         """Send ``records`` ((key, value, timestamp), in order) to one partition at once;
-        returns their futures and where each producer batch ends (kafka/batched_send.py)."""
-        sent: tuple[list[Any], list[int]] = self._in_transaction_do(topic, append_records, self._producer, topic,
-                                                                    partition, records)
+        returns the futures of those at the indexes ``tracked``, and calls ``on_failure``
+        when a batch of the others fails (kafka/batched_send.py)."""
+        sent: dict[int, Any] = self._in_transaction_do(topic, append_records, self._producer, topic, partition,
+                                                       records, tracked, on_failure)
         return sent
 
     def default_partition(self, topic: str, key: bytes) -> int | None:

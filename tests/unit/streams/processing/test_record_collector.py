@@ -93,23 +93,26 @@ def test_a_fenced_send_fails_the_transaction_instead_of_the_task(fencing):
 
 class BatchingProducer(PendingProducer):
     """Also takes a partition's records at once (the runtime's StreamsProducer.send_batch),
-    noting each call; every ``batch_size`` records make one producer batch."""
+    noting each call: a future for each tracked record, and the callable a failed batch of
+    the others would call."""
 
     largest_batched_record = 100
 
-    def __init__(self, batch_size=2):
+    def __init__(self):
         super().__init__()
         self.calls = []
-        self.batch_size = batch_size
+        self.tracked = []
+        self.on_failure = []
 
-    def send_batch(self, topic, partition, records):
+    def send_batch(self, topic, partition, records, tracked, on_failure):
         self.calls.append((topic, partition, list(records)))
-        futures = []
-        for _ in records:
-            futures.append(Future())
-            self.futures.append((topic, partition, None, futures[-1]))
-        return futures, [i for i in range(len(records)) if i % self.batch_size == self.batch_size - 1
-                         or i == len(records) - 1]
+        self.tracked.append(list(tracked))
+        self.on_failure.append(on_failure)
+        futures = {}
+        for i in tracked:
+            futures[i] = Future()
+            self.futures.append((topic, partition, None, futures[i]))
+        return futures
 
     def default_partition(self, topic, key):
         return len(key) % 2
@@ -133,18 +136,23 @@ def test_batching_sends_each_partitions_records_in_one_call_in_order_when_the_bl
     assert len(producer.calls) == 3
 
 
-def test_a_failed_batch_of_changelog_records_fails_the_next_flush():
-    producer = BatchingProducer(batch_size=2)
+def test_only_sink_records_and_the_last_changelog_record_get_a_future_and_a_failed_batch_fails_the_next_flush():
+    producer = BatchingProducer()
     collector = RecordCollector(producer, task_id="0_1")
     with collector.batching():
         for i in range(3):
             collector.send_bytes("log", b"k%d" % i, b"v", i, partition=0)
+        collector.send("log", b"kk", b"x", 3, partition=0, processor_node_id="sink")
+    assert producer.tracked == [[2, 3]]  # the last changelog record (its offset) and the sink record
     futures = [f for _, _, _, f in producer.futures]
-    futures[0].failure(ValueError("not the batch's last: no errback"))
-    collector.flush()
-    futures[1].failure(ValueError("batch lost"))  # the last record of the first producer batch
-    with pytest.raises(ProductionError, match="batch lost"):
+    futures[1].failure(ValueError("sink record refused"))  # the handler's (fails: the default handler)
+    with pytest.raises(ProductionError, match="sink record refused"):
         collector.flush()
+    producer.on_failure[0](ValueError("batch lost"))  # a batch of the untracked changelog records
+    with pytest.raises(ProductionError, match="0_1.*batch lost"):
+        collector.flush()
+    futures[0].success(_Metadata("log", 0, 41))
+    assert collector.offsets() == {TopicPartition("log", 0): 41}
 
 
 def test_an_error_inside_the_block_sends_what_waited_and_raises_the_error():
@@ -159,7 +167,7 @@ def test_an_error_inside_the_block_sends_what_waited_and_raises_the_error():
 
 def test_a_record_the_batch_refuses_is_sent_on_its_own_and_a_sink_record_too_large_to_wait_keeps_its_order():
     class Refusing(BatchingProducer):
-        def send_batch(self, topic, partition, records):
+        def send_batch(self, topic, partition, records, tracked, on_failure):
             raise ValueError("refused")
 
     producer = Refusing()
