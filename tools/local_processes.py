@@ -19,6 +19,8 @@ STOP_GRACE_SECONDS = 15.0
 #: The lowest port a listening service of ours takes: below it are the ports other software
 #: may expect to find free.
 LOWEST_LISTENING_PORT = 10_000
+#: Random picks before giving up (the range holds over 20,000 ports).
+_PORT_PICKS = 1_000
 
 
 def free_loopback_port() -> int:
@@ -30,10 +32,12 @@ def free_loopback_port() -> int:
     port below the range is never given to a connection; the random pick keeps the test
     workers, each picking its own, from choosing the same one."""
     highest = _ephemeral_ports_start() - 1
-    while True:
+    for _ in range(_PORT_PICKS):
         port = random.randint(LOWEST_LISTENING_PORT, highest)
         if not port_in_use(port):
             return port
+    raise RuntimeError(f"no free loopback port between {LOWEST_LISTENING_PORT} and {highest} "
+                       f"after {_PORT_PICKS} random picks")
 
 
 def _ephemeral_ports_start() -> int:

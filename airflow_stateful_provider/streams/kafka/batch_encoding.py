@@ -25,13 +25,12 @@ _TABLE_SIZE = 1 << 14
 
 
 def _varint(value: int) -> bytes:
-    """The zigzag varint of ``value`` (any int64), as Kafka's v2 records encode numbers."""
-    value = (value << 1) ^ (value >> 63)
+    """The zigzag varint of ``value`` (any int64), written by kafka-python 3.0.12's own
+    ``encode_varint`` (the encoder of its record batches)."""
+    from kafka.record.util import encode_varint
+
     out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+    encode_varint(value, out.append)
     return bytes(out)
 
 
