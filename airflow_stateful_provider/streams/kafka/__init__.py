@@ -15,9 +15,10 @@ private kafka-python name is used anywhere else in the provider.
 - ``group_join``: the group coordinator: pending rejoins, requested rebalances, joins kept.
 - ``batch_decoding``: fetched record batches decoded in one pass.
 - ``list_offsets``: a consumer's offset look-ups that follow a partition leader that moved.
-- ``net_client``: the network client every client is built with, from the two below.
+- ``net_client``: the network client every client is built with, from the three below.
 - ``failed_metadata_refresh``: a failed metadata refresh retried, never fatal and never the end
   of a client's metadata updates.
+- ``new_topic_metadata``: metadata of a topic a client does not know yet requested at once.
 - ``unregistered_sockets``: a selector whose "not registered" answers cost no system calls.
 - ``parked_fetches``: fetched records of a paused partition handed back.
 - ``positions``: a consumer's position, read without a network call.

@@ -1,8 +1,9 @@
 """The network client every client of the engine is built with (kafka-python's documented
 ``kafka_client`` factory hook; ``kafka.net.compat.KafkaNetClient`` is not exported):
 kafka-python's own, with its metadata refresh loop restarted when a failed refresh ended it
-(failed_metadata_refresh.py) and a selector whose "not registered" answers cost no system
-calls (unregistered_sockets.py)."""
+(failed_metadata_refresh.py), metadata of a topic it does not know yet requested at once
+(new_topic_metadata.py) and a selector whose "not registered" answers cost no
+system calls (unregistered_sockets.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import selectors
 from typing import Any
 
 from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import restart_refresh_loop_after_failure
+from airflow_stateful_provider.streams.kafka.new_topic_metadata import new_topics_requested_at_once
 from airflow_stateful_provider.streams.kafka.unregistered_sockets import CheapLookupSelector
 
 __all__ = ["engine_net_client"]
 
 
 def engine_net_client(*args: Any, **kwargs: Any) -> Any:
-    """``KafkaNetClient(*args, **kwargs)`` with the two fixes above; a ``selector`` other than
+    """``KafkaNetClient(*args, **kwargs)`` with the three fixes above; a ``selector`` other than
     the default one, set by the user, is kept. Checked against kafka-python 3.0.12 (the class
     ``kafka.net.compat.KafkaNetClient``, the default of the ``kafka_client`` setting)."""
     from kafka.net.compat import KafkaNetClient
@@ -25,4 +27,5 @@ def engine_net_client(*args: Any, **kwargs: Any) -> Any:
         kwargs["selector"] = CheapLookupSelector
     client = KafkaNetClient(*args, **kwargs)
     restart_refresh_loop_after_failure(client.cluster)
+    new_topics_requested_at_once(client.cluster)
     return client
