@@ -102,6 +102,9 @@ IDLE_POLL_MS = 100
 #: Poll timeout of the main consumer while its group rejoins and tasks restore (the
 #: restore consumer's poll between two of them waits too, so the join still gets its time).
 RESTORING_REBALANCE_POLL_MS = 20
+#: Slices of a poll while the group rejoins (REBALANCE_POLL_MS in all): the thread goes on
+#: within one slice of the assignment's arrival.
+REJOIN_POLL_SLICE_MS = 20
 #: While every active task restores (none runs) and the group is stable, the main consumer
 #: is polled at most this often: it has no records to give, and each poll costs the
 #: restoration about a millisecond of hand-offs to the consumer's IO thread.
@@ -379,7 +382,8 @@ class StreamThread(threading.Thread):
         # While the group rebalances, give the join its round trip (see REBALANCE_POLL_MS);
         # restoring, in shorter polls: the join runs on the consumer's IO thread meanwhile,
         # and a 200 ms poll would stall restoration as long.
-        if group_rejoining(self.consumer):
+        rejoining = group_rejoining(self.consumer)
+        if rejoining:
             timeout = RESTORING_REBALANCE_POLL_MS if restoring else REBALANCE_POLL_MS
         else:
             timeout = 0 if busy else idle_wait
@@ -390,8 +394,7 @@ class StreamThread(threading.Thread):
         # 100 ms pause to collect them. The batches are handed on inside the call instead.
         if self._main_poll_due(timeout, restoring):
             release_parked_fetches(self.consumer)  # a resumed partition gets its parked records back
-            self._take_polled(self.consumer.poll(timeout_ms=timeout,
-                                                 max_records=self.config.buffered_records_per_partition))
+            self._poll_main(timeout, rejoining=rejoining)
             self._main_polled_at = time.monotonic()
             # every broker down: poll waits out the missing group coordinator; say so
             self.kafka_waits.still_waiting("poll", "the group coordinator (no broker answers)"
@@ -427,10 +430,29 @@ class StreamThread(threading.Thread):
 
     # ------------------------------------------------------------------ input
 
-    def _take_polled(self, fetched: dict) -> None:
+    def _poll_main(self, timeout_ms: int, *, rejoining: bool) -> None:
+        """Poll the main consumer for up to ``timeout_ms``. While the group rejoins, in slices
+        of REJOIN_POLL_SLICE_MS that stop once the assignment (or a record) came: one
+        kafka-python poll would wait out its whole timeout on a fetch at the end of the
+        input after the join completed, and the new tasks would start that much later."""
+        if not rejoining:
+            self._take_polled(self.consumer.poll(timeout_ms=timeout_ms,
+                                                 max_records=self.config.buffered_records_per_partition))
+            return
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            slice_ms = max(0, min(REJOIN_POLL_SLICE_MS, round((deadline - time.monotonic()) * 1000)))
+            if self._take_polled(self.consumer.poll(timeout_ms=slice_ms,
+                                                    max_records=self.config.buffered_records_per_partition)):
+                return
+            if slice_ms == 0 or time.monotonic() >= deadline:
+                return
+
+    def _take_polled(self, fetched: dict) -> bool:
         """After a main consumer poll: apply the assignment it brought, then hand its records
-        to their tasks."""
-        if self._pending_assignment is not None:
+        to their tasks. Whether there was either."""
+        assigned = self._pending_assignment is not None
+        if assigned:
             info, self._pending_assignment = self._pending_assignment, None
             self._apply_assignment(info)
         if self.task_manager.tasks_to_revive:
@@ -440,6 +462,7 @@ class StreamThread(threading.Thread):
         self.metrics.record_poll(sum(len(records) for records in fetched.values()))
         for kafka_tp, records in fetched.items():
             self.task_manager.add_records(TopicPartition(kafka_tp.topic, kafka_tp.partition), records)
+        return assigned or bool(fetched)
 
     def _apply_changelogs(self, fetched: dict) -> None:
         """Write what the restore consumer fetched into the stores; restored tasks start."""
