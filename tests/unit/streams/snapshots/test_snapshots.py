@@ -14,7 +14,7 @@ from airflow_stateful_provider.streams.restoration.restore_source import choose_
 from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
 from airflow_stateful_provider.streams.snapshots.manifest import MANIFEST_FILE_NAME, SnapshotManifest
 from airflow_stateful_provider.streams.snapshots.retention import apply_retention, snapshots_beyond_retention
-from airflow_stateful_provider.streams.snapshots.storage import SnapshotInfo, SnapshotStorage
+from airflow_stateful_provider.streams.snapshots.storage import SnapshotInfo, SnapshotStorage, sha256_of
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker, StoreToSnapshot
 from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
@@ -157,6 +157,27 @@ def test_a_damaged_snapshot_is_skipped_for_the_next_one(storage, tmp_path, damag
     assert OffsetCheckpoint.in_task_dir(task_dir).read() == {TP: 99}
     warning = next(r.getMessage() for r in caplog.records if "skipping snapshot" in r.getMessage())
     assert newer in warning and older in warning, warning
+
+
+def test_download_fetches_files_side_by_side_and_names_the_first_damaged_one(storage, tmp_path):
+    """Files download on several threads; every file lands with its listed bytes, and with
+    two files damaged the error names the first of the manifest, whichever thread ends first."""
+    _, newer = two_snapshots(storage, tmp_path)
+    info = next(i for i in storage.list_snapshots(APP, "0_0") if i.snapshot_id == newer)
+    manifest = storage.read_manifest(info)
+    assert len(manifest.files) >= 3, manifest.files  # enough files for several threads
+    good = tmp_path / "good"
+    storage.download(manifest, str(good))
+    for entry in manifest.files:
+        local = good.joinpath(*entry.path.split("/"))
+        assert local.stat().st_size == entry.size and sha256_of(str(local))[1] == entry.sha256, entry.path
+    first, last = manifest.files[0].path, manifest.files[-1].path
+    root = snapshot_dir(storage, newer)
+    os.remove(os.path.join(root, last))  # a missing file the threads may well reach first
+    with open(os.path.join(root, first), "ab") as handle:
+        handle.write(b"extra")
+    with pytest.raises(InvalidSnapshotError, match=rf"file {first} has \d+ bytes, the manifest says "):
+        storage.download(manifest, str(tmp_path / "damaged"))
 
 
 def test_every_snapshot_damaged_falls_back_to_the_changelog_without_touching_the_task(storage, tmp_path):
