@@ -267,3 +267,24 @@ def test_the_cli_without_one_acl_fails_naming_it(acl_kafka, running_application,
     assert time.monotonic() - started < ERROR_BOUND_S
     assert code == 1, out + err
     assert re.search(expected_error(missing, names), err), err
+
+
+def test_the_application_refused_read_on_its_control_topic_fails_at_start(acl_kafka, tmp_path):
+    """Every documented ACL, and a DENY of Read on the control topic: the brokers' metadata
+    answer says Read is refused, so start() fails naming the topic before any stream thread
+    runs (the control listener's first fetch, which would wait, is only the fallback)."""
+    names, config = new_application(acl_kafka, tmp_path)
+    control = f"{names['<application_id>']}-control"
+    deny = ACL(f"User:{SUBJECTS['application']}", "*", ACLOperation.READ, ACLPermissionType.DENY,
+               ResourcePattern(ResourceType.TOPIC, control, ACLResourcePatternType.LITERAL))
+    acl_kafka.grant([r.acl(names) for r in APPLICATION_ROWS] + [deny])
+    streams = KafkaStreams(json_counts(names["<input topic>"], names["<output topic>"]), config)
+    try:
+        with pytest.raises(AuthorizationError) as refused:
+            streams.start()
+        assert streams.threads == [] and streams.control_listener is None
+    finally:
+        streams.close(timeout=20)
+    assert (refused.value.operation, refused.value.resource_type, refused.value.resource_names) == \
+        ("Read", "topic", (control,)), refused.value
+    assert "reading commands on the control topic" in str(refused.value)

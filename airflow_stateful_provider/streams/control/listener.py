@@ -36,7 +36,7 @@ from airflow_stateful_provider.streams.control.commands import (
     MAINTENANCE_COMMANDS,
     ControlCommand,
 )
-from airflow_stateful_provider.streams.errors import ControlFormatError, StreamsError
+from airflow_stateful_provider.streams.errors import AuthorizationError, ControlFormatError, StreamsError
 from airflow_stateful_provider.streams.kafka.authorization import missing_acl, refusal_in
 from airflow_stateful_provider.streams.processing.task import TaskState
 from airflow_stateful_provider.streams.status.document import control_topic_name
@@ -57,6 +57,11 @@ def maintainable_stores(topology: Any) -> list[str]:
 def _maintainable(builder: Any) -> bool:
     """Session and versioned stores, and key-value stores with a time to live."""
     return bool(builder.kind.maintainable or getattr(builder, "time_to_live_ms", None))
+
+
+def control_read_refused(instance_id: str, topic: str) -> AuthorizationError:
+    """The error of an instance whose principal may not Read its control topic."""
+    return missing_acl("topic", [topic], "Read", doing=f"instance {instance_id} reading commands on the control topic")
 
 
 class ControlListener:
@@ -80,9 +85,11 @@ class ControlListener:
         #: Records of the fetch start() made, applied first.
         self._first: dict[Any, Any] = {}
 
-    def start(self) -> None:
+    def start(self, *, check_read: bool = True) -> None:
         """Assign the control topic at its current end, then start reading. The end is
-        captured before this returns, so a command sent afterwards is seen."""
+        captured before this returns, so a command sent afterwards is seen. ``check_read``:
+        fetch once first, so that a principal refused Read fails here (CONTROL_POLL_MS of
+        waiting: the instance skips it when the brokers already said Read is allowed)."""
         from kafka import TopicPartition as KafkaTopicPartition
 
         consumer = self._streams._new_consumer(
@@ -96,13 +103,12 @@ class ControlListener:
             consumer.assign(tps)
             for tp, end in consumer.end_offsets(tps).items():
                 consumer.seek(tp, end)
-            # one fetch now: a principal that may not Read the topic fails the start, not the loop
-            self._first = consumer.poll(timeout_ms=CONTROL_POLL_MS)
+            if check_read:  # one fetch now: a principal that may not Read the topic fails the start, not the loop
+                self._first = consumer.poll(timeout_ms=CONTROL_POLL_MS)
         except BaseException as exc:
             consumer.close()
             if isinstance(exc, Exception) and refusal_in(exc) is not None:
-                raise missing_acl("topic", [self.topic], "Read", doing=f"instance {self.instance_id} reading "
-                                                                       f"commands on the control topic") from None
+                raise control_read_refused(self.instance_id, self.topic) from None
             raise
         self._consumer = consumer
         self._thread = threading.Thread(target=self._run, name=f"{self.instance_id}-control-listener", daemon=True)

@@ -34,7 +34,7 @@ from typing import Any
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.control.commands import ControlCommand
-from airflow_stateful_provider.streams.control.listener import ControlListener
+from airflow_stateful_provider.streams.control.listener import ControlListener, control_read_refused
 from airflow_stateful_provider.streams.errors import (
     FencedInstanceError,
     IllegalStateError,
@@ -70,7 +70,7 @@ from airflow_stateful_provider.streams.restoration.changelog_reader import (
     StateRestoreListener,
 )
 from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory
-from airflow_stateful_provider.streams.status.document import InstanceStatus, status_topic_name
+from airflow_stateful_provider.streams.status.document import InstanceStatus, control_topic_name, status_topic_name
 from airflow_stateful_provider.streams.status.metrics_endpoint import InstanceMetricsEndpoint
 from airflow_stateful_provider.streams.status.publisher import (
     StatusPublisher,
@@ -81,6 +81,7 @@ from airflow_stateful_provider.streams.status.reader import read_status_document
 from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic, internal_topics
 from airflow_stateful_provider.streams.topics.topic_manager import (
     InternalTopicManager,
+    authorized_operations,
     fetch_partition_counts,
 )
 from airflow_stateful_provider.streams.topology.topology import Topology
@@ -297,6 +298,7 @@ class KafkaStreams:
             try:
                 check_replication_factor(admin, self.config)
                 self._prepare_topics(admin)
+                control_readable = self._control_topic_readable(admin)
             finally:
                 admin.close()
             self._check_epoch()
@@ -318,7 +320,7 @@ class KafkaStreams:
         self.control_listener = ControlListener(self)
         self.query_responder = QueryResponder(self)
         try:
-            self.control_listener.start()
+            self.control_listener.start(check_read=control_readable is None)
             self.query_responder.start()
         except BaseException:
             self._close_listeners()
@@ -378,6 +380,18 @@ class KafkaStreams:
         manager.ensure([InternalTopic(topic, 1, {}, "dead-letter", -1)
                         for topic in dead_letters if topic not in present])
         self.topic_roles.update({topic: "dead-letter" for topic in dead_letters})
+
+    def _control_topic_readable(self, admin: Any) -> bool | None:
+        """True when the brokers say this principal may Read the control topic (the control
+        listener then skips its first fetch, which waits CONTROL_POLL_MS), None when they do
+        not say; refused, an AuthorizationError before anything runs."""
+        topic = control_topic_name(self.config.application_id)
+        operations = authorized_operations(admin, topic)
+        if operations is None:
+            return None
+        if "READ" not in operations:
+            raise control_read_refused(self.instance_id, topic)
+        return True
 
     def _record_topology(self, partition_counts: Mapping[str, int]) -> None:
         """Record what this topology means for its state in ``<application_id>-topology``

@@ -451,9 +451,8 @@ class StreamThread(threading.Thread):
     def _take_polled(self, fetched: dict) -> bool:
         """After a main consumer poll: apply the assignment it brought, then hand its records
         to their tasks. Whether there was either."""
-        assigned = self._pending_assignment is not None
-        if assigned:
-            info, self._pending_assignment = self._pending_assignment, None
+        info, self._pending_assignment = self._pending_assignment, None
+        if info is not None:
             self._apply_assignment(info)
         if self.task_manager.tasks_to_revive:
             self.task_manager.revive_tasks()
@@ -462,7 +461,7 @@ class StreamThread(threading.Thread):
         self.metrics.record_poll(sum(len(records) for records in fetched.values()))
         for kafka_tp, records in fetched.items():
             self.task_manager.add_records(TopicPartition(kafka_tp.topic, kafka_tp.partition), records)
-        return assigned or bool(fetched)
+        return info is not None or bool(fetched)
 
     def _apply_changelogs(self, fetched: dict) -> None:
         """Write what the restore consumer fetched into the stores; restored tasks start."""

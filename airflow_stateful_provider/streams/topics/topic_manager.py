@@ -18,7 +18,7 @@ from airflow_stateful_provider.streams.errors import StreamsError
 from airflow_stateful_provider.streams.kafka.authorization import TOPIC_AUTHORIZATION_FAILED, missing_acl, refusal_in
 from airflow_stateful_provider.streams.topics.internal_topics import InternalTopic
 
-__all__ = ["InternalTopicManager", "fetch_partition_counts"]
+__all__ = ["InternalTopicManager", "authorized_operations", "fetch_partition_counts"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,17 @@ def fetch_partition_counts(admin: Any, topics: Iterable[str], needs: Mapping[str
             denied = [t for t in hidden + present if needs.get(t, "Describe") == operation]
             raise missing_acl("topic", denied, operation, doing=doing or "describing topics")
     return counts
+
+
+def authorized_operations(admin: Any, topic: str) -> set[str] | None:
+    """What this client's principal may do on ``topic`` ("READ", "WRITE", ...), as the brokers
+    report it in their metadata answer; None when they do not say (an answer without it, or a
+    topic that could not be described)."""
+    for description in admin.describe_topics([topic]):
+        if description.get("name") == topic and description.get("error_code", 0) == 0:
+            operations = description.get("authorized_operations")
+            return set(operations) if operations else None  # a described topic allows at least DESCRIBE
+    return None
 
 
 class InternalTopicManager:
