@@ -191,7 +191,7 @@ def main() -> int:
     print(f"snapshot ({snapshot_bytes / 2**20:,.1f} MiB, loaded in {snap['snapshot_load_seconds']:.1f} s) + "
           f"{snap['changelog_records']:,} changelog records: {snap['seconds']:.1f} s, {snap['cpu_seconds']:.1f} CPU s")
     print(f"speed-up {speedup:.1f}x; restored stores identical: {equal}; local checkpoint on the stream thread "
-          f"{local_checkpoint * 1000:.0f} ms (machine shared: wall-clock figures are noisy)")
+          f"{local_checkpoint * 1000:.0f} ms (load average {os.getloadavg()[0]:.1f}: wall-clock figures move with it)")
     print(json.dumps({"keys": args.keys, "records": args.records, "tail": args.tail, "changelog_only": full,
                       "with_snapshot": snap, "snapshot_bytes": snapshot_bytes, "speedup": round(speedup, 1),
                       "identical": equal, "local_checkpoint_ms": round(local_checkpoint * 1000, 1),

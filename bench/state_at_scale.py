@@ -312,6 +312,7 @@ def main() -> int:
                         help="comma-separated: python (this engine), java (Kafka Streams beside it)")
     parser.add_argument("--bootstrap", help="a running broker to use instead of starting one")
     args = parser.parse_args()
+    load_at_start = os.getloadavg()[0]
     if "python" not in args.engines:
         parser.error(f"--engines must include python (this engine's figures are the bench's), got {args.engines}")
     java = build_java("bench.StateAtScaleBench") if "java" in args.engines else None
@@ -374,6 +375,7 @@ def main() -> int:
         "restore_vs_raw_fetch": round((from_changelog["records_per_s"] or 0) / raw["records_per_s"], 2),
         "snapshot_speedup": round(from_changelog["seconds_to_running"] / from_snapshot["seconds_to_running"], 1),
         "half_budget_rss_below": runs["half_budget"]["max_rss_mb"] < runs["budget"]["max_rss_mb"],
+        "load_average_start_end": [round(load_at_start, 1), round(os.getloadavg()[0], 1)],
     }
     if java:
         result["kafka_streams_restore"] = java_restore
@@ -383,7 +385,8 @@ def main() -> int:
           f"{args.memory_mib} MiB, {runs['half_budget']['max_rss_mb']} MB at half; RocksDB on disk "
           f"{runs['budget']['rocksdb_disk_mb']:,} MiB; restore {from_changelog['records_per_s']:,} records/s = "
           f"{result['restore_vs_raw_fetch']}x the raw fetch; snapshot + tail "
-          f"{result['snapshot_speedup']}x faster to RUNNING (machine shared with other sessions)", flush=True)
+          f"{result['snapshot_speedup']}x faster to RUNNING (load average {result['load_average_start_end'][0]} at "
+          f"the start, {result['load_average_start_end'][1]} at the end)", flush=True)
     if java:
         ratios, theirs = result["vs_kafka_streams"], runs["kafka_streams"]
         print(f"Kafka Streams: processing {theirs['records_per_s']:,} records/s, {theirs['cpu_s']} CPU s, max RSS "
