@@ -383,12 +383,9 @@ class TaskManager:
         opened: dict[TaskId, StreamTask] = {}
         try:
             for task_id, partitions in sorted(assigned.items()):
-                opened[task_id] = self._create_task(task_id, sorted(TopicPartition(tp.topic, tp.partition)
-                                                                    for tp in partitions))
-            # snapshots of all of them download together (changelog_reader.prepare_stores_of)
-            self.changelog_reader.prepare_stores_of({task_id: _state_manager(task) for task_id, task in opened.items()})
-            for task in opened.values():
-                task.initialize()
+                task = self._create_task(task_id, sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions))
+                opened[task_id] = task
+                self._open_stores(task_id, task)
         except BaseException:
             for task in opened.values():
                 task.close(clean=False)  # not in tasks yet: nobody else would close their stores

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from kafka import TopicPartition as KafkaTopicPartition
@@ -51,7 +51,7 @@ from airflow_stateful_provider.streams.restoration.restore_source import (
     CHANGELOG,
     LOCAL,
     RestoreSource,
-    choose_restore_sources,
+    choose_restore_source,
 )
 from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
 from airflow_stateful_provider.streams.task_id import TaskId
@@ -197,32 +197,19 @@ class ChangelogReader:
         reported) for a task without persistent logged stores. A task directory holding another
         application's or task's state is refused first (ForeignStateError), before a snapshot
         could go into it."""
-        return self.prepare_stores_of({task_id: state_manager})[task_id]
-
-    def prepare_stores_of(self, tasks: Mapping[TaskId, TaskStateManager]) -> dict[TaskId, RestoreSource | None]:
-        """:meth:`prepare_stores` for several new tasks at once: one look-up of their
-        changelogs' bounds, and their sources decided side by side (restore_source.py:
-        their snapshots download together)."""
-        wanted: dict[TaskId, tuple[TaskStateManager, dict[str, TopicPartition]]] = {}
-        for task_id, state_manager in sorted(tasks.items()):
-            state_manager.claim_task_dir()
-            stores = state_manager.persistent_changelogs()
-            if stores:
-                wanted[task_id] = (state_manager, stores)
-            else:
-                self.restore_sources.pop(task_id, None)
-        bounds: dict[TopicPartition, tuple[int, int]] | None = None  # without snapshots, register() checks
-        if self._snapshot_loader is not None and wanted:
-            partitions = _kafka(tp for _, stores in wanted.values() for tp in stores.values())
-            ends = _by_partition(self._offsets("end_offsets", partitions))
-            begins = _by_partition(self._offsets("beginning_offsets", partitions))
-            bounds = {tp: (begins[tp], ends[tp]) for tp in ends}
-        chosen = choose_restore_sources(
-            {task_id: (state_manager.task_dir, stores,
-                       None if bounds is None else {tp: bounds[tp] for tp in stores.values()})
-             for task_id, (state_manager, stores) in wanted.items()}, self._snapshot_loader)
-        self.restore_sources.update(chosen)
-        return {task_id: chosen.get(task_id) for task_id in tasks}
+        state_manager.claim_task_dir()
+        stores = state_manager.persistent_changelogs()
+        if not stores:
+            self.restore_sources.pop(task_id, None)
+            return None
+        bounds = None  # without snapshots, register() checks the checkpoint against the changelog
+        if self._snapshot_loader is not None:
+            ends = _by_partition(self._offsets("end_offsets", _kafka(stores.values())))
+            begins = _by_partition(self._offsets("beginning_offsets", _kafka(stores.values())))
+            bounds = {tp: (begins[tp], ends[tp]) for tp in stores.values()}
+        source = choose_restore_source(task_id, state_manager.task_dir, stores, bounds, self._snapshot_loader)
+        self.restore_sources[task_id] = source
+        return source
 
     def keeps_local_state(self, task_id: TaskId) -> None:
         """A task comes back with its stores still open (resumed): its state is local."""

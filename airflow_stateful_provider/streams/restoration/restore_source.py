@@ -12,9 +12,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from airflow_stateful_provider.streams.errors import CorruptCheckpointError
 from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
@@ -22,13 +21,11 @@ from airflow_stateful_provider.streams.state.common.checkpoint import OFFSET_UNK
 from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
 
-__all__ = ["LOCAL", "SNAPSHOT", "CHANGELOG", "RestoreSource", "choose_restore_source", "choose_restore_sources"]
+__all__ = ["LOCAL", "SNAPSHOT", "CHANGELOG", "RestoreSource", "choose_restore_source"]
 
 log = logging.getLogger(__name__)
 
 LOCAL, SNAPSHOT, CHANGELOG = "local", "snapshot", "changelog"
-#: New tasks whose sources (a snapshot download, mostly) are decided at the same time.
-SNAPSHOT_LOAD_THREADS = 4
 
 
 @dataclasses.dataclass
@@ -72,48 +69,6 @@ def choose_restore_source(task_id: object, task_dir: str, stores: Mapping[str, T
     covered = sum(loaded.offsets[tp] + 1 - bounds[tp][0] for tp in stores.values() if tp in loaded.offsets)
     return RestoreSource(SNAPSHOT, snapshot_id=loaded.snapshot_id, snapshot_taken_at=loaded.taken_at,
                          snapshot_offsets=covered, skipped=tuple(skipped))
-
-
-_K = TypeVar("_K")
-#: Per task: its directory, its persistent logged stores (name -> changelog partition) and
-#: their changelogs' (log start, log end), as :func:`choose_restore_source` takes them.
-TaskToPrepare = tuple[str, Mapping[str, TopicPartition], Mapping[TopicPartition, tuple[int, int]] | None]
-
-
-def choose_restore_sources(tasks: Mapping[_K, TaskToPrepare], loader: SnapshotLoader | None) -> dict[_K, RestoreSource]:
-    """:func:`choose_restore_source` for several tasks, side by side when snapshots are on: a
-    download mostly waits on the storage or hashes outside the interpreter lock, so the
-    snapshots of newly assigned tasks load together. Every task is decided before the first
-    error (in task order) is raised; a snapshot installs whole or not at all (snapshots/loading.py)."""
-    def decide(task_id: _K) -> RestoreSource:
-        task_dir, stores, bounds = tasks[task_id]
-        return choose_restore_source(task_id, task_dir, stores, bounds, loader)
-
-    if loader is not None and len(tasks) > 1:
-        with ThreadPoolExecutor(min(len(tasks), SNAPSHOT_LOAD_THREADS), thread_name_prefix="restore-source") as pool:
-            decided = {task_id: pool.submit(decide, task_id) for task_id in tasks}
-    else:  # no snapshot to download side by side
-        decided = {task_id: _run_now(decide, task_id) for task_id in tasks}
-    sources: dict[_K, RestoreSource] = {}
-    failure: BaseException | None = None
-    for task_id, future in decided.items():
-        try:
-            sources[task_id] = future.result()
-        except BaseException as exc:  # noqa: BLE001 - raised below, once every task is decided
-            failure = failure or exc
-    if failure is not None:
-        raise failure
-    return sources
-
-
-def _run_now(function: Callable[[_K], RestoreSource], task_id: _K) -> Future[RestoreSource]:
-    """``function(task_id)`` on this thread, its result or error kept as a pool's would be."""
-    future: Future[RestoreSource] = Future()
-    try:
-        future.set_result(function(task_id))
-    except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
-        future.set_exception(exc)
-    return future
 
 
 def _local_state_problem(task_dir: str, stores: Mapping[str, TopicPartition],

@@ -3,14 +3,13 @@ foreign task directory (ForeignStateError), not skipped, and nothing is loaded."
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 
 import pytest
 
 from airflow_stateful_provider.streams import ForeignStateError, list_snapshots
-from airflow_stateful_provider.streams.restoration.restore_source import choose_restore_source, choose_restore_sources
+from airflow_stateful_provider.streams.restoration.restore_source import choose_restore_source
 from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker, StoreToSnapshot
@@ -49,37 +48,3 @@ def test_a_snapshot_of_another_application_is_refused_and_nothing_is_loaded(tmp_
     assert os.listdir(task_dir) == []
     (entry,) = list_snapshots(storage, "app")  # the catalog lists it, refused
     assert entry.snapshot_id == snapshot_id and entry.problem == str(refused.value)
-
-
-def test_tasks_decided_side_by_side_load_their_snapshots_and_the_foreign_one_is_refused(tmp_path):
-    """choose_restore_sources (the stream thread's new tasks at once, on several threads):
-    every task is decided, the good snapshots are installed, and the foreign one still fails
-    the assignment, with nothing loaded into its directory."""
-    storage = SnapshotStorage(f"file://{tmp_path / 'shared'}")
-    tp = TopicPartition("app-counts-changelog", 0)
-    foreign = take_snapshot(storage, tmp_path, "other", "other-counts-changelog")
-    os.makedirs(storage.task_path("app", "0_0"))
-    shutil.copytree(storage.snapshot_path("other", "0_0", foreign), storage.snapshot_path("app", "0_0", foreign))
-    own = take_snapshot(storage, tmp_path, "app", tp.topic)  # task 0_0 of "app": copied below to 0_1..0_3
-    manifest = storage.read_manifest(next(i for i in storage.list_snapshots("app", "0_0") if i.snapshot_id == own))
-    for task in ("0_1", "0_2", "0_3"):
-        shutil.copytree(storage.snapshot_path("app", "0_0", own), storage.snapshot_path("app", task, own))
-        storage.write_manifest(dataclasses.replace(manifest, task_id=task))  # the same files, now of this task
-    shutil.rmtree(storage.snapshot_path("app", "0_0", own))  # 0_0 keeps only the foreign one
-    dirs = {task: tmp_path / "tasks" / task for task in ("0_0", "0_1", "0_2", "0_3")}
-    for path in dirs.values():
-        path.mkdir(parents=True)
-    tasks = {task: (str(path), {"counts": tp}, {tp: (0, 10)}) for task, path in dirs.items()}
-    with pytest.raises(ForeignStateError, match=r"holds state of application 'other', task 0_0"):
-        choose_restore_sources(tasks, SnapshotLoader(storage, "app"))
-    assert os.listdir(dirs["0_0"]) == []
-    for task in ("0_1", "0_2", "0_3"):
-        with RocksDBKeyValueStore(str(dirs[task] / "counts"), name="counts") as store:
-            assert dict(store.all()) == {b"k": b"v"}, task
-    del tasks["0_0"]
-    for task in tasks:
-        shutil.rmtree(dirs[task])
-        dirs[task].mkdir()
-    sources = choose_restore_sources(tasks, SnapshotLoader(storage, "app"))
-    assert {task: (s.source, s.snapshot_id) for task, s in sources.items()} == \
-        {task: ("snapshot", own) for task in ("0_1", "0_2", "0_3")}
