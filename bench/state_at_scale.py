@@ -242,8 +242,9 @@ def restore(bootstrap: str, app: str, source: str, state_dir: Path, memory: int,
             **rusage_figures(usage)}
 
 
-def ratio_of(numerator: float | None, denominator: float | None) -> float | None:
-    return round(numerator / denominator, 1) if numerator and denominator else None
+def ratio(numerator: float | None, denominator: float | None, digits: int = 2) -> float | None:
+    """``numerator / denominator`` rounded, None when either is missing or zero."""
+    return round(numerator / denominator, digits) if numerator and denominator else None
 
 
 def wait_until_empty(admin: KafkaAdminClient, group: str, timeout_s: float = 120) -> float:
@@ -310,9 +311,6 @@ def vs_kafka_streams(process_mine: dict, process_theirs: dict, restore_mine: dic
                      restore_theirs: dict) -> dict[str, float | None]:
     """This engine / Kafka Streams: above 1 is this engine faster, except ``max_rss`` (above 1:
     this engine uses more memory). Restore records/s are over each restore window."""
-    def ratio(mine: float | None, theirs: float | None) -> float | None:
-        return round(mine / theirs, 2) if mine and theirs else None
-
     return {"restore_records_per_s": ratio(restore_mine["records_per_s"], restore_theirs["records_per_s"]),
             "restore_to_running": ratio(restore_theirs["seconds_to_running"], restore_mine["seconds_to_running"]),
             "records_per_s": ratio(process_mine["records_per_s"], process_theirs["records_per_s"]),
@@ -394,9 +392,9 @@ def main() -> int:
         "memory_mib": args.memory_mib, "tail_records": tail, "runs": runs, "raw_fetch": raw,
         "changelog_restore": from_changelog, "snapshot_restore": from_snapshot, "snapshot_upload_s": round(upload_s, 1),
         "restore_vs_raw_fetch": round((from_changelog["records_per_s"] or 0) / raw["records_per_s"], 2),
-        "snapshot_speedup": round(from_changelog["seconds_to_running"] / from_snapshot["seconds_to_running"], 1),
-        "snapshot_speedup_from_assignment": ratio_of(from_changelog["seconds_assigned_to_running"],
-                                                     from_snapshot["seconds_assigned_to_running"]),
+        "snapshot_speedup": ratio(from_changelog["seconds_to_running"], from_snapshot["seconds_to_running"], 1),
+        "snapshot_speedup_from_assignment": ratio(from_changelog["seconds_assigned_to_running"],
+                                                  from_snapshot["seconds_assigned_to_running"], 1),
         "half_budget_rss_below": runs["half_budget"]["max_rss_mb"] < runs["budget"]["max_rss_mb"],
         "load_average_start_end": [round(load_at_start, 1), round(os.getloadavg()[0], 1)],
     }

@@ -441,11 +441,10 @@ class StreamThread(threading.Thread):
             return
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            slice_ms = max(0, min(REJOIN_POLL_SLICE_MS, round((deadline - time.monotonic()) * 1000)))
-            if self._take_polled(self.consumer.poll(timeout_ms=slice_ms,
-                                                    max_records=self.config.buffered_records_per_partition)):
-                return
-            if slice_ms == 0 or time.monotonic() >= deadline:
+            remaining_ms = max(0, round((deadline - time.monotonic()) * 1000))
+            if self._take_polled(self.consumer.poll(timeout_ms=min(REJOIN_POLL_SLICE_MS, remaining_ms),
+                                                    max_records=self.config.buffered_records_per_partition)) \
+                    or remaining_ms <= REJOIN_POLL_SLICE_MS:  # that was the last slice
                 return
 
     def _take_polled(self, fetched: dict) -> bool:

@@ -30,7 +30,7 @@ def new_topics_requested_at_once(cluster: Any) -> None:
     if getattr(cluster, "_requests_new_topics_at_once", False) or not hasattr(cluster, "_last_refresh_ms"):
         return
     add_topic, set_topics, request_update = cluster.add_topic, cluster.set_topics, cluster.request_update
-    asked_for_all = [False]
+    asked_for_all = False
 
     def forget_last_refresh() -> None:
         cluster._last_refresh_ms = 0
@@ -47,10 +47,11 @@ def new_topics_requested_at_once(cluster: Any) -> None:
         return set_topics(topics)
 
     def request_all_topics_at_once() -> Any:
+        nonlocal asked_for_all
         wants_all = bool(cluster.need_all_topic_metadata)
-        if wants_all and not asked_for_all[0]:
+        if wants_all and not asked_for_all:
             forget_last_refresh()
-        asked_for_all[0] = wants_all
+        asked_for_all = wants_all
         return request_update()
 
     cluster.add_topic = add_new_topic_at_once

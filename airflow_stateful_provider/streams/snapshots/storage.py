@@ -175,19 +175,13 @@ class SnapshotStorage:
         (and, from an object store, over several connections)."""
         for entry in manifest.files:
             os.makedirs(os.path.dirname(os.path.join(local_dir, *entry.path.split("/"))), exist_ok=True)
-        workers = min(DOWNLOAD_THREADS, len(manifest.files))
-        if workers <= 1:
-            for entry in manifest.files:
-                self._download_file(manifest, entry, local_dir)
-            return
-        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="snapshot-download") as pool:
+        with concurrent.futures.ThreadPoolExecutor(DOWNLOAD_THREADS, thread_name_prefix="snapshot-download") as pool:
             downloads = [pool.submit(self._download_file, manifest, entry, local_dir) for entry in manifest.files]
             try:
                 for download in downloads:
                     download.result()
             except BaseException:
-                for download in downloads:
-                    download.cancel()  # the rest is not needed: the snapshot is skipped
+                pool.shutdown(cancel_futures=True)  # the rest is not needed: the snapshot is skipped
                 raise
 
     def _download_file(self, manifest: SnapshotManifest, entry: SnapshotFile, local_dir: str) -> None:
