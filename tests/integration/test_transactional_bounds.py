@@ -1,6 +1,6 @@
 """Every transactional call the engine makes waits at most its bound when the broker stops
 answering (SIGSTOP: connections stay open, nothing is answered), and works again once it
-answers.
+answers; so does the look-up start() makes of its control topic's authorized operations.
 
 kafka-python 3.0.12 waits without a bound on send_offsets_to_transaction, commit_transaction
 and abort_transaction; the engine calls them through kafka/transactional_calls.py with the
@@ -22,11 +22,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError
 from kafka.structs import OffsetAndMetadata
 
+from airflow_stateful_provider.streams import BrokerUnreachableError, StreamsConfig
 from airflow_stateful_provider.streams.errors import TaskTimeoutError, TransactionFailedError
+from airflow_stateful_provider.streams.instance.preflight import open_admin
 from airflow_stateful_provider.streams.kafka.transactional_calls import (
     TransactionalCallTimeout,
     abort_transaction_within,
@@ -36,6 +38,7 @@ from airflow_stateful_provider.streams.kafka.transactional_calls import (
 )
 from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWaits
 from airflow_stateful_provider.streams.processing.streams_producer import StreamsProducer
+from airflow_stateful_provider.streams.topics.topic_manager import authorized_operations
 from tests.integration.group_member import joined_consumer
 from tools.kafka.broker import LocalKafkaBroker
 from tools.kafka.topics import create_topics, produce, read_all
@@ -237,3 +240,38 @@ def test_a_producer_that_cannot_start_fails_the_thread_after_the_task_timeout(br
     assert isinstance(error, TaskTimeoutError), error
     assert error.call.startswith("init_transactions") and "task_timeout_ms=5000" in str(error)
     assert 5 <= took < 5 + 2 * BOUND_MS / 1000 + SLACK_S
+
+
+#: start()'s admin in the test below: its bound (bootstrap_timeout_ms), its requests' timeout,
+#: and the longest one attempt may take (kafka-python's fixed connection set-up timeout).
+ADMIN_BOUND_MS = 3_000
+ADMIN_REQUEST_TIMEOUT_MS = 1_000
+ADMIN_ATTEMPT_MS = 10_000
+
+
+def test_the_control_topic_permission_lookup_waits_at_most_the_admin_bound(broker, tmp_path):
+    """kafka_streams._control_topic_readable's describe, through start()'s admin client: its
+    bound is the RetryingAdmin's (bootstrap_timeout_ms: no attempt starts after it) plus the
+    one attempt still running then, which kafka-python ends after request_timeout_ms, or after
+    its connection set-up timeout when it reconnects (a frozen broker accepts the connection
+    and never answers its ApiVersions): 10 s, which kafka-python 3.0.12's admin client does not
+    let one set (socket_connection_setup_timeout_ms is not among its settings)."""
+    app = f"bounds-{uuid.uuid4().hex[:8]}"
+    control = f"{app}-control"
+    create_topics(broker.bootstrap_servers, {control: 1})
+    config = StreamsConfig.from_mapping({
+        "application_id": app, "bootstrap_servers": broker.bootstrap_servers, "state_dir": str(tmp_path),
+        "admin_configs": {"bootstrap_timeout_ms": ADMIN_BOUND_MS}})
+    admin = open_admin(config, lambda: KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers,
+                                                        request_timeout_ms=ADMIN_REQUEST_TIMEOUT_MS))
+    try:
+        assert "READ" in (authorized_operations(admin, control) or set())  # no authorizer: every operation
+        with Frozen(broker):
+            started = time.monotonic()
+            with pytest.raises(BrokerUnreachableError, match=r"answered the admin call describe_topics within 3000 ms"):
+                authorized_operations(admin, control)
+            waited = time.monotonic() - started
+        assert waited < (ADMIN_BOUND_MS + ADMIN_ATTEMPT_MS) / 1000 + SLACK_S, f"waited {waited:.1f} s"
+        assert "READ" in (authorized_operations(admin, control) or set())  # answered again once thawed
+    finally:
+        admin.close()
