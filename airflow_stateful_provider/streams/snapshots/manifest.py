@@ -6,7 +6,7 @@ A snapshot of one task is a directory on shared storage::
                                                             <store>/rocksdb/...
                                                             manifest.json      (written last)
 
-The manifest names every file with its size and SHA-256, and every store with the
+The manifest names every file with its size and checksum (file_checksums.py), and every store with the
 changelog partition and the offset of the last changelog record its state includes.
 It is written after every file is uploaded, so a snapshot without one is partial.
 Parsing is strict: any doubt makes the snapshot invalid, and invalid snapshots are never
@@ -21,8 +21,10 @@ import re
 from typing import Any
 
 from airflow_stateful_provider.streams.errors import InvalidSnapshotError
+from airflow_stateful_provider.streams.snapshots.file_checksums import CHECKSUM_OF_FORMAT, checksum_is_well_formed
 
 __all__ = [
+    "FILE_CHECKSUM",
     "MANIFEST_FILE_NAME",
     "MANIFEST_FORMAT_VERSION",
     "SnapshotFile",
@@ -33,11 +35,13 @@ __all__ = [
 ]
 
 MANIFEST_FILE_NAME = "manifest.json"
-MANIFEST_FORMAT_VERSION = 1
+#: Written by this version; format 1 (SHA-256 checksums) is still read.
+MANIFEST_FORMAT_VERSION = 2
+#: The checksum of the files of the snapshots this version takes.
+FILE_CHECKSUM = CHECKSUM_OF_FORMAT[MANIFEST_FORMAT_VERSION]
 
 #: ``<taken_at ms, 13 digits>-<8 hex>``: names sort by time.
 _SNAPSHOT_ID = re.compile(r"^(\d{13})-([0-9a-f]{8})$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def new_snapshot_id(taken_at_ms: int, unique: str) -> str:
@@ -56,11 +60,16 @@ def snapshot_taken_at(snapshot_id: str) -> int | None:
 
 @dataclasses.dataclass(frozen=True)
 class SnapshotFile:
-    """One file of the snapshot, relative to the snapshot directory (``/``-separated)."""
+    """One file of the snapshot, relative to the snapshot directory (``/``-separated), with
+    its ``checksum`` (hex digest of ``algorithm``)."""
 
     path: str
     size: int
-    sha256: str
+    checksum: str
+    algorithm: str = FILE_CHECKSUM
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, self.algorithm: self.checksum}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +114,7 @@ class SnapshotManifest:
             "taken_at": self.taken_at,
             "processing_guarantee": self.processing_guarantee,
             "stores": [dataclasses.asdict(s) for s in self.stores],
-            "files": [dataclasses.asdict(f) for f in self.files],
+            "files": [f.as_dict() for f in self.files],
         }
         return json.dumps(doc, indent=1) + "\n"
 
@@ -120,15 +129,17 @@ class SnapshotManifest:
             raise InvalidSnapshotError(f"{source}: manifest must be a JSON object")
         fields = _Fields(doc, source)
         version = fields.integer("format_version", 1)
-        if version != MANIFEST_FORMAT_VERSION:
+        if version not in CHECKSUM_OF_FORMAT:
             raise InvalidSnapshotError(
-                f"{source}: manifest format_version {version} is not {MANIFEST_FORMAT_VERSION}; "
+                f"{source}: manifest format_version {version} is not one of {sorted(CHECKSUM_OF_FORMAT)}; "
                 f"upgrade the reading side")
         snapshot_id = fields.text("snapshot_id")
         if not _SNAPSHOT_ID.match(snapshot_id):
             raise InvalidSnapshotError(f"{source}: snapshot_id {snapshot_id!r} is not <13 digits>-<8 hex>")
         stores = tuple(_store(entry, f"{source}: stores[{i}]") for i, entry in enumerate(fields.listing("stores")))
-        files = tuple(_file(entry, f"{source}: files[{i}]") for i, entry in enumerate(fields.listing("files")))
+        algorithm = CHECKSUM_OF_FORMAT[version]
+        files = tuple(_file(entry, f"{source}: files[{i}]", algorithm)
+                      for i, entry in enumerate(fields.listing("files")))
         paths = [f.path for f in files]
         if len(set(paths)) != len(paths):
             raise InvalidSnapshotError(f"{source}: a file is listed twice")
@@ -183,7 +194,7 @@ def _store(entry: Any, source: str) -> StoreSnapshot:
                          approximate_entries=fields.integer("approximate_entries", 0))
 
 
-def _file(entry: Any, source: str) -> SnapshotFile:
+def _file(entry: Any, source: str, algorithm: str) -> SnapshotFile:
     if not isinstance(entry, dict):
         raise InvalidSnapshotError(f"{source} must be an object")
     fields = _Fields(entry, source)
@@ -191,7 +202,7 @@ def _file(entry: Any, source: str) -> SnapshotFile:
     parts = path.split("/")
     if path.startswith("/") or any(part in ("", ".", "..") for part in parts) or "\\" in path:
         raise InvalidSnapshotError(f"{source}: path {path!r} must be relative, without '.' or '..' parts")
-    sha = fields.text("sha256")
-    if not _SHA256.match(sha):
-        raise InvalidSnapshotError(f"{source}: sha256 {sha!r} is not 64 lowercase hex digits")
-    return SnapshotFile(path=path, size=fields.integer("size", 0), sha256=sha)
+    checksum = fields.text(algorithm)
+    if not checksum_is_well_formed(algorithm, checksum):
+        raise InvalidSnapshotError(f"{source}: {algorithm} {checksum!r} is not a lowercase hex digest")
+    return SnapshotFile(path=path, size=fields.integer("size", 0), checksum=checksum, algorithm=algorithm)

@@ -10,36 +10,25 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import hashlib
 import os
 import posixpath
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_stateful_provider.streams.errors import ForeignStateError, InvalidSnapshotError, SnapshotError
+from airflow_stateful_provider.streams.snapshots.file_checksums import file_checksum
 from airflow_stateful_provider.streams.snapshots.manifest import (
+    FILE_CHECKSUM,
     MANIFEST_FILE_NAME,
     SnapshotFile,
     SnapshotManifest,
     snapshot_taken_at,
 )
 
-__all__ = ["SnapshotInfo", "SnapshotStorage", "sha256_of"]
+__all__ = ["SnapshotInfo", "SnapshotStorage"]
 
-_CHUNK = 1 << 20
 #: Files of one snapshot downloaded and verified at the same time.
 DOWNLOAD_THREADS = 4
-
-
-def sha256_of(path: str) -> tuple[int, str]:
-    """(size, hex SHA-256) of the local file at ``path``."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return size, digest.hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,11 +144,11 @@ class SnapshotStorage:
         uploaded = []
         for relative in relative_paths:
             local = os.path.join(local_dir, *relative.split("/"))
-            size, sha = sha256_of(local)
+            entry = SnapshotFile(relative, *file_checksum(local, FILE_CHECKSUM))
             remote = posixpath.join(target, relative)
             self.fs.makedirs(posixpath.dirname(remote), exist_ok=True)
             self.fs.put_file(local, remote)
-            uploaded.append(SnapshotFile(relative, size, sha))
+            uploaded.append(entry)
         return uploaded
 
     def write_manifest(self, manifest: SnapshotManifest) -> None:
@@ -171,7 +160,7 @@ class SnapshotStorage:
         """Download every file the manifest lists into ``local_dir`` and check its size and
         checksum; :class:`InvalidSnapshotError` naming the first file (in the manifest's
         order) that is missing or differs. Up to DOWNLOAD_THREADS files at a time: copying
-        and hashing release the interpreter lock, so a large snapshot loads on every core
+        and checksumming release the interpreter lock, so a large snapshot loads on every core
         (and, from an object store, over several connections)."""
         for entry in manifest.files:
             os.makedirs(os.path.dirname(os.path.join(local_dir, *entry.path.split("/"))), exist_ok=True)
@@ -192,13 +181,13 @@ class SnapshotStorage:
             self.fs.get_file(posixpath.join(source, entry.path), local)
         except FileNotFoundError:
             raise InvalidSnapshotError(f"snapshot {name}: file {entry.path} is missing") from None
-        size, sha = sha256_of(local)
+        size, checksum = file_checksum(local, entry.algorithm)
         if size != entry.size:
             raise InvalidSnapshotError(
                 f"snapshot {name}: file {entry.path} has {size} bytes, the manifest says {entry.size}")
-        if sha != entry.sha256:
-            raise InvalidSnapshotError(
-                f"snapshot {name}: file {entry.path} has SHA-256 {sha}, the manifest says {entry.sha256}")
+        if checksum != entry.checksum:
+            raise InvalidSnapshotError(f"snapshot {name}: file {entry.path} has {entry.algorithm} {checksum}, "
+                                       f"the manifest says {entry.checksum}")
 
     def delete(self, info: SnapshotInfo) -> None:
         """Delete a snapshot: the manifest first, so a half-deleted snapshot is partial, never

@@ -4,6 +4,7 @@ tests/integration/test_snapshot_restore.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -11,10 +12,11 @@ import pytest
 
 from airflow_stateful_provider.streams.errors import ConfigError, InvalidSnapshotError
 from airflow_stateful_provider.streams.restoration.restore_source import choose_restore_source
+from airflow_stateful_provider.streams.snapshots.file_checksums import file_checksum
 from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
 from airflow_stateful_provider.streams.snapshots.manifest import MANIFEST_FILE_NAME, SnapshotManifest
 from airflow_stateful_provider.streams.snapshots.retention import apply_retention, snapshots_beyond_retention
-from airflow_stateful_provider.streams.snapshots.storage import SnapshotInfo, SnapshotStorage, sha256_of
+from airflow_stateful_provider.streams.snapshots.storage import SnapshotInfo, SnapshotStorage
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker, StoreToSnapshot
 from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.state.keyvalue import RocksDBKeyValueStore
@@ -153,10 +155,42 @@ def test_a_damaged_snapshot_is_skipped_for_the_next_one(storage, tmp_path, damag
     source, task_dir = load(storage, tmp_path)
     assert source.source == "snapshot" and source.snapshot_id == older, source
     assert len(source.skipped) == 1 and source.skipped[0].startswith(newer)
+    if damage == "checksum mismatch":
+        assert f"{sst_file(storage, newer)} has crc32c " in source.skipped[0], source.skipped
     assert contents(task_dir) == {b"k%06d" % i: b"v%d" % i for i in range(100)}
     assert OffsetCheckpoint.in_task_dir(task_dir).read() == {TP: 99}
     warning = next(r.getMessage() for r in caplog.records if "skipping snapshot" in r.getMessage())
     assert newer in warning and older in warning, warning
+
+
+def as_format_1(storage, snapshot_id: str) -> None:
+    """Rewrite a snapshot's manifest as a version before CRC32C wrote it: format 1, SHA-256."""
+    root = snapshot_dir(storage, snapshot_id)
+    manifest = json.loads(open(os.path.join(root, MANIFEST_FILE_NAME)).read())
+    assert manifest["format_version"] == 2 and all(set(f) == {"path", "size", "crc32c"} for f in manifest["files"])
+    manifest["format_version"] = 1
+    manifest["files"] = [{"path": f["path"], "size": f["size"], "sha256": hashlib.sha256(
+        open(os.path.join(root, f["path"]), "rb").read()).hexdigest()} for f in manifest["files"]]
+    open(os.path.join(root, MANIFEST_FILE_NAME), "w").write(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_format_1_snapshot_is_checked_with_its_sha256(storage, tmp_path, damaged):
+    """Snapshots taken before manifest format 2 keep loading, verified by SHA-256."""
+    older, newer = two_snapshots(storage, tmp_path)
+    as_format_1(storage, newer)
+    if damaged:
+        path = os.path.join(snapshot_dir(storage, newer), sst_file(storage, newer))
+        data = bytearray(open(path, "rb").read())
+        data[len(data) // 2] ^= 0xFF
+        open(path, "wb").write(bytes(data))
+    source, task_dir = load(storage, tmp_path)
+    if damaged:
+        assert source.snapshot_id == older and f"{sst_file(storage, newer)} has sha256 " in source.skipped[0]
+        assert contents(task_dir) == {b"k%06d" % i: b"v%d" % i for i in range(100)}
+    else:
+        assert source.snapshot_id == newer and not source.skipped, source
+        assert contents(task_dir) == {b"k%06d" % i: b"v%d" % i for i in range(200)}
 
 
 def test_download_fetches_files_side_by_side_and_names_the_first_damaged_one(storage, tmp_path):
@@ -170,7 +204,7 @@ def test_download_fetches_files_side_by_side_and_names_the_first_damaged_one(sto
     storage.download(manifest, str(good))
     for entry in manifest.files:
         local = good.joinpath(*entry.path.split("/"))
-        assert local.stat().st_size == entry.size and sha256_of(str(local))[1] == entry.sha256, entry.path
+        assert file_checksum(str(local), "crc32c") == (entry.size, entry.checksum), entry.path
     first, last = manifest.files[0].path, manifest.files[-1].path
     root = snapshot_dir(storage, newer)
     os.remove(os.path.join(root, last))  # a missing file the threads may well reach first
@@ -241,6 +275,18 @@ def test_manifest_parsing_names_the_field():
             "format_version": 1, "application_id": "a", "task_id": "0_0", "snapshot_id": "1700000000000-abcdef01",
             "taken_at": 1, "processing_guarantee": "at_least_once", "stores": [],
             "files": [{"path": "../x", "size": 1, "sha256": "0" * 64}]}), "m")
+    with pytest.raises(InvalidSnapshotError, match=r"files\[0\]: field 'crc32c' is missing"):
+        SnapshotManifest.from_json(json.dumps({
+            "format_version": 2, "application_id": "a", "task_id": "0_0", "snapshot_id": "1700000000000-abcdef01",
+            "taken_at": 1, "processing_guarantee": "at_least_once", "stores": [],
+            "files": [{"path": "x", "size": 1, "sha256": "0" * 64}]}), "m")
+    with pytest.raises(InvalidSnapshotError, match="crc32c 'ABCDEF01' is not a lowercase hex digest"):
+        SnapshotManifest.from_json(json.dumps({
+            "format_version": 2, "application_id": "a", "task_id": "0_0", "snapshot_id": "1700000000000-abcdef01",
+            "taken_at": 1, "processing_guarantee": "at_least_once", "stores": [],
+            "files": [{"path": "x", "size": 1, "crc32c": "ABCDEF01"}]}), "m")
+    with pytest.raises(InvalidSnapshotError, match=r"format_version 3 is not one of \[1, 2\]; upgrade"):
+        SnapshotManifest.from_json(json.dumps({"format_version": 3}), "m")
 
 
 def test_snapshot_settings_are_checked():
