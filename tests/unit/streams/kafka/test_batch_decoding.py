@@ -1,6 +1,7 @@
 """The one-pass batch decoder returns exactly what kafka-python's own decoding returns:
 same ConsumerRecords, same positions, same skipped batches, same errors on bad data.
-kafka-python's stock ``Fetcher.PartitionRecords`` is the oracle for every case."""
+kafka-python's stock ``Fetcher.PartitionRecords`` is the oracle for every case, each case run
+with the C loop (which this test environment must have built) and with the Python one."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from kafka.record.default_records import DefaultRecordBase
 from kafka.record.util import calc_crc32c
 from kafka.structs import TopicPartition
 
+from airflow_stateful_provider.streams.kafka import batch_decoding
 from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
 
 TP = TopicPartition("changelog", 3)
@@ -25,6 +27,16 @@ FAST = SimpleNamespace(_fetcher=SimpleNamespace(PartitionRecords=Fetcher.Partiti
 assert decode_batches_at_once(FAST)
 BatchDecoding = FAST._fetcher.PartitionRecords
 CODEC_GZIP, CODEC_ZSTD = DefaultRecordBase.CODEC_GZIP, DefaultRecordBase.CODEC_ZSTD
+
+
+@pytest.fixture(autouse=True, params=["C loop", "Python loop"])
+def decoder(request, monkeypatch):
+    """Every test with each loop; ``make test`` builds the C one (pip install -e .)."""
+    if request.param == "C loop":
+        assert batch_decoding.NATIVE is not None, "the C loop was not built: see the install's output"
+    else:
+        monkeypatch.setattr(batch_decoding, "NATIVE", None)
+    return request.param
 
 
 def batch(records, *, offset=0, compression=0, producer_id=-1, transactional=False, magic=2) -> bytes:
@@ -174,3 +186,4 @@ def test_installs_once_and_leaves_other_layouts_alone():
         consumer.close()
     assert not decode_batches_at_once(SimpleNamespace())
     assert not decode_batches_at_once(SimpleNamespace(_fetcher=SimpleNamespace(PartitionRecords=object)))
+

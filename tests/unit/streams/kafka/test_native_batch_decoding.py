@@ -1,0 +1,46 @@
+"""The C loop of the batch decoder (streams/kafka/_native_batch_decoding.c) against the Python
+loop on damaged batches; tests/unit/streams/kafka/test_batch_decoding.py runs every other case
+with both loops against kafka-python's own decoding."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.consumer.fetcher import ConsumerRecord
+from kafka.errors import CorruptRecordError
+from kafka.record.default_records import DefaultRecordBase, DefaultRecordBatch
+
+from airflow_stateful_provider.streams.kafka import batch_decoding
+from tests.unit.streams.kafka.test_batch_decoding import batch, varied_records
+
+
+def test_the_c_loop_is_built():
+    assert batch_decoding.NATIVE is not None, "the C loop was not built: see the install's output (pip install -e .)"
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 1 << 16), count=st.integers(1, 30), damage=st.lists(
+    st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=3), cut=st.integers(0, 3))
+def test_the_c_loop_decodes_as_the_python_loop_or_leaves_the_batch_to_it(seed, count, damage, cut):
+    """Damaged record bytes (the batch header intact, CRCs unchecked): the C loop returns the
+    Python loop's records, or None where the Python loop refuses the batch or any doubt remains;
+    it never returns records the Python loop would not."""
+    data = bytearray(batch(varied_records(count, seed=seed)))
+    header = DefaultRecordBase.HEADER_STRUCT.size
+    for at, byte in damage:
+        data[header + at % (len(data) - header)] = byte
+    if cut:
+        del data[len(data) - cut:]
+    parsed = DefaultRecordBatch(bytes(data))
+    try:
+        expected = batch_decoding.decode_batch_in_python(parsed, "changelog", 3, 5)
+    except CorruptRecordError:
+        expected = None
+    header_data = parsed._header_data
+    native = batch_decoding.NATIVE.decode_records(
+        parsed._buffer, parsed._pos, header_data[12], "changelog", 3, 5, header_data[0], header_data[7],
+        header_data[8], 0, ConsumerRecord)
+    if native is not None:
+        assert native == expected
+    if not damage and not cut:
+        assert native is not None and native == expected
