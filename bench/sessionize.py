@@ -44,6 +44,7 @@ from airflow_stateful_provider.streams.dsl.materialized import Materialized
 from airflow_stateful_provider.streams.dsl.parameters import Consumed, Produced
 from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
 from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
+from airflow_stateful_provider.streams.kafka.net_client import engine_net_client
 from airflow_stateful_provider.streams.windows import SessionWindows
 from tools.kafka.broker import LocalKafkaBroker
 from tools.kafka.topics import produce, read_committed_offsets
@@ -118,8 +119,12 @@ class RestoreTimer:
 
 
 def fetch_all(bootstrap: str, topic: str, engine_decoding: bool) -> tuple[int, float]:
-    """A bare consumer reads ``topic`` from the beginning to its end: (records, seconds)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10_000)
+    """A bare consumer reads ``topic`` from the beginning to its end: (records, seconds). With
+    ``engine_decoding`` it reads as the engine's consumers do: the engine's network client
+    (whose 256 KiB socket reads stay installed in the process: fetch without first) and batch
+    decoding."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10_000,
+                             **({"kafka_client": engine_net_client} if engine_decoding else {}))
     if engine_decoding:
         decode_batches_at_once(consumer)
     tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]

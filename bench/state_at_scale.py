@@ -15,7 +15,7 @@ its max RSS is that of the instance; at-least-once, commits every 5 s.
 1. process the input with the default budget (``rocksdb_memory_bytes``), then again with half
    of it in a second application: records/s, CPU seconds, max RSS, RocksDB bytes on disk;
 2. a raw fetch of the first application's changelog (a kafka-python consumer reading it to
-   its end without applying it, with the engine's batch decoding and without);
+   its end without applying it, as the engine's consumers read, and plain kafka-python);
 3. the changelog restore of that application on a wiped state directory (an instance
    started on it, until RUNNING): seconds to RUNNING (group join included), seconds from the
    tasks' assignment to RUNNING (the restoration itself: a snapshot's download included),
@@ -370,8 +370,8 @@ def main() -> int:
                   f"({disk_mb(work / 'shared'):,.0f} MiB)", flush=True)
             produce_input(bootstrap, source, records, tail, args.keys, args.value_bytes)
             runs["tail"] = process(bootstrap, admin, app, source, work / app, memory, records + tail, work, tail)
-            fetched, fetch_s = fetch_all(bootstrap, changelog, engine_decoding=True)
             fetched_plain, fetch_plain_s = fetch_all(bootstrap, changelog, engine_decoding=False)
+            fetched, fetch_s = fetch_all(bootstrap, changelog, engine_decoding=True)
             raw = {"records": fetched, "seconds": round(fetch_s, 2), "records_per_s": round(fetched / fetch_s),
                    "plain_kafka_python_records_per_s": round(fetched_plain / fetch_plain_s)}
             print(f"raw fetch of {changelog}: {json.dumps(raw)}", flush=True)

@@ -18,7 +18,7 @@ from airflow_stateful_provider.hooks.kafka_connection import client_configs_from
 from airflow_stateful_provider.hooks.stateful_streams import StatefulStreamsHook
 from airflow_stateful_provider.sensors.restoration import RestorationSensor
 from airflow_stateful_provider.streams import BrokerUnreachableError, KafkaStreams, KafkaStreamsState, StreamsConfig
-from airflow_stateful_provider.streams.kafka.reads_before_close import deliver_bytes_read_before_close
+from airflow_stateful_provider.streams.kafka.socket_reads import install_socket_reads
 from tests.integration.secured_kafka import TOKEN_PROVIDER, expired_token, fresh_token
 from tests.integration.topologies import json_counts
 from tools.kafka.topics import create_topics, read_all
@@ -154,7 +154,7 @@ def network_thread(request, monkeypatch) -> str:
     if request.param == "late":
         from kafka.net.transport import KafkaSSLTransport
 
-        deliver_bytes_read_before_close()  # wrapped first, so that the monkeypatch undoes only the delay
+        install_socket_reads()  # installed first, so that the monkeypatch undoes only the delay
         read = KafkaSSLTransport._sock_recv
 
         def late(transport):

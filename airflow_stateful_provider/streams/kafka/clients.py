@@ -21,7 +21,7 @@ from airflow_stateful_provider.streams.kafka.client_settings import client_kind,
 from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import retry_coordinator_lookup_on_metadata_failure
 from airflow_stateful_provider.streams.kafka.list_offsets import refresh_leaders_when_list_offsets_miss
 from airflow_stateful_provider.streams.kafka.net_client import engine_net_client
-from airflow_stateful_provider.streams.kafka.reads_before_close import deliver_bytes_read_before_close
+from airflow_stateful_provider.streams.kafka.socket_reads import install_socket_reads
 
 __all__ = ["check_client_environment", "connection_errors", "connection_failures", "construct_client",
            "describe_failures", "prepare_consumer", "servers_text"]
@@ -114,7 +114,7 @@ def connection_failures(client_id: str | None = None) -> Iterator[list[str]]:
     """Collect why kafka-python's connections failed while the block runs (TLS handshakes,
     SASL authentication: it logs them at ERROR and retries until its bootstrap timeout),
     from the IO thread of the client ``client_id`` (any client's when None)."""
-    deliver_bytes_read_before_close()  # else a failed authentication's answer can be lost
+    install_socket_reads()  # else a failed authentication's answer can be lost
     found: list[str] = []
     thread_name = f"kafka-io-{client_id}" if client_id else None
 
