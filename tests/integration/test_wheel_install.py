@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import zipfile
 from pathlib import Path
@@ -27,6 +28,10 @@ import airflow_stateful_provider
 pytestmark = pytest.mark.wheel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+_PYTHON = f"cp{sys.version_info.major}{sys.version_info.minor}"
+#: setuptools' tag of a wheel with a C extension: cp311-cp311-linux_x86_64 on CPython 3.11, Linux x86-64.
+WHEEL_TAG = f"{_PYTHON}-{_PYTHON}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}"
+EXTENSION_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 #: Building, installing about 140 wheels and migrating an Airflow database on a busy 2-core machine.
 STEP_TIMEOUT_S = 600
 
@@ -67,7 +72,7 @@ def built(tmp_path_factory) -> dict[str, Path]:
     source = tmp_path_factory.mktemp("source") / "repo"
     shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(
         ".git", ".venv", ".local", "*.egg-info", "build", "dist", "__pycache__", ".mypy_cache", ".ruff_cache",
-        ".hypothesis", "lib"))  # lib: tools/kafka/lib, the broker's jars
+        ".hypothesis", "lib", "*.so"))  # lib: tools/kafka/lib, the broker's jars; *.so: built in place
     run([sys.executable, "-m", "build", "--outdir", str(dist), str(source)])
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
@@ -76,16 +81,20 @@ def built(tmp_path_factory) -> dict[str, Path]:
 
 def test_build_makes_a_wheel_and_an_sdist_with_the_license(built):
     version = airflow_stateful_provider.__version__
-    assert built["wheel"].name == f"airflow_stateful_provider-{version}-py3-none-any.whl"
+    # a wheel of this platform: it carries the C loop of the batch decoder
+    assert built["wheel"].name == f"airflow_stateful_provider-{version}-{WHEEL_TAG}.whl"
     with zipfile.ZipFile(built["wheel"]) as wheel:
         names = set(wheel.namelist())
     assert {"airflow_stateful_provider/py.typed", "airflow_stateful_provider/spark/app.py",
+            "airflow_stateful_provider/streams/kafka/_native_batch_decoding.pyi",
+            f"airflow_stateful_provider/streams/kafka/_native_batch_decoding{EXTENSION_SUFFIX}",
             f"airflow_stateful_provider-{version}.dist-info/licenses/LICENSE"} <= names
     assert not [n for n in names if n.startswith(("tests/", "tools/", "dags/", "bench/"))]
     with tarfile.open(built["sdist"]) as sdist:
         members = {Path(m).relative_to(f"airflow_stateful_provider-{version}").as_posix() for m in sdist.getnames()
                    if "/" in m}
-    assert {"LICENSE", "README.md", "pyproject.toml", "airflow_stateful_provider/py.typed"} <= members
+    assert {"LICENSE", "README.md", "pyproject.toml", "setup.py", "airflow_stateful_provider/py.typed",
+            "airflow_stateful_provider/streams/kafka/_native_batch_decoding.c"} <= members
 
 
 @pytest.mark.timeout(900)
@@ -102,6 +111,8 @@ def test_a_fresh_environment_with_only_the_wheel_runs_the_cli_lists_the_provider
 
     version = airflow_stateful_provider.__version__
     assert run([str(bin_dir / "stateful-streams"), "--version"]).strip() == f"stateful-streams {version}"
+    assert run([str(bin_dir / "python"), "-c", "from airflow_stateful_provider.streams.kafka.batch_decoding "
+                "import NATIVE; print(NATIVE is not None)"]).strip() == "True"  # the C loop was installed
     assert "usage: stateful-streams" in run([str(bin_dir / "stateful-streams"), "--help"])
 
     dags = tmp_path / "dags"
