@@ -10,10 +10,12 @@ loop straight into ``ConsumerRecord`` tuples: a C loop (_native_batch_decoding.c
 0.3 us a record) where it was built at install, else the same loop in Python (about 2 us),
 with the one- and two-byte varints (nearly all of them) read inline. The records are the
 same, field for field (tests/unit/streams/kafka/test_batch_decoding.py compares both loops
-with kafka-python's own decoding);
-so are the CRC checks, transaction handling, control batches and consumer positions. Only
-the per-record work differs, and a malformed batch is refused whole, naming the partition
-and offset, where kafka-python first returns the records before the bad one.
+with kafka-python's own decoding), but for their headers: a tuple, not a list (the engine
+never changes them, and a record of strings, numbers and tuples is one the garbage collector
+can leave alone: see the C loop); so are the CRC checks, transaction handling, control
+batches and consumer positions. Only the per-record work differs, and a malformed batch is
+refused whole, naming the partition and offset, where kafka-python first returns the
+records before the bad one.
 
 Consumers with deserializers, batches of the old message formats (v0/v1) and consumers
 without this fetcher layout (other kafka-python versions) keep kafka-python's decoding.
@@ -21,7 +23,7 @@ without this fetcher layout (other kafka-python versions) keep kafka-python's de
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -242,7 +244,7 @@ def decode_batch_in_python(batch: Any, topic: str, partition: int, leader_epoch:
                 value = None
             if buffer[pos] == 0:  # no headers
                 pos += 1
-                headers: list[Any] = []
+                headers: tuple[tuple[str, bytes | None], ...] = ()
                 header_size = -1
             else:
                 headers, pos = _headers(buffer, pos)
@@ -266,8 +268,9 @@ def decode_batch_in_python(batch: Any, topic: str, partition: int, leader_epoch:
     return out, size
 
 
-def _headers(buffer: bytes, pos: int) -> tuple[list[tuple[str, bytes | None]], int]:
-    """A record's headers at ``pos``, with kafka-python 3.0.12's varint decoder and its errors."""
+def _headers(buffer: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    """A record's headers at ``pos`` (a tuple: kafka-python's are a list), with kafka-python
+    3.0.12's varint decoder and its errors."""
     from kafka.errors import CorruptRecordError
     from kafka.record.util import decode_varint as _varint
 
@@ -288,10 +291,10 @@ def _headers(buffer: bytes, pos: int) -> tuple[list[tuple[str, bytes | None]], i
         else:
             value = None
         headers.append((key, value))
-    return headers, pos
+    return tuple(headers), pos
 
 
-def _header_size(headers: list[tuple[str, bytes | None]]) -> int:
+def _header_size(headers: Sequence[tuple[str, bytes | None]]) -> int:
     if not headers:
         return -1
     return sum(len(key.encode("utf-8")) + (len(value) if value is not None else 0) for key, value in headers)

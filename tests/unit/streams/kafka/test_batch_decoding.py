@@ -75,6 +75,10 @@ def read(partition_records_class, data: bytes, *, fetch_offset=0, take=None, **k
 def assert_same(data: bytes, **kwargs) -> list:
     stock = read(Fetcher.PartitionRecords, data, **kwargs)
     fast = read(BatchDecoding, data, **kwargs)
+    ours = MemoryRecords(data).next_batch().magic == 2 and "key_deserializer" not in kwargs
+    if ours:  # headers are a tuple here, kafka-python's a list
+        assert all(type(record.headers) is tuple for record in fast[0])
+        stock = ([r._replace(headers=tuple(r.headers)) for r in stock[0]], *stock[1:])
     assert fast == stock
     assert all(type(record) is type(expected) for record, expected in zip(fast[0], stock[0], strict=True))
     return fast[0]

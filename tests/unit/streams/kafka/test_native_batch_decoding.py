@@ -4,6 +4,8 @@ with both loops against kafka-python's own decoding."""
 
 from __future__ import annotations
 
+import gc
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.consumer.fetcher import ConsumerRecord
@@ -16,6 +18,17 @@ from tests.unit.streams.kafka.test_batch_decoding import batch, varied_records
 
 def test_the_c_loop_is_built():
     assert batch_decoding.NATIVE is not None, "the C loop was not built: see the install's output (pip install -e .)"
+
+
+def test_records_of_the_c_loop_are_left_alone_by_the_garbage_collector():
+    """A record holds only strings, numbers, bytes, None and tuples of them: never in a cycle,
+    so untracked from the start, its headers too; the Python loop's are untracked at the
+    collector's first pass."""
+    parsed = DefaultRecordBatch(batch(varied_records(20)))
+    records, _ = batch_decoding.decode_batch(parsed, "changelog", 3, 5)
+    assert any(r.headers for r in records) and any(r.headers == () for r in records)
+    assert not any(gc.is_tracked(r) or gc.is_tracked(r.headers) for r in records)
+    assert all(type(r.headers) is tuple and all(type(h) is tuple for h in r.headers) for r in records)
 
 
 @settings(max_examples=300, deadline=None)
