@@ -17,6 +17,7 @@ from kafka import KafkaConsumer, TopicPartition
 from airflow_stateful_provider.cli import main as cli_main
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
+from airflow_stateful_provider.streams.instance.stream_thread import RESTORE_FETCH_BYTES
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
@@ -179,17 +180,24 @@ def test_restart_with_fresh_state_dir_restores_the_whole_changelog(bootstrap_ser
     # subscribing, so its own assignment is not outdated at once (that took a second
     # rebalance on every start).
     generation = first.threads[0].consumer._coordinator._generation.generation_id
+    # restoration fetches 4 MiB per partition (kafka-python's default, 1 MiB, for processing)
+    fetch_bytes = [c.config["max_partition_fetch_bytes"] for c in (first.threads[0].restore_consumer,
+                                                                   first.threads[0].consumer)]
+    assert fetch_bytes == [RESTORE_FETCH_BYTES, 1 << 20] and RESTORE_FETCH_BYTES == 4 << 20
     first.close(timeout=30)
     assert first.state is KafkaStreamsState.NOT_RUNNING
     assert generation == 1
 
     listener = RecordingListener()
+    # a consumer_configs value is the restore consumer's too: this restore fetches 64 KiB at a time
     second = KafkaStreams(json_counts(names["input"], names["output"]),
-                          config(bootstrap_servers, names, tmp_path / "b"))
+                          config(bootstrap_servers, names, tmp_path / "b").with_overrides(
+                              consumer_configs={"session_timeout_ms": 10_000, "max_partition_fetch_bytes": 1 << 16}))
     second.set_global_state_restore_listener(listener)
     produce(bootstrap_servers, names["input"], [(f"user-{i % 7}".encode(), b"{}") for i in range(70)])
     run_until(second, lambda: sum(committed_offsets(bootstrap_servers, names["app"], names["input"]).values()) == 770,
               "770 records committed")
+    assert second.threads[0].restore_consumer.config["max_partition_fetch_bytes"] == 1 << 16
     second.close(timeout=30)
     assert listener.total("end") == 700, listener.events  # one changelog record per processed input record
     assert final_counts(bootstrap_servers, names["output"]) == {f"user-{i}": 110 for i in range(7)}

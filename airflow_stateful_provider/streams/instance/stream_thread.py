@@ -109,6 +109,11 @@ REJOIN_POLL_SLICE_MS = 20
 #: is polled at most this often: it has no records to give, and each poll costs the
 #: restoration about a millisecond of hand-offs to the consumer's IO thread.
 RESTORING_MAIN_POLL_MS = 50
+#: The restore consumer's ``max_partition_fetch_bytes`` unless ``consumer_configs`` set it.
+#: kafka-python fetches a partition again only once its buffered records are used up, so a
+#: restoring thread waits a round trip per fetch: 4 MiB fetches instead of the default 1 MiB
+#: restored a 2M-key changelog 30 % faster (docs/benchmarks.md, "State at scale").
+RESTORE_FETCH_BYTES = 4 << 20
 
 
 class StreamThreadState(enum.Enum):
@@ -312,9 +317,11 @@ class StreamThread(threading.Thread):
         isolation = {"isolation_level": "read_committed"} if eos else {}
         # A short fetch wait: the restore consumer also answers the group leader's end-offset
         # queries, which would otherwise wait behind an idle fetch for up to 500 ms.
+        fetch = {"max_partition_fetch_bytes": self.config.consumer_configs.get("max_partition_fetch_bytes",
+                                                                              RESTORE_FETCH_BYTES)}
         self.restore_consumer = self._consumer_factory(
             client_id=f"{prefix}-restore-consumer", group_id=None, auto_offset_reset="none",
-            enable_auto_commit=False, fetch_max_wait_ms=100, **isolation)
+            enable_auto_commit=False, fetch_max_wait_ms=100, **fetch, **isolation)
         static = {} if self.config.group_instance_id is None else \
             {"group_instance_id": f"{self.config.group_instance_id}-{self.index}"}
         self.consumer = self._consumer_factory(
