@@ -23,6 +23,7 @@ without this fetcher layout (other kafka-python versions) keep kafka-python's de
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
@@ -32,11 +33,14 @@ __all__ = ["NATIVE", "decode_batches_at_once"]
 _LOG_APPEND_TIME = 1
 _TIMESTAMP_TYPE_MASK = 0x08
 
+log = logging.getLogger(__name__)
+
 NATIVE: ModuleType | None
 try:  # the C loop (_native_batch_decoding.c), built at install where a C compiler is
     import airflow_stateful_provider.streams.kafka._native_batch_decoding as NATIVE
 except ImportError:  # not built (no compiler), or loaded from a zip: the same work in Python
     NATIVE = None
+_said_python = False
 
 
 def decode_batches_at_once(consumer: Any) -> bool:
@@ -53,7 +57,18 @@ def decode_batches_at_once(consumer: Any) -> bool:
         return False
     if not getattr(stock, "decodes_batches_at_once", False):
         fetcher.PartitionRecords = _batch_decoding_partition_records(stock)
+    _say_once_if_in_python()
     return True
+
+
+def _say_once_if_in_python() -> None:
+    """A process without the C loop says so once: its restores take about twice as long."""
+    global _said_python
+    if NATIVE is None and not _said_python:
+        _said_python = True
+        log.warning("record batches are decoded in Python: the C loop of airflow-stateful-provider was not "
+                    "built when it was installed (no C compiler or Python headers?), so restoring state takes "
+                    "about twice as long; reinstall with gcc and python3-dev present (docs/getting-started.md)")
 
 
 _classes: dict[type, type] = {}

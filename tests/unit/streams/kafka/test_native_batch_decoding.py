@@ -5,10 +5,11 @@ with both loops against kafka-python's own decoding."""
 from __future__ import annotations
 
 import gc
+from types import SimpleNamespace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka.consumer.fetcher import ConsumerRecord
+from kafka.consumer.fetcher import ConsumerRecord, Fetcher
 from kafka.errors import CorruptRecordError
 from kafka.record.default_records import DefaultRecordBase, DefaultRecordBatch
 
@@ -57,3 +58,21 @@ def test_the_c_loop_decodes_as_the_python_loop_or_leaves_the_batch_to_it(seed, c
         assert native == expected
     if not damage and not cut:
         assert native is not None and native == expected
+
+
+def test_a_process_without_the_c_loop_says_so_once(monkeypatch, caplog):
+    monkeypatch.setattr(batch_decoding, "NATIVE", None)
+    monkeypatch.setattr(batch_decoding, "_said_python", False)
+    caplog.set_level("WARNING", logger=batch_decoding.__name__)
+    for _ in range(2):
+        assert batch_decoding.decode_batches_at_once(SimpleNamespace(_fetcher=SimpleNamespace(
+            PartitionRecords=Fetcher.PartitionRecords)))
+    said = [r.getMessage() for r in caplog.records if "decoded in Python" in r.getMessage()]
+    assert len(said) == 1 and "C loop" in said[0] and "twice as long" in said[0], said
+
+
+def test_a_process_with_the_c_loop_says_nothing(caplog):
+    caplog.set_level("WARNING", logger=batch_decoding.__name__)
+    assert batch_decoding.decode_batches_at_once(SimpleNamespace(_fetcher=SimpleNamespace(
+        PartitionRecords=Fetcher.PartitionRecords)))
+    assert not [r for r in caplog.records if "decoded in Python" in r.getMessage()]
