@@ -139,7 +139,6 @@ static PyObject *decode_records(PyObject *module, PyObject *args) {
         int64_t offset, timestamp;
         if (!read_varint(&r, &length)) goto doubt;
         Py_ssize_t record_start = r.pos;
-        size += length;
         if (!read_varint(&r, &unused) || !read_varint(&r, &timestamp_delta) || !read_varint(&r, &offset_delta))
             goto doubt;
         if (__builtin_add_overflow((int64_t)base_offset, offset_delta, &offset)) goto doubt;
@@ -150,6 +149,7 @@ static PyObject *decode_records(PyObject *module, PyObject *args) {
         if (got == 1) got = read_varint(&r, &value_size) ? read_bytes(&r, value_size, &value) : 0;
         if (got == 1) got = read_headers(&r, &headers, &header_size);
         if (got == 1 && r.pos - record_start != length) got = 0;
+        size += r.pos - record_start;  /* the record's length, checked: no overflow */
         PyObject *record = got == 1 ? record_type->tp_alloc(record_type, RECORD_FIELDS) : NULL;
         if (record == NULL) {
             Py_XDECREF(key);
