@@ -317,11 +317,11 @@ class StreamThread(threading.Thread):
         isolation = {"isolation_level": "read_committed"} if eos else {}
         # A short fetch wait: the restore consumer also answers the group leader's end-offset
         # queries, which would otherwise wait behind an idle fetch for up to 500 ms.
-        fetch = {"max_partition_fetch_bytes": self.config.consumer_configs.get("max_partition_fetch_bytes",
-                                                                              RESTORE_FETCH_BYTES)}
         self.restore_consumer = self._consumer_factory(
             client_id=f"{prefix}-restore-consumer", group_id=None, auto_offset_reset="none",
-            enable_auto_commit=False, fetch_max_wait_ms=100, **fetch, **isolation)
+            enable_auto_commit=False, fetch_max_wait_ms=100, **isolation,
+            max_partition_fetch_bytes=self.config.consumer_configs.get("max_partition_fetch_bytes",
+                                                                       RESTORE_FETCH_BYTES))
         static = {} if self.config.group_instance_id is None else \
             {"group_instance_id": f"{self.config.group_instance_id}-{self.index}"}
         self.consumer = self._consumer_factory(

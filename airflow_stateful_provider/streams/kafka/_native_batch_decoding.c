@@ -149,7 +149,6 @@ static PyObject *decode_records(PyObject *module, PyObject *args) {
         if (got == 1) got = read_varint(&r, &value_size) ? read_bytes(&r, value_size, &value) : 0;
         if (got == 1) got = read_headers(&r, &headers, &header_size);
         if (got == 1 && r.pos - record_start != length) got = 0;
-        size += r.pos - record_start;  /* the record's length, checked: no overflow */
         PyObject *record = got == 1 ? record_type->tp_alloc(record_type, RECORD_FIELDS) : NULL;
         if (record == NULL) {
             Py_XDECREF(key);
@@ -174,6 +173,7 @@ static PyObject *decode_records(PyObject *module, PyObject *args) {
             goto error;
         }
         Py_DECREF(record);
+        size += length;  /* checked against the bytes read above: no overflow */
     }
     if (r.pos != r.len) goto doubt;
     PyBuffer_Release(&view);

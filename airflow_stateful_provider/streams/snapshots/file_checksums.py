@@ -30,17 +30,10 @@ def checksum_is_well_formed(algorithm: str, digest: str) -> bool:
 
 def file_checksum(path: str, algorithm: str) -> tuple[int, str]:
     """(size, lowercase hex ``algorithm`` digest) of the local file at ``path``."""
+    digest = crc32c.CRC32CHash() if algorithm == "crc32c" else hashlib.new(algorithm)
     size = 0
     buffer = bytearray(_CHUNK)
     view = memoryview(buffer)
-    if algorithm == "crc32c":
-        value = 0
-        with open(path, "rb", buffering=0) as handle:
-            while read := handle.readinto(buffer):
-                value = crc32c.crc32c(view[:read], value)
-                size += read
-        return size, f"{value:08x}"
-    digest = hashlib.new(algorithm)
     with open(path, "rb", buffering=0) as handle:
         while read := handle.readinto(buffer):
             digest.update(view[:read])
