@@ -7,6 +7,7 @@ from __future__ import annotations
 import select
 import socket
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -40,9 +41,20 @@ def pair():
 
 
 def wait_readable(sock: socket.socket, size: int) -> None:
-    """Until ``size`` bytes are buffered on ``sock`` (no progress for 10 s fails)."""
-    while len(sock.recv(size, socket.MSG_PEEK)) < size:
-        assert select.select([sock], [], [], 10)[0], "no bytes arrived for 10 s"
+    """Until ``size`` bytes are buffered on the non-blocking ``sock``; 10 s without a new byte
+    fails."""
+    buffered, progressed_at = -1, time.monotonic()
+    while buffered < size:
+        assert time.monotonic() - progressed_at < 10, f"{max(buffered, 0)} of {size} bytes after 10 s without more"
+        select.select([sock], [], [], 0.1)
+        try:
+            now = len(sock.recv(size, socket.MSG_PEEK))
+        except BlockingIOError:  # nothing buffered yet
+            now = 0
+        if now > buffered:
+            buffered, progressed_at = now, time.monotonic()
+        elif now:
+            time.sleep(0.005)  # readable but short: select would return at once
 
 
 def test_reads_what_was_sent_in_large_reads(pair):
