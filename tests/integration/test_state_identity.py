@@ -165,6 +165,8 @@ def test_a_changelog_deleted_while_stopped_stops_the_restart_until_the_user_opts
         assert f"its directory ({task_dir}) was left as it is" in str(error)
         assert "on_changelog_loss='restore_from_changelog'" in str(error)
 
+        # close() returns once the error shutdown has sent the last document (state ERROR).
+        assert streams.close(timeout=60)
         document = read_status_documents(bootstrap_servers, app)[f"{app}-instance"]
         assert (document.state, document.format_version) == ("ERROR", 2)
         assert [(t.task_id, t.role, t.state, t.lost_changelogs) for t in document.tasks] == [

@@ -422,15 +422,16 @@ class KafkaStreams:
 
     def close(self, timeout: float | None = None) -> bool:
         """Stop every stream thread cleanly (commit, checkpoint, leave the group).
-        Returns False if a thread did not stop within ``timeout`` seconds. Concurrent
+        Returns False if a thread did not stop within ``timeout`` seconds. After a thread died,
+        waits for the error shutdown instead (its last status document says ERROR). Concurrent
         calls (a control-topic stop and SIGTERM) wait for the first to finish."""
         if not self._close_lock.acquire(timeout=-1 if timeout is None else timeout):
             return False
         try:
-            if self._state in (KafkaStreamsState.NOT_RUNNING, KafkaStreamsState.ERROR):
+            if self._state is KafkaStreamsState.NOT_RUNNING:
                 return True
-            if self._state is KafkaStreamsState.PENDING_ERROR:
-                return self._wait_for_threads(timeout)
+            if self._state in (KafkaStreamsState.PENDING_ERROR, KafkaStreamsState.ERROR):
+                return self._wait_for_error_shutdown(timeout)
             self._set_state(KafkaStreamsState.PENDING_SHUTDOWN)
             self._close_listeners()
             stopped = self._wait_for_threads(timeout)
@@ -456,6 +457,15 @@ class KafkaStreams:
                 self.status_publisher.close(clean=clean)
             except Exception:  # status is best effort while stopping
                 log.exception("closing the status publisher of %s failed", self.instance_id)
+
+    def _wait_for_error_shutdown(self, timeout: float | None) -> bool:
+        """After a thread died: wait until the error shutdown has stopped the threads and sent
+        the last status document (state ERROR), so nothing runs once close() returns True."""
+        closer = self._error_closer
+        if closer is None or closer is threading.current_thread():
+            return self._wait_for_threads(timeout)
+        closer.join(timeout)
+        return not closer.is_alive()
 
     def _wait_for_threads(self, timeout: float | None) -> bool:
         for thread in self.threads:
