@@ -7,9 +7,9 @@ but refused with ForeignStateError, like a foreign task directory); it holds eve
 persistent store of the task, logged to the same changelog partition; every store's offset
 is still inside its changelog (not below the log start: the records between the snapshot
 and today would be missing, nor past the end: the changelog was recreated); every file
-downloads with the size and SHA-256 the manifest lists. Files are downloaded into
-``<task_dir>/.snapshot-restore-<id>/`` and verified before anything in the task directory
-changes, so a corrupt snapshot is never loaded, and a snapshot deleted meanwhile
+downloads with the size and checksum the manifest lists (CRC32C; SHA-256 in format 1
+manifests). Files are downloaded into ``<task_dir>/.snapshot-restore-<id>/`` and verified
+before anything in the task directory changes, so a corrupt snapshot is never loaded, and a snapshot deleted meanwhile
 (retention) does not matter once it is downloaded.
 """
 
