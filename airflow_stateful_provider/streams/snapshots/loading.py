@@ -9,8 +9,8 @@ is still inside its changelog (not below the log start: the records between the 
 and today would be missing, nor past the end: the changelog was recreated); every file
 downloads with the size and checksum the manifest lists (CRC32C; SHA-256 in format 1
 manifests). Files are downloaded into ``<task_dir>/.snapshot-restore-<id>/`` and verified
-before anything in the task directory changes, so a corrupt snapshot is never loaded, and a snapshot deleted meanwhile
-(retention) does not matter once it is downloaded.
+before anything in the task directory changes, so a corrupt snapshot is never loaded, and
+a snapshot deleted meanwhile (retention) does not matter once it is downloaded.
 """
 
 from __future__ import annotations
