@@ -23,6 +23,10 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 PARTITIONS = 4
 RECORDS = 600_000
+#: Size of the changelog's producer batches and of a partition's fetch: a restore applies
+#: about a hundred records a fetch, so it lasts seconds and the 300 ms status documents
+#: catch it under way (with the default 4 MiB fetches it can be over in half a second).
+FETCH_BYTES = 8192
 
 
 def status_json(bootstrap_servers: str, application_id: str) -> dict | None:
@@ -34,12 +38,12 @@ def status_json(bootstrap_servers: str, application_id: str) -> dict | None:
 def test_status_follows_restoration_on_spark_then_stop_drains(bootstrap_servers, tmp_path):
     app_id = f"spark-restore-{uuid.uuid4().hex[:6]}"
     create_topics(bootstrap_servers, {f"{app_id}-in": PARTITIONS, f"{app_id}-out": PARTITIONS})
-    ends = fill_counts_changelog(bootstrap_servers, app_id, PARTITIONS, RECORDS)
+    ends = fill_counts_changelog(bootstrap_servers, app_id, PARTITIONS, RECORDS, batch_bytes=FETCH_BYTES)
     changelog = f"{app_id}-counts-changelog"
     state_dir = tmp_path / "state"
     config = {"application_id": app_id, "bootstrap_servers": bootstrap_servers, "state_dir": str(state_dir),
               "num_standby_replicas": 1, "commit_interval_ms": 500, "status_interval_ms": 300,
-              "consumer_configs": {"session_timeout_ms": 10_000},
+              "consumer_configs": {"session_timeout_ms": 10_000, "max_partition_fetch_bytes": FETCH_BYTES},
               "app_configs": {"input": f"{app_id}-in", "output": f"{app_id}-out"}}
     app = SparkApplication("tests.integration.topologies:configured_counts", config, tmp_path, instances=2).start()
     try:
@@ -80,6 +84,7 @@ def test_status_follows_restoration_on_spark_then_stop_drains(bootstrap_servers,
         # While restoring: active owners are the two instances, progress within the changelog.
         restoring = [(s, t) for s in snapshots for t in s["tasks"] if t["state"] == "restoring"]
         assert restoring, "no snapshot caught a task restoring"
+        print(f"{len(restoring)} task reports of {len(snapshots)} status reads show a task restoring")
         # Every restoring task carries its progress from the first document that shows it
         # restoring (never pending from this writer): its changelog partition with the end
         # offset captured at restore start, which is the prepared changelog's end. A task

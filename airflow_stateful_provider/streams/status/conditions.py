@@ -10,6 +10,8 @@ log (and put into the failure message on timeout, restricted to the stuck tasks)
 Stale documents are never trusted: a task whose owner (or standby) stopped publishing
 counts as not done, whatever it last claimed. Neither condition holds vacuously: an
 application reporting no task, or (standby lag) no task known to have state, is not done.
+Neither holds while the group's assignment is unsettled (an instance still joining, or
+instances at different group generations): the next assignment may move any task.
 """
 
 from __future__ import annotations
@@ -104,6 +106,27 @@ def normalize_task_ids(task_ids: str | Iterable[str | TaskId] | None) -> tuple[s
     return tuple(dict.fromkeys(result))
 
 
+def _unsettled_assignment(status: ApplicationStatus) -> list[str]:
+    """Why the group's assignment may still change, or nothing. A live instance without a
+    group generation has not joined yet (the group's first assignment went to the others,
+    and the rebalance its join starts may move any task to it); live instances at different
+    generations are in the middle of a rebalance. Instances failing or shutting down are
+    left to the owner checks."""
+    live = [i for i in status.instances if not i.stale and i.state not in UNTRUSTED_INSTANCE_STATES]
+    problems = []
+    joining = [i for i in live if i.generation is None]
+    if joining:
+        problems.append("the assignment is not settled: not in the group yet: "
+                        + ", ".join(f"{i.instance_id}@{i.host} ({i.state})" for i in joining)
+                        + " (the rebalance a join starts may move any task)")
+    generations = {i.generation for i in live if i.generation is not None}
+    if len(generations) > 1:
+        problems.append("the assignment is not settled: a rebalance is under way (group generations "
+                        + ", ".join(f"{i.instance_id} {i.generation}" for i in live if i.generation is not None)
+                        + ")")
+    return problems
+
+
 def _owner_problem(status: ApplicationStatus, task: TaskStatus) -> str | None:
     """Why the task's active owner cannot be trusted, or None."""
     if task.active is None:
@@ -179,13 +202,15 @@ def restoration_condition(
         waiting = _restoration_waiting_for(status, task, max_remaining_records)
         checks.append(TaskCheck(task_id, not waiting, waiting, cells))
     problems = [] if selected else ["no task reported yet (no instance has claimed a task)"]
-    problems += _stale_problem(status)
-    done = bool(selected) and all(c.done for c in checks)
+    unsettled = _unsettled_assignment(status)
+    problems += unsettled + _stale_problem(status)
+    done = bool(selected) and all(c.done for c in checks) and not unsettled
     stuck = [c.task_id for c in checks if not c.done]
     scope = "all tasks" if task_ids is None else f"tasks {[t for t, _ in selected]}"
     summary = (f"restoration of {status.application_id} ({scope}, at most {max_remaining_records:,} offsets "
                f"remaining): {len(checks) - len(stuck)}/{len(checks)} task(s) done"
-               + (f"; waiting for {', '.join(stuck)}" if stuck else "") + (" - COMPLETE" if done else ""))
+               + (f"; waiting for {', '.join(stuck)}" if stuck else "")
+               + ("; waiting for the assignment to settle" if unsettled else "") + (" - COMPLETE" if done else ""))
     return ConditionResult(done, summary, _RESTORATION_HEADER, tuple(checks), tuple(problems))
 
 
@@ -284,13 +309,15 @@ def standby_lag_condition(
             waiting = (f"{len(ok)} of {min_standbys_per_task} standby(s) within {max_lag_records:,} offsets"
                        + "".join(f"; {_standby_problem(s, max_lag_records)}" for s in standbys if s not in ok))
         checks.append(TaskCheck(task_id, not waiting, waiting, cells))
-    problems += _stale_problem(status)
-    done = bool(selected) and all(c.done for c in checks)
+    unsettled = _unsettled_assignment(status)
+    problems += unsettled + _stale_problem(status)
+    done = bool(selected) and all(c.done for c in checks) and not unsettled
     stuck = [c.task_id for c in checks if not c.done]
     scope = "stateful tasks" if wanted is None else f"tasks {list(wanted)}"
     summary = (f"standby lag of {status.application_id} ({scope}, >= {min_standbys_per_task} standby(s) "
                f"per task within {max_lag_records:,} offsets): {len(checks) - len(stuck)}/{len(checks)} task(s) ok"
-               + (f"; waiting for {', '.join(stuck)}" if stuck else "") + (" - OK" if done else ""))
+               + (f"; waiting for {', '.join(stuck)}" if stuck else "")
+               + ("; waiting for the assignment to settle" if unsettled else "") + (" - OK" if done else ""))
     return ConditionResult(done, summary, _STANDBY_HEADER, tuple(checks), tuple(problems))
 
 

@@ -23,9 +23,9 @@ def task(task_id: str, role: str = "active", state: str = "running", *changelogs
 
 
 def document(instance_id: str, *tasks: dict, app: str = APP, published_at: int = NOW_MS - 1_000,
-             state: str = "RUNNING") -> dict:
+             state: str = "RUNNING", generation: int | None = 3) -> dict:
     return {"format_version": 1, "instance_id": instance_id, "application_id": app, "state": state, "epoch": 1,
-            "host": f"host-{instance_id}", "pid": 100, "process_id": f"uuid-{instance_id}", "generation": 3,
+            "host": f"host-{instance_id}", "pid": 100, "process_id": f"uuid-{instance_id}", "generation": generation,
             "next_probing_rebalance_ms": None, "published_at": published_at, "tasks": list(tasks),
             "acknowledgements": []}
 

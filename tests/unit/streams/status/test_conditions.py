@@ -62,6 +62,42 @@ def test_owner_instance_shutting_down_is_not_done():
     assert not result.done and result.stuck[0].waiting_for == "owner instance i-1 is PENDING_SHUTDOWN"
 
 
+def test_an_instance_still_joining_the_group_keeps_both_conditions_waiting():
+    # The group's first assignment gave every task to i-1; i-2 has published but not joined
+    # yet (no generation): its join starts a rebalance that may move any task to it.
+    tasks = (task("0_0", "active", "running"), task("0_1", "active", "running"))
+    standbys = (task("0_0", "standby", "running", changelog(0, 0, 5, 5)),
+                task("0_1", "standby", "running", changelog(1, 0, 5, 5)))
+    joining = document("i-2", *standbys, state="REBALANCING", generation=None)
+    for result in (restoration_condition(snapshot(document("i-1", *tasks), joining)),
+                   standby_lag_condition(snapshot(document("i-1", *tasks), joining), max_lag_records=0)):
+        assert not result.done and not result.stuck, result.table()
+        assert result.problems == ("the assignment is not settled: not in the group yet: i-2@host-i-2 "
+                                   "(REBALANCING) (the rebalance a join starts may move any task)",)
+        assert result.summary.endswith("; waiting for the assignment to settle")
+    # Joined (same generation as i-1): both hold.
+    joined = document("i-2", *standbys, generation=3)
+    assert restoration_condition(snapshot(document("i-1", *tasks), joined)).done
+    assert standby_lag_condition(snapshot(document("i-1", *tasks), joined), max_lag_records=0).done
+
+
+def test_instances_at_different_generations_are_in_a_rebalance():
+    status = snapshot(document("i-1", task("0_0"), generation=4), document("i-2", task("0_1"), generation=3))
+    result = restoration_condition(status)
+    assert not result.done
+    assert result.problems == ("the assignment is not settled: a rebalance is under way (group generations "
+                               "i-1 4, i-2 3)",)
+
+
+def test_a_failed_or_stale_instance_does_not_hold_the_assignment_open():
+    # Their own tasks are judged by the owner checks; without tasks they do not block.
+    failed = document("i-2", state="ERROR", generation=None)
+    stale = document("i-3", published_at=NOW_MS - 60_000, generation=1)
+    result = restoration_condition(snapshot(document("i-1", task("0_0"), task("0_1")), failed, stale))
+    assert not any("not settled" in p for p in result.problems), result.problems
+    assert result.done, result.table()
+
+
 def test_unassigned_task_blocks():
     # 0_1 is known only from a standby: nobody runs it as active.
     status = snapshot(document("i-1", task("0_0"), task("0_1", "standby", "running", changelog(1, 0, 5, 5))))
