@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: After a stop timed out: time given to the stack dump before the process is killed, and
+#: lines of log shown (a dump of some twenty threads runs to a few hundred lines).
+STACK_DUMP_SECONDS = 2
+STACK_DUMP_LINES = 400
 
 
 class InstanceExitedError(AssertionError):
@@ -78,16 +82,22 @@ class InstanceProcess:
 
     def stop(self, timeout: float = 60) -> int:
         """SIGTERM (the instance commits, checkpoints and leaves the group) and wait; a process
-        still running after ``timeout`` is killed and TimeoutError raised with its log tail."""
+        still running after ``timeout`` dumps its threads' stacks into its log (SIGUSR1, the
+        runner's faulthandler), is killed, and TimeoutError is raised with the log tail."""
         if not self.alive():
             return self.process.returncode
         self.process.send_signal(signal.SIGTERM)
         try:
             return self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=30)
-            raise TimeoutError(f"instance {self.name} did not stop within {timeout}s:\n{self.log_tail()}") from None
+            self.process.send_signal(signal.SIGUSR1)
+            try:
+                self.process.wait(timeout=STACK_DUMP_SECONDS)  # the dump is written meanwhile
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+            raise TimeoutError(f"instance {self.name} did not stop within {timeout}s (its threads' stacks are "
+                               f"at the end of the log):\n{self.log_tail(STACK_DUMP_LINES)}") from None
 
     def ensure_stopped(self) -> None:
         """Kill the process if it still runs (clean-up after a failure)."""

@@ -12,12 +12,15 @@ possible). SIGTERM/SIGINT close the instance cleanly (commit, checkpoint, leave 
 group); a restart command on the control topic starts it again in this process with the next
 epoch (instance/host.py); the exit code is 0 after a clean stop, 1 when the instance ended in ERROR and 2 when
 it could not start (a bad setting or topology, unreachable brokers, a state directory of
-another application: one line on stderr).
+another application: one line on stderr). SIGUSR1 writes every thread's stack to stderr
+(faulthandler: it works even while a thread holds the interpreter lock), for an instance that
+hangs.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import inspect
 import json
@@ -146,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 <pid>`: where each thread is
     events = EventFileListener(args.events_file) if args.events_file else None
 
     def build(config: StreamsConfig) -> KafkaStreams:
