@@ -27,6 +27,10 @@ __all__ = ["InstanceHost"]
 log = logging.getLogger(__name__)
 
 _ENDED = (KafkaStreamsState.NOT_RUNNING, KafkaStreamsState.ERROR)
+#: The waiting main thread wakes this often even when nothing happened: Python runs signal
+#: handlers (SIGTERM's request_stop) in the main thread only, and a main thread blocked in a
+#: lock without a timeout is not woken by a signal the kernel delivered to another thread.
+WAKE_SECONDS = 1.0
 
 
 class InstanceHost:
@@ -58,7 +62,8 @@ class InstanceHost:
     def run(self) -> KafkaStreams:
         """Block until the instance ends for good; returns the last incarnation, closed."""
         while True:
-            self._wake.wait()
+            if not self._wake.wait(WAKE_SECONDS):
+                continue
             self._wake.clear()
             streams = self._current()
             if self._stop_requested:

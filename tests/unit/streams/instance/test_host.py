@@ -101,3 +101,37 @@ def test_request_stop_closes_the_running_incarnation():
     host.request_stop()
     runner.join(5)
     assert result == [built[0]] and built[0].closed == 1 and built[0].state is KafkaStreamsState.NOT_RUNNING
+
+
+def test_a_stop_signal_the_kernel_hands_to_another_thread_still_stops_the_main_thread():
+    """Python runs signal handlers in the main thread only; a SIGTERM delivered to another
+    thread (the kernel may pick any thread of the process) must not wait for an unrelated wake."""
+    import signal
+
+    built: list[FakeStreams] = []
+    config = StreamsConfig(application_id="app", bootstrap_servers="b:9092", instance_id="app-0",
+                           state_dir="/tmp/state-of-app-0")
+    host = InstanceHost(lambda c: built.append(FakeStreams(c)) or built[-1], config)  # type: ignore[arg-type]
+    host.start()
+    woken_by_watchdog = threading.Event()
+
+    def deliver_to_this_thread() -> None:
+        threading.Event().wait(0.5)  # the main thread is waiting in run() by now
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR2)  # the C handler runs here, not in main
+
+    def watchdog() -> None:  # ends run() if the signal never reaches its handler
+        if not stopped.wait(30):
+            woken_by_watchdog.set()
+            host.request_stop()
+
+    stopped = threading.Event()
+    previous = signal.signal(signal.SIGUSR2, lambda *_: host.request_stop())
+    try:
+        threading.Thread(target=watchdog, daemon=True).start()
+        threading.Thread(target=deliver_to_this_thread, daemon=True).start()
+        result = host.run()  # the main thread, as in the runner
+        stopped.set()
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert not woken_by_watchdog.is_set(), "the signal's handler never ran: run() waited without waking"
+    assert result is built[0] and built[0].closed == 1
