@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             log_level=args.log_level,
             stop_timeout_s=args.stop_timeout, emit=_emit, thread_factory=InheritableThread)
         for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda num, _frame: supervisor.request_stop(signal.Signals(num).name))
+            signal.signal(signum, lambda num, _frame: supervisor.stop_on_signal(signal.Signals(num).name))
         watcher = ControlWatcher(config, supervisor)
         watcher.start()
         _emit({"event": "driver_started", "application_id": config.application_id, "pid": os.getpid(),

@@ -114,6 +114,8 @@ class Supervisor:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._stop_reason: str | None = None
+        #: Set by :meth:`stop_on_signal`; :meth:`run`'s loop turns it into :meth:`request_stop`.
+        self._signalled: str | None = None
         self._crash_loop: CrashLoopError | None = None
         epochs = initial_epochs or {}
         self.slots = [
@@ -138,6 +140,12 @@ class Supervisor:
         self._event("stop_requested", reason=reason)
         if send:
             self._send_stop_safely(None)
+
+    def stop_on_signal(self, name: str) -> None:
+        """For a signal handler (SIGTERM, SIGINT): only notes the signal; :meth:`run` requests
+        the stop within half a second. A handler interrupts the main thread anywhere, also while
+        it holds a lock that :meth:`request_stop` takes, and it must not send on the network."""
+        self._signalled = name
 
     def retire(self, instance_id: str) -> None:
         """The instance was told to stop on its own (a stop command addressed to it): do not
@@ -167,6 +175,8 @@ class Supervisor:
             slot.thread.start()
         while any(s.started_thread().is_alive() for s in self.slots) and not self._stopping.is_set():
             self._stopping.wait(0.5)
+            if self._signalled is not None:
+                self.request_stop(self._signalled)
         cancelled = self._await_stop() if any(s.started_thread().is_alive() for s in self.slots) else []
         code = 0 if self._crash_loop is None and not cancelled else 1
         self._event("supervisor_finished", exit_code=code, reason=self._stop_reason,

@@ -27,9 +27,9 @@ __all__ = ["InstanceHost"]
 log = logging.getLogger(__name__)
 
 _ENDED = (KafkaStreamsState.NOT_RUNNING, KafkaStreamsState.ERROR)
-#: The waiting main thread wakes this often even when nothing happened: Python runs signal
-#: handlers (SIGTERM's request_stop) in the main thread only, and a main thread blocked in a
-#: lock without a timeout is not woken by a signal the kernel delivered to another thread.
+#: The waiting main thread looks for a stop request this often. Python runs signal handlers
+#: (SIGTERM's request_stop) in the main thread only, and a main thread blocked in a lock
+#: without a timeout is not woken by a signal the kernel delivered to another thread.
 WAKE_SECONDS = 1.0
 
 
@@ -55,20 +55,22 @@ class InstanceHost:
         return self._start(self._config)
 
     def request_stop(self) -> None:
-        """End :meth:`run`: the current incarnation is closed and not restarted (SIGTERM)."""
+        """End :meth:`run` within WAKE_SECONDS: the current incarnation is closed and not
+        restarted (SIGTERM). Only sets a flag, so a signal handler may call it: an
+        ``Event.set()`` there could wait forever on the lock the interrupted main thread holds."""
         self._stop_requested = True
-        self._wake.set()
 
     def run(self) -> KafkaStreams:
         """Block until the instance ends for good; returns the last incarnation, closed."""
         while True:
-            if not self._wake.wait(WAKE_SECONDS):
-                continue
-            self._wake.clear()
+            woken = self._wake.wait(WAKE_SECONDS)
             streams = self._current()
             if self._stop_requested:
                 streams.close()
                 return streams
+            if not woken:
+                continue
+            self._wake.clear()
             if streams.state not in _ENDED:
                 continue
             streams.close()  # waits until the closing thread is done (its status document removed)

@@ -210,3 +210,18 @@ def test_instance_state_dir_prefers_explicit_then_executor_local_dirs():
     assert instance_state_dir(spec, {}) == "/spark-local/stateful-streams/app-1"
     explicit = InstanceSpec("m:f", {"application_id": "app", "state_dir": "/state"}, "app-1", 1)
     assert instance_state_dir(explicit, {"SPARK_LOCAL_DIRS": "/d1"}) == "/state/app-1"
+
+
+def test_a_signal_is_only_noted_by_the_handler_and_the_run_loop_stops_every_instance():
+    runner = ScriptedRunner({"app-0": ["block"], "app-1": ["block"]})
+    sent: list = []
+    sup, events = supervisor(runner)
+    sup._send_stop = sent.append
+    thread, codes = run_in_background(sup)
+    wait_for(lambda: len(runner.calls) == 2)
+    sup.stop_on_signal("SIGTERM")  # what the handler does: no lock, no network
+    wait_for(lambda: kinds(events, "stop_requested"))  # the run loop requested the stop
+    assert kinds(events, "stop_requested")[0]["reason"] == "SIGTERM" and sent[0] is None
+    runner.stop(("app-0", "app-1"))
+    thread.join(5)
+    assert codes == [0]
