@@ -113,18 +113,23 @@ def _unsettled_assignment(status: ApplicationStatus) -> list[str]:
     generations are in the middle of a rebalance. Instances failing or shutting down are
     left to the owner checks."""
     live = [i for i in status.instances if not i.stale and i.state not in UNTRUSTED_INSTANCE_STATES]
-    problems = []
     joining = [i for i in live if i.generation is None]
+    joined = [i for i in live if i.generation is not None]
+    problems = []
     if joining:
         problems.append("the assignment is not settled: not in the group yet: "
                         + ", ".join(f"{i.instance_id}@{i.host} ({i.state})" for i in joining)
                         + " (the rebalance a join starts may move any task)")
-    generations = {i.generation for i in live if i.generation is not None}
-    if len(generations) > 1:
+    if len({i.generation for i in joined}) > 1:
         problems.append("the assignment is not settled: a rebalance is under way (group generations "
-                        + ", ".join(f"{i.instance_id} {i.generation}" for i in live if i.generation is not None)
-                        + ")")
+                        + ", ".join(f"{i.instance_id} {i.generation}" for i in joined) + ")")
     return problems
+
+
+def _verdict_tail(stuck: list[str], unsettled: list[str], done: bool, done_word: str) -> str:
+    """The end of a condition's summary: what it waits for, or ``done_word``."""
+    return ((f"; waiting for {', '.join(stuck)}" if stuck else "")
+            + ("; waiting for the assignment to settle" if unsettled else "") + (f" - {done_word}" if done else ""))
 
 
 def _owner_problem(status: ApplicationStatus, task: TaskStatus) -> str | None:
@@ -209,8 +214,7 @@ def restoration_condition(
     scope = "all tasks" if task_ids is None else f"tasks {[t for t, _ in selected]}"
     summary = (f"restoration of {status.application_id} ({scope}, at most {max_remaining_records:,} offsets "
                f"remaining): {len(checks) - len(stuck)}/{len(checks)} task(s) done"
-               + (f"; waiting for {', '.join(stuck)}" if stuck else "")
-               + ("; waiting for the assignment to settle" if unsettled else "") + (" - COMPLETE" if done else ""))
+               + _verdict_tail(stuck, unsettled, done, "COMPLETE"))
     return ConditionResult(done, summary, _RESTORATION_HEADER, tuple(checks), tuple(problems))
 
 
@@ -316,8 +320,7 @@ def standby_lag_condition(
     scope = "stateful tasks" if wanted is None else f"tasks {list(wanted)}"
     summary = (f"standby lag of {status.application_id} ({scope}, >= {min_standbys_per_task} standby(s) "
                f"per task within {max_lag_records:,} offsets): {len(checks) - len(stuck)}/{len(checks)} task(s) ok"
-               + (f"; waiting for {', '.join(stuck)}" if stuck else "")
-               + ("; waiting for the assignment to settle" if unsettled else "") + (" - OK" if done else ""))
+               + _verdict_tail(stuck, unsettled, done, "OK"))
     return ConditionResult(done, summary, _STANDBY_HEADER, tuple(checks), tuple(problems))
 
 
