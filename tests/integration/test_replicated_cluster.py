@@ -31,6 +31,7 @@ documents' blocked threads.
 from __future__ import annotations
 
 import collections
+import datetime
 import signal
 import threading
 import time
@@ -221,16 +222,15 @@ class Application:
         is there, the records beyond one per input record are counted."""
         expected = collections.Counter(record.key.decode() for record in read_all(self.cluster.bootstrap_servers,
                                                                                    self.source))
-        where: dict[str, list[tuple[int, int, int]]] = collections.defaultdict(list)
+        outputs: dict[str, list] = collections.defaultdict(list)
         for record in read_all(self.cluster.bootstrap_servers, self.sink):
-            where[record.key.decode()].append((record.partition, record.offset,
-                                               int.from_bytes(record.value, "big", signed=True)))
-        seen = {key: [count for _, _, count in outputs] for key, outputs in where.items()}
+            outputs[record.key.decode()].append(record)
+        seen = {key: [_count(record) for record in records] for key, records in outputs.items()}
         if self.guarantee == "exactly_once_v2":
             wrong = {key: counts for key, counts in seen.items() if counts != list(range(1, expected[key] + 1))}
             assert set(seen) == set(expected) and not wrong, \
                 f"{len(wrong)} keys with output other than 1..n, e.g. {list(wrong.items())[:2]}; " \
-                f"keys missing {sorted(set(expected) - set(seen))[:5]}\n{self.explain(where, wrong)}"
+                f"keys missing {sorted(set(expected) - set(seen))[:5]}\n{self.explain(outputs, wrong)}"
             return
         # at-least-once: records processed again after a failure may repeat counts or count past n
         lost = {key: sorted(set(range(1, n + 1)) - set(seen.get(key, ()))) for key, n in expected.items()}
@@ -240,18 +240,60 @@ class Application:
         print(f"at-least-once: {extra} output records beyond one per input record "
               f"({sum(expected.values())} input records)")
 
-    def explain(self, where: dict[str, list[tuple[int, int, int]]], wrong: dict[str, list[int]]) -> str:
-        """For a wrong key: where its last outputs sit (partition, offset, count), and every
-        instance's log lines about transactions, rollbacks and task moves."""
+    def explain(self, outputs: dict[str, list], wrong: dict[str, list[int]]) -> str:
+        """For the first wrong key: its outputs around the first wrong count, the output
+        partition around them as written (committed, aborted, and the offsets neither read
+        returns: transaction markers), and every instance's log lines about transactions,
+        rollbacks and task moves from shortly before the first wrong output to a minute after."""
         if not wrong:
             return ""
         key = min(wrong)
-        lines = [f"{key}'s last 30 outputs (partition, offset, count): {where[key][-30:]}"]
+        records = outputs[key]
+        first = next((i for i, record in enumerate(records) if _count(record) != i + 1), len(records) - 1)
+        around = records[max(0, first - 3):first + 3]
+        lines = [f"{key}'s outputs around the first wrong one (partition, offset, count, time): "
+                 + ", ".join(f"({r.partition}, {r.offset}, {_count(r)}, {_clock(r.timestamp / 1000)})"
+                             for r in around)]
+        partition, low, high = around[0].partition, around[0].offset, around[-1].offset
+        committed = {r.offset for r in read_all(self.cluster.bootstrap_servers, self.sink)
+                     if r.partition == partition and low <= r.offset <= high}
+        written = {r.offset for r in read_all(self.cluster.bootstrap_servers, self.sink, "read_uncommitted")
+                   if r.partition == partition and low <= r.offset <= high}
+        runs: list[list] = []
+        for offset in range(low, high + 1):
+            kind = "committed" if offset in committed else "aborted" if offset in written else "marker"
+            if runs and runs[-1][0] == kind:
+                runs[-1][2] = offset
+            else:
+                runs.append([kind, offset, offset])
+        lines.append(f"partition {partition} offsets {low}-{high} as written: "
+                     + ", ".join(f"{a}-{b} {kind}" if a != b else f"{a} {kind}" for kind, a, b in runs))
+        lines += self.cluster.dump_log(self.sink, partition, low, high)
+        since, until = around[0].timestamp / 1000 - 10, around[-1].timestamp / 1000 + 60
         for instance in self.instances:
             log = instance.log_path.read_text(errors="replace").splitlines() if instance.log_path.exists() else []
-            lines.append(f"----- {instance.name}: transactions, rollbacks and assignments")
-            lines += [line for line in log if any(word in line for word in TRANSACTION_LOG_WORDS)][-80:]
+            lines.append(f"----- {instance.name}: transactions, rollbacks and assignments "
+                         f"{_clock(since)}-{_clock(until)}")
+            lines += [line for line in log if since <= _log_time(line) <= until and "ECONNREFUSED" not in line
+                      and any(word in line for word in TRANSACTION_LOG_WORDS)][:150]
         return "\n".join(lines)
+
+
+def _count(record) -> int:
+    return int.from_bytes(record.value, "big", signed=True)
+
+
+def _clock(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds).strftime("%H:%M:%S.%f")[:-3]
+
+
+def _log_time(line: str) -> float:
+    """The time of an instance log line ("2026-11-29 01:02:07,955 WARNING ..."); 0 for a line
+    without one (a traceback's)."""
+    try:
+        return datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    except ValueError:
+        return 0.0
 
 
 #: what the exactly-once oracle's failure shows of each instance's log

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import datetime
 import json
 import os
 import shutil
@@ -513,6 +514,30 @@ class LocalKafkaCluster:
         if state is None:
             raise ClusterError(f"no partition {topic}-{partition} in the cluster")
         return state.leader
+
+    def dump_log(self, topic: str, partition: int, low: int, high: int, timeout: float = 120.0) -> list[str]:
+        """The batches of ``topic``-``partition`` holding offsets ``low``..``high``, as one node's
+        log keeps them (Kafka's DumpLogSegments): producer id and epoch, sequences, transactional
+        or a transaction marker (COMMIT/ABORT). What a failed exactly-once oracle needs to tell
+        a batch written twice from a transaction committed twice."""
+        node = next((n for n in self.nodes.values() if (n.work_dir / "data" / f"{topic}-{partition}").is_dir()), None)
+        if node is None:
+            return [f"(no node holds {topic}-{partition})"]
+        segments = sorted(str(p) for p in (node.work_dir / "data" / f"{topic}-{partition}").glob("*.log"))
+        dump = subprocess.run([*node.jvm, "kafka.tools.DumpLogSegments", "--deep-iteration", "--files",
+                               ",".join(segments)], capture_output=True, text=True, timeout=timeout)
+        lines, keep = [f"node {node.node_id}'s log of {topic}-{partition}, offsets {low}-{high}:"], False
+        for line in dump.stdout.splitlines():
+            if line.startswith("baseOffset:"):
+                fields = line.split()
+                keep = int(fields[3]) >= low and int(fields[1]) <= high  # lastOffset, baseOffset
+                if keep:
+                    created = int(fields[fields.index("CreateTime:") + 1]) / 1000
+                    lines.append(" ".join(fields[:20]) + " created "
+                                 + datetime.datetime.fromtimestamp(created).strftime("%H:%M:%S.%f")[:-3])
+            elif keep and "endTxnMarker" in line:
+                lines.append("  marker " + line.split("endTxnMarker:")[1].strip())
+        return lines
 
     def move_leader(self, topic: str, partition: int, to_node: int, timeout: float = 60.0) -> float:
         """Make ``to_node`` (a replica in sync) the leader of ``topic``-``partition``: it goes

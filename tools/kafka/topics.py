@@ -99,12 +99,12 @@ def committed_offsets(bootstrap_servers: str, group: str, topic: str) -> dict[in
         admin.close()
 
 
-def read_all(bootstrap_servers: str, topic: str) -> list[Any]:
-    """Every committed record of ``topic`` (records of aborted transactions left out), in
-    partition then offset order. Fails when the read stops moving for a minute short of the
-    end offsets."""
+def read_all(bootstrap_servers: str, topic: str, isolation_level: str = "read_committed") -> list[Any]:
+    """Every committed record of ``topic`` (records of aborted transactions left out; every
+    record with ``isolation_level="read_uncommitted"``), in partition then offset order. Fails
+    when the read stops moving for a minute short of the end offsets."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
-                             isolation_level="read_committed")
+                             isolation_level=isolation_level)
     try:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
         consumer.assign(tps)

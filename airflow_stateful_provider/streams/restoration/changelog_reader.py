@@ -162,7 +162,8 @@ class ChangelogReader:
         #: StreamsConfig.on_changelog_loss: "fail" or "restore_from_changelog".
         self._on_changelog_loss = on_changelog_loss
         #: Exactly-once (the restore consumer's end offsets are last stable offsets): looks up
-        #: the log end offsets counting open transactions (changelog_loss.py).
+        #: the log end offsets counting open transactions, where active restorations stop
+        #: (:meth:`_high_watermarks`) and against which checkpoints are judged (changelog_loss.py).
         self._log_end_offsets = log_end_offsets
         #: Tasks refused because their changelog lost what their stores hold (status reports them).
         self.lost_tasks: dict[TaskId, tuple[LostChangelog, ...]] = {}
@@ -251,7 +252,7 @@ class ChangelogReader:
         if self._roles.get(task_id) is not TaskRole.STANDBY:
             raise ValueError(f"task {task_id} is not a standby of this reader")
         partitions = self._tasks[task_id]
-        ends = _by_partition(self._offsets("end_offsets", _kafka(partitions)))
+        ends = self._high_watermarks(partitions) or _by_partition(self._offsets("end_offsets", _kafka(partitions)))
         self._roles[task_id] = TaskRole.ACTIVE
         self.restore_sources[task_id] = RestoreSource(LOCAL)  # the standby's stores
         pending = False
@@ -304,7 +305,8 @@ class ChangelogReader:
         checkpointed = state_manager.checkpointed_offsets()
         ends = _by_partition(self._offsets("end_offsets", _kafka(partitions.values())))
         begins = _by_partition(self._offsets("beginning_offsets", _kafka(partitions.values())))
-        high_watermarks = self._high_watermarks([tp for tp in partitions.values()
+        high_watermarks = self._high_watermarks(list(partitions.values()) if role is TaskRole.ACTIVE else
+                                                [tp for tp in partitions.values()
                                                  if tp in checkpointed and checkpointed[tp] + 1 > ends[tp]])
         verdicts: dict[str, Verdict] = {}
         lost: list[LostChangelog] = []
@@ -335,16 +337,26 @@ class ChangelogReader:
                 state_manager.wipe_store(store_name)
                 self._note_wiped(task_id)
             start = checkpointed[tp] + 1 if verdict is Verdict.RESTORE else begins[tp]
-            state = ChangelogState(tp, task_id, store_name, state_manager, role, start, ends[tp], start)
+            state = ChangelogState(tp, task_id, store_name, state_manager, role, start,
+                                   high_watermarks.get(tp, ends[tp]), start)
             self._changelogs[tp] = state
             states.append(state)
         self._tasks[task_id] = list(partitions.values())
         self._roles[task_id] = role
         return states
 
-    def _high_watermarks(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """Exactly-once: the log end offsets (open transactions included) of ``partitions``,
-        whose checkpoints lie past the last stable offset; {} otherwise."""
+    def _high_watermarks(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Exactly-once: the log end offsets (open transactions included) of ``partitions``;
+        {} otherwise (the restore consumer's end offsets are the log ends then).
+
+        An active restoration under exactly-once stops there, not at the last stable offset the
+        restore consumer reports: a commit returns once the transaction coordinator logged it,
+        before its markers reach every partition, so the previous owner's last transaction can
+        be committed, its input offsets already stable, while its changelog records are not
+        readable yet. The restore consumer, reading committed records only, waits at the last
+        stable offset until that transaction is settled, then reads it (or skips it, aborted).
+        Kafka Streams does the same (KAFKA-10167)."""
+        partitions = list(partitions)
         if not partitions or self._log_end_offsets is None:
             return {}
         return _by_partition(self._retried("list_partition_offsets", "the changelogs' partition leaders",
@@ -527,7 +539,7 @@ class ChangelogReader:
             self._note_wiped(state.task_id)
             state.start_offset = state.position = begins[tp]
             if state.role is TaskRole.ACTIVE:
-                state.end_offset = ends[tp]
+                state.end_offset = self._high_watermarks([tp]).get(tp, ends[tp])
             state.restored = 0
             self._consumer.seek(KafkaTopicPartition(*tp), state.position)
         if lost:
