@@ -230,7 +230,7 @@ class Application:
             wrong = {key: counts for key, counts in seen.items() if counts != list(range(1, expected[key] + 1))}
             assert set(seen) == set(expected) and not wrong, \
                 f"{len(wrong)} keys with output other than 1..n, e.g. {list(wrong.items())[:2]}; " \
-                f"keys missing {sorted(set(expected) - set(seen))[:5]}\n{self.explain(outputs, wrong)}"
+                f"keys missing {sorted(set(expected) - set(seen))[:5]}\n{self.explain(outputs, wrong, expected)}"
             return
         # at-least-once: records processed again after a failure may repeat counts or count past n
         lost = {key: sorted(set(range(1, n + 1)) - set(seen.get(key, ()))) for key, n in expected.items()}
@@ -240,7 +240,7 @@ class Application:
         print(f"at-least-once: {extra} output records beyond one per input record "
               f"({sum(expected.values())} input records)")
 
-    def explain(self, outputs: dict[str, list], wrong: dict[str, list[int]]) -> str:
+    def explain(self, outputs: dict[str, list], wrong: dict[str, list[int]], expected: collections.Counter) -> str:
         """For the first wrong key: its outputs around the first wrong count, the output
         partition around them as written (committed, aborted, and the offsets neither read
         returns: transaction markers), and every instance's log lines about transactions,
@@ -251,7 +251,8 @@ class Application:
         records = outputs[key]
         first = next((i for i, record in enumerate(records) if _count(record) != i + 1), len(records) - 1)
         around = records[max(0, first - 3):first + 3]
-        lines = [f"{key}'s outputs around the first wrong one (partition, offset, count, time): "
+        lines = [f"{key}: {expected[key]} input records, {len(records)} outputs; around the first wrong one "
+                 f"(partition, offset, count, time): "
                  + ", ".join(f"({r.partition}, {r.offset}, {_count(r)}, {_clock(r.timestamp / 1000)})"
                              for r in around)]
         partition, low, high = around[0].partition, around[0].offset, around[-1].offset
