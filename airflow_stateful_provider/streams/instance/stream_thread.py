@@ -313,7 +313,7 @@ class StreamThread(threading.Thread):
             transactional_id=transactional_id(self.config.application_id, self.instance_id, self.index)
             if eos else None, on_slow_flush=self.topic_watch.check, waits=self.kafka_waits)
         # Exactly-once: input, repartition topics, restoration and standbys see committed
-        # records only; restoration ends at the last stable offset.
+        # records only; restoration still ends at the log end (changelog_reader.py).
         isolation = {"isolation_level": "read_committed"} if eos else {}
         # A short fetch wait: the restore consumer also answers the group leader's end-offset
         # queries, which would otherwise wait behind an idle fetch for up to 500 ms.
@@ -350,8 +350,8 @@ class StreamThread(threading.Thread):
         self.consumer.topics()
 
     def _log_end_offsets(self, partitions: list[KafkaTopicPartition]) -> dict:
-        """Exactly-once: log end offsets counting open transactions (the restore consumer reads
-        committed records only: its end offsets are the last stable offsets)."""
+        """Exactly-once: log end offsets counting open transactions, where restorations end (the
+        restore consumer reads committed records only: its end offsets are the last stable offsets)."""
         from kafka.admin import OffsetSpec
 
         found = self._admin_client().list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})

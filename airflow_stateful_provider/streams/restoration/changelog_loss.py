@@ -10,10 +10,10 @@ reader's position). The changelog holds offsets ``[log start, log end)`` now. No
   had expired. The store is wiped and replays what is left, as Kafka Streams does (its
   TaskCorruptedException);
 - exactly-once, the next offset past the last stable offset (which the restore consumer's
-  end offsets are, reading committed records only) but not past the log end offset: another
-  producer's transaction that began before ``c`` is still open (a zombie's; the coordinator
-  aborts it within the transaction timeout). The store holds everything committed, so there
-  is nothing to restore, as in Kafka Streams.
+  end offsets are, reading committed records only) but not past the log end offset: a
+  transaction that began before ``c`` is still open (a zombie's, aborted within the
+  transaction timeout, or a commit whose markers are on their way). Not a loss: the tail up
+  to the log end is restored once that transaction is settled (changelog_reader.py).
 
 A loss: the next offset past the log end offset (the changelog was deleted and recreated, or
 truncated: the store holds records the changelog does not), or below the log start of a
