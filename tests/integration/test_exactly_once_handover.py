@@ -6,9 +6,9 @@ that make its records readable ``read_committed`` are written to each partition 
 one partition at a time. The input offsets of that transaction can therefore already be
 stable (the new owner reads them) while the store update on the changelog is not readable
 yet. A new owner that restored only up to the changelog's last stable offset would then
-start from a store missing that update, and count again from one too few (the replicated
-cluster test saw 18 keys of one partition count the same number twice after a task moved
-under load; Kafka Streams fixed the same in KAFKA-10167).
+start from a store missing that update, and count again from one too few (a failure of the
+replicated-cluster test under load fits this: 18 keys of one partition counted the same
+number twice; Kafka Streams fixed the same in KAFKA-10167).
 
 The scenario, on one broker: the previous owner's state is the input offset 3 committed for
 the group (three records of key ``k`` counted) and the changelog holding count 2 committed,
