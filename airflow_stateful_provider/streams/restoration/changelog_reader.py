@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -65,6 +66,8 @@ log = logging.getLogger(__name__)
 STANDBY_TURN = 4
 #: Most records one poll of the restore consumer returns.
 MAX_POLL_RECORDS = 10_000
+#: An active restoration whose position has not moved for this long is reported (once).
+STALLED_RESTORE_SECONDS = 30.0
 
 
 class TaskRole(enum.Enum):
@@ -132,6 +135,11 @@ class ChangelogState:
     completed: bool = False
     #: Active: on_restore_start was called (at the first poll that reads the partition).
     announced: bool = False
+    #: Active: the position last seen by the stall check, the clock's time it was first seen
+    #: there, and whether standing there was reported (:meth:`ChangelogReader._report_stalls`).
+    seen_position: int | None = None
+    seen_since: float = 0.0
+    stall_reported: bool = False
 
     @property
     def active_end_offset(self) -> int:
@@ -152,8 +160,9 @@ class ChangelogReader:
                  standby_listener: StandbyUpdateListener | None = None, poll_timeout_ms: int = 100,
                  snapshot_loader: SnapshotLoader | None = None, *, on_changelog_loss: str = "fail",
                  log_end_offsets: Callable[[list[KafkaTopicPartition]], dict[KafkaTopicPartition, int]] | None = None,
-                 retried: Callable[..., Any] | None = None) -> None:
+                 retried: Callable[..., Any] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self._consumer = restore_consumer
+        self._clock = clock
         #: ``retried(call, waiting_for, function, *args)`` calls ``function(*args)``, again
         #: while the brokers cannot answer it, up to the task timeout (the stream thread's
         #: KafkaWaits.retried); by default once.
@@ -434,7 +443,27 @@ class ChangelogReader:
                 completed.append(task_id)
         if completed:
             self._reassign()
+        self._report_stalls()
         return completed
+
+    def _report_stalls(self) -> None:
+        """Log once per partition an active restoration that read nothing for
+        STALLED_RESTORE_SECONDS. Under exactly-once the usual cause is a transaction left open
+        on the changelog: the restore consumer reads committed records only, and waits for it."""
+        now = self._clock()
+        for state in self._changelogs.values():
+            if state.role is not TaskRole.ACTIVE or state.completed:
+                continue
+            if state.position != state.seen_position:
+                state.seen_position, state.seen_since, state.stall_reported = state.position, now, False
+            elif not state.stall_reported and now - state.seen_since >= STALLED_RESTORE_SECONDS:
+                state.stall_reported = True
+                why = ("a transaction is open on the changelog there (committed records only are read: the task "
+                       "waits until it is committed, or aborted by its producer's successor or by the transaction "
+                       "coordinator within the transaction timeout)" if self._log_end_offsets is not None else
+                       "no records arrive (is the partition's leader reachable?)")
+                log.warning("task %s: restoring %s has not moved for %.0f s at offset %d of %d: %s", state.task_id,
+                            state.partition, now - state.seen_since, state.position, state.active_end_offset, why)
 
     def _announce_restorations(self) -> None:
         """on_restore_start for the active partitions this poll starts reading."""

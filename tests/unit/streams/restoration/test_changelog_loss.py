@@ -3,11 +3,15 @@ the ChangelogReader does with each under both ``on_changelog_loss`` values."""
 
 from __future__ import annotations
 
+import logging
+from types import SimpleNamespace
+
 import pytest
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
 from airflow_stateful_provider.streams import ChangelogLostError, ConfigError, StreamsConfig
+from airflow_stateful_provider.streams.restoration import changelog_reader
 from airflow_stateful_provider.streams.restoration.changelog_loss import (
     LostChangelog,
     Verdict,
@@ -214,3 +218,39 @@ def test_a_position_out_of_range_while_reading_is_judged_like_a_checkpoint():
     assert reader.poll() == {}
     assert stores.wiped == ["counts"] and reader.progress()[0].position == 0
     assert consumer.positions[KafkaTopicPartition(TOPIC, 0)] == 0
+
+
+def test_an_active_restoration_that_stands_still_is_reported_once_per_standstill(caplog):
+    now = [0.0]
+    reader = ChangelogReader(Consumer(0, 45), log_end_offsets=lambda tps: {tp: 52 for tp in tps},
+                             clock=lambda: now[0])
+    assert reader.register(TaskId(0, 0), Stores(checkpoint=None)) is False  # 0..51: up to the log end
+    tp = KafkaTopicPartition(TOPIC, 0)
+    with caplog.at_level(logging.WARNING, logger=changelog_reader.__name__):
+        for moment in (0.0, 29.0):
+            now[0] = moment
+            reader.restore()
+        assert caplog.messages == []
+        for moment in (30.0, 100.0):
+            now[0] = moment
+            reader.restore()
+        reader.apply({tp: [SimpleNamespace(offset=offset, key=b"k", value=b"v") for offset in range(45)]})
+        now[0] = 129.0
+        reader.restore()
+        now[0] = 130.0
+        reader.restore()
+    assert caplog.messages == [
+        f"task 0_0: restoring {TOPIC}-0 has not moved for 30 s at offset {offset} of 52: a transaction is open "
+        "on the changelog there (committed records only are read: the task waits until it is committed, or "
+        "aborted by its producer's successor or by the transaction coordinator within the transaction timeout)"
+        for offset in (0, 45)]
+
+    caplog.clear()
+    reader = ChangelogReader(Consumer(0, 10), clock=lambda: now[0])  # at-least-once: no open transaction to blame
+    reader.register(TaskId(0, 0), Stores(checkpoint=None))
+    with caplog.at_level(logging.WARNING, logger=changelog_reader.__name__):
+        reader.restore()
+        now[0] += 30
+        reader.restore()
+    assert caplog.messages == [f"task 0_0: restoring {TOPIC}-0 has not moved for 30 s at offset 0 of 10: no "
+                               "records arrive (is the partition's leader reachable?)"]
