@@ -6,7 +6,8 @@ reported instead of silently skipped). It serves two kinds of task:
 
 - an **active** task being restored: each changelog partition is replayed from the
   checkpointed offset + 1 (the beginning without one) up to the log end offset captured
-  when its restoration started; records at or past that offset are never applied. When
+  when its restoration started (under exactly-once too, open transactions included: see
+  :meth:`ChangelogReader._high_watermarks`); records at or past that offset are never applied. When
   all of the task's partitions are done its checkpoint is written and the task is
   reported restored, so it starts processing without waiting for other tasks;
 - a **standby** task: its partitions are applied continuously and never complete. A
