@@ -353,9 +353,27 @@ class StreamThread(threading.Thread):
         """Exactly-once: log end offsets counting open transactions, where restorations end (the
         restore consumer reads committed records only: its end offsets are the last stable offsets)."""
         from kafka.admin import OffsetSpec
+        from kafka.errors import KafkaConnectionError, UnknownBrokerIdError
 
-        found = self._admin_client().list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
+        try:
+            found = self._admin_client().list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
+        except UnknownBrokerIdError as exc:
+            # kafka-python 3.0.12's admin can come out of an outage of every broker naming a
+            # partition leader it has no address for, and stay so: a new admin bootstraps
+            # again. Raised as retriable: the caller asks again within the task timeout.
+            self._discard_admin()
+            raise KafkaConnectionError(f"the admin client has no address of broker {exc.args[0] if exc.args else '?'} "
+                                       f"(stale metadata): asking a new one") from exc
         return {tp: result.offset for tp, result in found.items()}
+
+    def _discard_admin(self) -> None:
+        """Close the thread's admin client; the next use creates a new one."""
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            try:
+                admin.close()
+            except Exception:  # discarded anyway
+                log.debug("%s: closing the discarded admin client failed", self.name, exc_info=True)
 
     def _admin_client(self) -> Any:
         """The thread's admin client, created on first use."""
