@@ -55,6 +55,7 @@ from airflow_stateful_provider.streams.restoration.restore_source import (
     RestoreSource,
     choose_restore_source,
 )
+from airflow_stateful_provider.streams.restoration.stalls import RestorationStalls
 from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
 from airflow_stateful_provider.streams.task_id import TaskId
 from airflow_stateful_provider.streams.topic_partition import TopicPartition
@@ -67,8 +68,6 @@ log = logging.getLogger(__name__)
 STANDBY_TURN = 4
 #: Most records one poll of the restore consumer returns.
 MAX_POLL_RECORDS = 10_000
-#: An active restoration whose position has not moved for this long is reported (once).
-STALLED_RESTORE_SECONDS = 30.0
 
 
 class TaskRole(enum.Enum):
@@ -136,11 +135,6 @@ class ChangelogState:
     completed: bool = False
     #: Active: on_restore_start was called (at the first poll that reads the partition).
     announced: bool = False
-    #: Active: the position last seen by the stall check, the clock's time it was first seen
-    #: there, and whether standing there was reported (:meth:`ChangelogReader._report_stalls`).
-    seen_position: int | None = None
-    seen_since: float = 0.0
-    stall_reported: bool = False
 
     @property
     def active_end_offset(self) -> int:
@@ -163,7 +157,6 @@ class ChangelogReader:
                  log_end_offsets: Callable[[list[KafkaTopicPartition]], dict[KafkaTopicPartition, int]] | None = None,
                  retried: Callable[..., Any] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self._consumer = restore_consumer
-        self._clock = clock
         #: ``retried(call, waiting_for, function, *args)`` calls ``function(*args)``, again
         #: while the brokers cannot answer it, up to the task timeout (the stream thread's
         #: KafkaWaits.retried); by default once.
@@ -175,6 +168,8 @@ class ChangelogReader:
         #: the log end offsets counting open transactions, where active restorations stop
         #: (:meth:`_high_watermarks`) and against which checkpoints are judged (changelog_loss.py).
         self._log_end_offsets = log_end_offsets
+        #: Reports an active restoration that stands still (stalls.py).
+        self._stalls = RestorationStalls(exactly_once=log_end_offsets is not None, clock=clock)
         #: Tasks refused because their changelog lost what their stores hold (status reports them).
         self.lost_tasks: dict[TaskId, tuple[LostChangelog, ...]] = {}
         #: Per task, where its state came from at its last assignment (status reports it).
@@ -448,23 +443,9 @@ class ChangelogReader:
         return completed
 
     def _report_stalls(self) -> None:
-        """Log once per partition an active restoration that read nothing for
-        STALLED_RESTORE_SECONDS. Under exactly-once the usual cause is a transaction left open
-        on the changelog: the restore consumer reads committed records only, and waits for it."""
-        now = self._clock()
-        for state in self._changelogs.values():
-            if state.role is not TaskRole.ACTIVE or state.completed:
-                continue
-            if state.position != state.seen_position:
-                state.seen_position, state.seen_since, state.stall_reported = state.position, now, False
-            elif not state.stall_reported and now - state.seen_since >= STALLED_RESTORE_SECONDS:
-                state.stall_reported = True
-                why = ("a transaction is open on the changelog there (committed records only are read: the task "
-                       "waits until it is committed, or aborted by its producer's successor or by the transaction "
-                       "coordinator within the transaction timeout)" if self._log_end_offsets is not None else
-                       "no records arrive (is the partition's leader reachable?)")
-                log.warning("task %s: restoring %s has not moved for %.0f s at offset %d of %d: %s", state.task_id,
-                            state.partition, now - state.seen_since, state.position, state.active_end_offset, why)
+        self._stalls.check({state.partition: (state.task_id, state.position, state.active_end_offset)
+                            for state in self._changelogs.values()
+                            if state.role is TaskRole.ACTIVE and not state.completed})
 
     def _announce_restorations(self) -> None:
         """on_restore_start for the active partitions this poll starts reading."""

@@ -11,7 +11,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
 from airflow_stateful_provider.streams import ChangelogLostError, ConfigError, StreamsConfig
-from airflow_stateful_provider.streams.restoration import changelog_reader
+from airflow_stateful_provider.streams.restoration import stalls
 from airflow_stateful_provider.streams.restoration.changelog_loss import (
     LostChangelog,
     Verdict,
@@ -226,7 +226,7 @@ def test_an_active_restoration_that_stands_still_is_reported_once_per_standstill
                              clock=lambda: now[0])
     assert reader.register(TaskId(0, 0), Stores(checkpoint=None)) is False  # 0..51: up to the log end
     tp = KafkaTopicPartition(TOPIC, 0)
-    with caplog.at_level(logging.WARNING, logger=changelog_reader.__name__):
+    with caplog.at_level(logging.WARNING, logger=stalls.__name__):
         for moment in (0.0, 29.0):
             now[0] = moment
             reader.restore()
@@ -248,7 +248,7 @@ def test_an_active_restoration_that_stands_still_is_reported_once_per_standstill
     caplog.clear()
     reader = ChangelogReader(Consumer(0, 10), clock=lambda: now[0])  # at-least-once: no open transaction to blame
     reader.register(TaskId(0, 0), Stores(checkpoint=None))
-    with caplog.at_level(logging.WARNING, logger=changelog_reader.__name__):
+    with caplog.at_level(logging.WARNING, logger=stalls.__name__):
         reader.restore()
         now[0] += 30
         reader.restore()
