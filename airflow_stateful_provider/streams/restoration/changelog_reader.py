@@ -210,7 +210,10 @@ class ChangelogReader:
             return None
         bounds = None  # without snapshots, register() checks the checkpoint against the changelog
         if self._snapshot_loader is not None:
-            ends = _by_partition(self._offsets("end_offsets", _kafka(stores.values())))
+            # exactly-once: local state or a snapshot up to the log end is usable (the reader
+            # restores on from there once an open transaction is settled: _high_watermarks)
+            ends = self._high_watermarks(stores.values()) or \
+                _by_partition(self._offsets("end_offsets", _kafka(stores.values())))
             begins = _by_partition(self._offsets("beginning_offsets", _kafka(stores.values())))
             bounds = {tp: (begins[tp], ends[tp]) for tp in stores.values()}
         source = choose_restore_source(task_id, state_manager.task_dir, stores, bounds, self._snapshot_loader)

@@ -19,6 +19,8 @@ from airflow_stateful_provider.streams.restoration.changelog_loss import (
     judge_changelog,
 )
 from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
+from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
+from airflow_stateful_provider.streams.state.common.metadata import METADATA_FILE_NAME
 from airflow_stateful_provider.streams.task_id import TaskId
 
 TOPIC = "app-counts-changelog"
@@ -254,3 +256,23 @@ def test_an_active_restoration_that_stands_still_is_reported_once_per_standstill
         reader.restore()
     assert caplog.messages == [f"task 0_0: restoring {TOPIC}-0 has not moved for 30 s at offset 0 of 10: no "
                                "records arrive (is the partition's leader reachable?)"]
+
+
+def test_exactly_once_local_state_checkpointed_past_the_last_stable_offset_is_kept(tmp_path):
+    """With snapshots configured, local state is judged against the changelog before the stores
+    open: under exactly-once up to the log end, so a store checkpointed inside a transaction
+    not yet settled stays, and no older snapshot replaces it."""
+    task_dir = tmp_path / "0_0"
+    (task_dir / "counts").mkdir(parents=True)
+    (task_dir / "counts" / METADATA_FILE_NAME).write_text("{}")
+    OffsetCheckpoint.in_task_dir(str(task_dir)).write({(TOPIC, 0): 49})
+
+    class NoSnapshotWanted:
+        def load_newest_valid(self, *args):
+            raise AssertionError("the local state is usable: no snapshot should be looked for")
+
+    state_manager = SimpleNamespace(claim_task_dir=lambda: None, persistent_changelogs=lambda: {"counts": (TOPIC, 0)},
+                                    task_dir=str(task_dir))
+    reader = ChangelogReader(Consumer(0, 45), snapshot_loader=NoSnapshotWanted(),  # 45: the last stable offset
+                             log_end_offsets=lambda tps: {tp: 52 for tp in tps})
+    assert reader.prepare_stores(TaskId(0, 0), state_manager).source == "local"
