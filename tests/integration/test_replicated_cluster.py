@@ -256,7 +256,7 @@ class Application:
                  + ", ".join(f"({r.partition}, {r.offset}, {_count(r)}, {_clock(r.timestamp / 1000)})"
                              for r in around)]
         partition, low, high = around[0].partition, around[0].offset, around[-1].offset
-        committed = {r.offset for r in read_all(self.cluster.bootstrap_servers, self.sink)
+        committed = {r.offset for key_records in outputs.values() for r in key_records  # outputs: read committed
                      if r.partition == partition and low <= r.offset <= high}
         written = {r.offset for r in read_all(self.cluster.bootstrap_servers, self.sink, "read_uncommitted")
                    if r.partition == partition and low <= r.offset <= high}

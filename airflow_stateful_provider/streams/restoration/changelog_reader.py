@@ -210,10 +210,8 @@ class ChangelogReader:
             return None
         bounds = None  # without snapshots, register() checks the checkpoint against the changelog
         if self._snapshot_loader is not None:
-            # exactly-once: local state or a snapshot up to the log end is usable (the reader
-            # restores on from there once an open transaction is settled: _high_watermarks)
-            ends = self._high_watermarks(stores.values()) or \
-                _by_partition(self._offsets("end_offsets", _kafka(stores.values())))
+            # exactly-once too, local state or a snapshot up to the log end is usable
+            ends = self._restore_ends(stores.values())
             begins = _by_partition(self._offsets("beginning_offsets", _kafka(stores.values())))
             bounds = {tp: (begins[tp], ends[tp]) for tp in stores.values()}
         source = choose_restore_source(task_id, state_manager.task_dir, stores, bounds, self._snapshot_loader)
@@ -260,7 +258,7 @@ class ChangelogReader:
         if self._roles.get(task_id) is not TaskRole.STANDBY:
             raise ValueError(f"task {task_id} is not a standby of this reader")
         partitions = self._tasks[task_id]
-        ends = self._high_watermarks(partitions) or _by_partition(self._offsets("end_offsets", _kafka(partitions)))
+        ends = self._restore_ends(partitions)
         self._roles[task_id] = TaskRole.ACTIVE
         self.restore_sources[task_id] = RestoreSource(LOCAL)  # the standby's stores
         pending = False
@@ -311,11 +309,13 @@ class ChangelogReader:
         if not partitions:
             return []
         checkpointed = state_manager.checkpointed_offsets()
-        ends = _by_partition(self._offsets("end_offsets", _kafka(partitions.values())))
+        if role is TaskRole.ACTIVE:
+            ends, high_watermarks = self._restore_ends(partitions.values()), {}
+        else:  # a standby has no end: the log end is asked only to judge a checkpoint past the last stable offset
+            ends = _by_partition(self._offsets("end_offsets", _kafka(partitions.values())))
+            high_watermarks = self._high_watermarks([tp for tp in partitions.values()
+                                                     if tp in checkpointed and checkpointed[tp] + 1 > ends[tp]])
         begins = _by_partition(self._offsets("beginning_offsets", _kafka(partitions.values())))
-        high_watermarks = self._high_watermarks(list(partitions.values()) if role is TaskRole.ACTIVE else
-                                                [tp for tp in partitions.values()
-                                                 if tp in checkpointed and checkpointed[tp] + 1 > ends[tp]])
         verdicts: dict[str, Verdict] = {}
         lost: list[LostChangelog] = []
         for store_name, tp in partitions.items():
@@ -345,25 +345,25 @@ class ChangelogReader:
                 state_manager.wipe_store(store_name)
                 self._note_wiped(task_id)
             start = checkpointed[tp] + 1 if verdict is Verdict.RESTORE else begins[tp]
-            state = ChangelogState(tp, task_id, store_name, state_manager, role, start,
-                                   high_watermarks.get(tp, ends[tp]), start)
+            state = ChangelogState(tp, task_id, store_name, state_manager, role, start, ends[tp], start)
             self._changelogs[tp] = state
             states.append(state)
         self._tasks[task_id] = list(partitions.values())
         self._roles[task_id] = role
         return states
 
-    def _high_watermarks(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Exactly-once: the log end offsets (open transactions included) of ``partitions``;
-        {} otherwise (the restore consumer's end offsets are the log ends then).
+    def _restore_ends(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where an active restoration of ``partitions`` ends: their log end offsets, open
+        transactions included (:meth:`_high_watermarks` under exactly-once)."""
+        partitions = list(partitions)
+        return self._high_watermarks(partitions) or _by_partition(self._offsets("end_offsets", _kafka(partitions)))
 
-        An active restoration under exactly-once stops there, not at the last stable offset the
-        restore consumer reports: a commit returns once the transaction coordinator logged it,
-        before its markers reach every partition, so the previous owner's last transaction can
-        be committed, its input offsets already stable, while its changelog records are not
-        readable yet. The restore consumer, reading committed records only, waits at the last
-        stable offset until that transaction is settled, then reads it (or skips it, aborted).
-        Kafka Streams does the same (KAFKA-10167)."""
+    def _high_watermarks(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Exactly-once: the log end offsets (open transactions included) of ``partitions``; {}
+        otherwise. Restorations stop there, not at the restore consumer's last stable offset: a
+        commit returns before its markers reach every partition, so the previous owner's last
+        transaction can have stable input offsets while its changelog records are not readable
+        yet; the consumer waits for them (docs/semantics.md §2; Kafka Streams' KAFKA-10167)."""
         partitions = list(partitions)
         if not partitions or self._log_end_offsets is None:
             return {}
@@ -430,7 +430,8 @@ class ChangelogReader:
             else:
                 self._apply_standby(state, records, kafka_tp)
         completed: list[TaskId] = []
-        for task_id in sorted(self.restoring_tasks):
+        restoring = sorted(self.restoring_tasks)
+        for task_id in restoring:
             partitions = self._tasks[task_id]
             for tp in partitions:
                 state = self._changelogs[tp]
@@ -442,7 +443,8 @@ class ChangelogReader:
                 completed.append(task_id)
         if completed:
             self._reassign()
-        self._report_stalls()
+        if restoring:
+            self._report_stalls()
         return completed
 
     def _report_stalls(self) -> None:
@@ -530,7 +532,7 @@ class ChangelogReader:
         partitions = [TopicPartition(tp.topic, tp.partition) for tp in offsets] or \
             [tp for tp, s in self._changelogs.items() if not s.completed]
         begins = _by_partition(self._offsets("beginning_offsets", _kafka(partitions)))
-        ends = _by_partition(self._offsets("end_offsets", _kafka(partitions)))
+        ends = self._restore_ends(partitions)  # a fetch is out of range past the log end, open transactions included
         lost: dict[TaskId, list[LostChangelog]] = {}
         for tp in partitions:
             state = self._changelogs.get(tp)
@@ -553,7 +555,7 @@ class ChangelogReader:
             self._note_wiped(state.task_id)
             state.start_offset = state.position = begins[tp]
             if state.role is TaskRole.ACTIVE:
-                state.end_offset = self._high_watermarks([tp]).get(tp, ends[tp])
+                state.end_offset = ends[tp]
             state.restored = 0
             self._consumer.seek(KafkaTopicPartition(*tp), state.position)
         if lost:
