@@ -11,8 +11,9 @@ SPARK_DIR ?= .local/spark
 .PHONY: demo test chromium lint unit-test bench bench-vs-kafka-streams broker-start broker-stop spark-cluster-start spark-cluster-stop jars \
         clean
 
-# setup.py and the C source: the editable install builds the batch decoder's C loop in place
-$(STAMP): pyproject.toml setup.py airflow_stateful_provider/streams/kafka/_native_batch_decoding.c
+# setup.py and the C sources: the editable install builds the C loops in place
+$(STAMP): pyproject.toml setup.py airflow_stateful_provider/streams/kafka/_native_batch_decoding.c \
+          airflow_stateful_provider/streams/state/keyvalue/_native_changelog_batch.c
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python >= 3.11 is required, found " + sys.version.split()[0])'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip

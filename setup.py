@@ -1,8 +1,13 @@
-"""The one thing pyproject.toml cannot say yet without an experimental table: the C loop of the
-record batch decoder (airflow_stateful_provider/streams/kafka/batch_decoding.py). It is optional:
-where it does not build (no C compiler), the pure-Python decoder does the same work, slower."""
+"""The one thing pyproject.toml cannot say yet without an experimental table: the two C loops,
+of the record batch decoder (airflow_stateful_provider/streams/kafka/batch_decoding.py) and of a
+key-value store's restoration (airflow_stateful_provider/streams/state/keyvalue/changelog_batch.py).
+They are optional: where they do not build (no C compiler), Python loops do the same work, slower."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("airflow_stateful_provider.streams.kafka._native_batch_decoding",
-                             ["airflow_stateful_provider/streams/kafka/_native_batch_decoding.c"], optional=True)])
+setup(ext_modules=[
+    Extension("airflow_stateful_provider.streams.kafka._native_batch_decoding",
+              ["airflow_stateful_provider/streams/kafka/_native_batch_decoding.c"], optional=True),
+    Extension("airflow_stateful_provider.streams.state.keyvalue._native_changelog_batch",
+              ["airflow_stateful_provider/streams/state/keyvalue/_native_changelog_batch.c"], optional=True),
+])

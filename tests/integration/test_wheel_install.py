@@ -81,20 +81,23 @@ def built(tmp_path_factory) -> dict[str, Path]:
 
 def test_build_makes_a_wheel_and_an_sdist_with_the_license(built):
     version = airflow_stateful_provider.__version__
-    # a wheel of this platform: it carries the C loop of the batch decoder
+    # a wheel of this platform: it carries the C loops of the batch decoder and of the restoration
     assert built["wheel"].name == f"airflow_stateful_provider-{version}-{WHEEL_TAG}.whl"
     with zipfile.ZipFile(built["wheel"]) as wheel:
         names = set(wheel.namelist())
     assert {"airflow_stateful_provider/py.typed", "airflow_stateful_provider/spark/app.py",
             "airflow_stateful_provider/streams/kafka/_native_batch_decoding.pyi",
             f"airflow_stateful_provider/streams/kafka/_native_batch_decoding{EXTENSION_SUFFIX}",
+            "airflow_stateful_provider/streams/state/keyvalue/_native_changelog_batch.pyi",
+            f"airflow_stateful_provider/streams/state/keyvalue/_native_changelog_batch{EXTENSION_SUFFIX}",
             f"airflow_stateful_provider-{version}.dist-info/licenses/LICENSE"} <= names
     assert not [n for n in names if n.startswith(("tests/", "tools/", "dags/", "bench/"))]
     with tarfile.open(built["sdist"]) as sdist:
         members = {Path(m).relative_to(f"airflow_stateful_provider-{version}").as_posix() for m in sdist.getnames()
                    if "/" in m}
     assert {"LICENSE", "README.md", "pyproject.toml", "setup.py", "airflow_stateful_provider/py.typed",
-            "airflow_stateful_provider/streams/kafka/_native_batch_decoding.c"} <= members
+            "airflow_stateful_provider/streams/kafka/_native_batch_decoding.c",
+            "airflow_stateful_provider/streams/state/keyvalue/_native_changelog_batch.c"} <= members
 
 
 @pytest.mark.timeout(900)
@@ -111,8 +114,9 @@ def test_a_fresh_environment_with_only_the_wheel_runs_the_cli_lists_the_provider
 
     version = airflow_stateful_provider.__version__
     assert run([str(bin_dir / "stateful-streams"), "--version"]).strip() == f"stateful-streams {version}"
-    assert run([str(bin_dir / "python"), "-c", "from airflow_stateful_provider.streams.kafka.batch_decoding "
-                "import NATIVE; print(NATIVE is not None)"]).strip() == "True"  # the C loop was installed
+    for module in ("streams.kafka.batch_decoding", "streams.state.keyvalue.changelog_batch"):  # the C loops
+        assert run([str(bin_dir / "python"), "-c", f"from airflow_stateful_provider.{module} "
+                    "import NATIVE; print(NATIVE is not None)"]).strip() == "True", module
     assert "usage: stateful-streams" in run([str(bin_dir / "stateful-streams"), "--help"])
 
     dags = tmp_path / "dags"

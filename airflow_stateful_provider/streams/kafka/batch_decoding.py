@@ -62,11 +62,12 @@ def decode_batches_at_once(consumer: Any) -> bool:
 
 
 def _say_once_if_in_python() -> None:
-    """A process without the C loop says so once: its restores take about twice as long."""
+    """A process without the C loops says so once (both are built, or neither): its restores take
+    about twice as long."""
     global _said_python
     if NATIVE is None and not _said_python:
         _said_python = True
-        log.warning("record batches are decoded in Python: the C loop of airflow-stateful-provider was not "
+        log.warning("record batches are decoded in Python: the C loops of airflow-stateful-provider were not "
                     "built when it was installed (no C compiler or Python headers?), so restoring state takes "
                     "about twice as long; reinstall with gcc and python3-dev present (docs/getting-started.md)")
 

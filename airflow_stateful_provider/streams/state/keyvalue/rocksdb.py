@@ -19,11 +19,11 @@ from airflow_stateful_provider.streams.state.common.maintenance import StoreStat
 from airflow_stateful_provider.streams.state.common.metadata import StoreMetadata
 from airflow_stateful_provider.streams.state.common.rocks import RocksDBStore, restores_directly
 from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory
+from airflow_stateful_provider.streams.state.keyvalue.changelog_batch import fill_write_batch
 from airflow_stateful_provider.streams.state.keyvalue.store import (
     METADATA,
     KeyValueStoreBase,
     bad_key,
-    bad_record,
     bad_value,
 )
 
@@ -141,21 +141,7 @@ class RocksDBKeyValueStore(RocksDBStore, KeyValueStoreBase):
         """
         self._check_writable()
         batch = rocksdict.WriteBatch(raw_mode=True)
-        put = batch.put
-        delete = batch.delete
-        applied = 0
-        for record in records:
-            key = record.key
-            if key is None:
-                continue
-            value = record.value
-            if type(key) is not bytes or (value is not None and type(value) is not bytes):
-                raise bad_record(record)
-            if value is None:
-                delete(key)
-            else:
-                put(key, value)
-            applied += 1
+        applied = fill_write_batch(batch, records)
         self._db.write(batch)
         return applied
 
