@@ -189,8 +189,13 @@ class TaskStateManager:
     # ------------------------------------------------------------------ exactly-once
 
     def begin_processing(self) -> None:
-        """The task starts processing. Unbuffered exactly-once: from now on the stores may
-        hold uncommitted writes, so the checkpoint file goes until the next clean stop."""
+        """The task starts processing: stores tuned for restoration serve reads again.
+        Unbuffered exactly-once: from now on the stores may hold uncommitted writes, so the
+        checkpoint file goes until the next clean stop."""
+        for entry in self._entries.values():
+            end_restoration = getattr(entry.raw, "end_restoration", None)
+            if end_restoration is not None:
+                end_restoration()
         if self._unbuffered_eos:
             self._processing = True
             self._checkpoint.delete()

@@ -132,10 +132,14 @@ _R = TypeVar("_R")
 
 def restores_directly(method: Callable[..., _R]) -> Callable[..., _R]:
     """For ``restore_batch``: changelog records are committed data, so even a transactional
-    store writes them straight to RocksDB (inside :meth:`RocksDBStore.restoring`)."""
+    store writes them straight to RocksDB (inside :meth:`RocksDBStore.restoring`); the first
+    batch turns the memtable filter off until :meth:`RocksDBStore.end_restoration`."""
 
     @wraps(method)
     def restore(self: RocksDBStore, *args: Any, **kwargs: Any) -> _R:
+        if not self._memtable_filter_off:
+            self._check_writable()
+            self._set_memtable_filter(on=False)
         with self.restoring():
             return method(self, *args, **kwargs)
 
@@ -185,6 +189,7 @@ class RocksDBStore:
             self._txn = TransactionBuffer(db, path=self.path)
         self._db: Any = db if self._txn is None else self._txn
         self._open = True
+        self._memtable_filter_off = False
 
     def _open_db(self, db_path: str) -> rocksdict.Rdict:
         if not os.path.isdir(db_path):
@@ -280,6 +285,18 @@ class RocksDBStore:
         with txn.direct():
             yield
             self._on_flush()  # state derived from restored records (observed time) is committed state
+
+    def end_restoration(self) -> None:
+        """The store's task starts processing: the memtable filter its restoration turned off
+        serves the task's reads again (from the next memtable on)."""
+        if self._memtable_filter_off and self._open:
+            self._set_memtable_filter(on=True)
+
+    def _set_memtable_filter(self, *, on: bool) -> None:
+        options = self._memory.memtable_filter(on=on)
+        if options is not None:
+            self._rocksdb.set_options(options)
+        self._memtable_filter_off = not on
 
     def refresh(self) -> None:
         """Read-only stores: catch up with what the writing process has flushed since."""

@@ -52,6 +52,8 @@ MIN_ROCKSDB_WRITE_BUFFER_BYTES = 1 << 20
 #: Each store's memtable size before it is flushed on its own (the write buffer manager
 #: flushes earlier when all memtables together reach the budget).
 _STORE_WRITE_BUFFER_BYTES = 16 << 20
+#: The memtable bloom filter's share of a memtable (RocksDB's memtable_prefix_bloom_size_ratio).
+_MEMTABLE_FILTER_RATIO = 0.1
 
 ConfigSetter = Callable[[str, rocksdict.Options], None]
 
@@ -136,7 +138,7 @@ class RocksDBMemory:
         # bloom filter over memtable keys: point lookups skip the skiplist walk for absent
         # keys and, in practice, the reads of recently written keys got faster too
         opts.set_memtable_whole_key_filtering(True)
-        opts.set_memtable_prefix_bloom_ratio(0.1)
+        opts.set_memtable_prefix_bloom_ratio(_MEMTABLE_FILTER_RATIO)
         table = rocksdict.BlockBasedOptions()
         table.set_bloom_filter(10, False)  # point lookups on absent keys skip SST reads
         table.set_block_cache(self.cache)
@@ -151,6 +153,17 @@ class RocksDBMemory:
                 raise ConfigError(f"rocksdb_config_setter {name} failed for store {store_name!r}: "
                                   f"{type(exc).__name__}: {exc}") from exc
         return opts
+
+    def memtable_filter(self, *, on: bool) -> dict[str, str] | None:
+        """The options (for RocksDB's SetOptions on an open store) that turn the memtable bloom
+        filter of :meth:`options` off while a store restores and on again once it serves its
+        task: nothing reads a restoring store, and each write into its memtable would pay for
+        a filter insert (a third of the write, docs/benchmarks.md "State at scale"). None
+        with a ``rocksdb_config_setter``: the user's options are left as the setter made them."""
+        if self._config_setter is not None:
+            return None
+        return {"memtable_whole_key_filtering": "true" if on else "false",
+                "memtable_prefix_bloom_size_ratio": str(_MEMTABLE_FILTER_RATIO if on else 0.0)}
 
 
 _default_lock = threading.Lock()

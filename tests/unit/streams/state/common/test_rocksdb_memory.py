@@ -140,3 +140,59 @@ def test_an_instance_whose_setter_cannot_be_imported_is_refused_when_created(tmp
                            rocksdb_config_setter="no_such_module_xyz:tune")
     with pytest.raises(ConfigError, match="rocksdb_config_setter 'no_such_module_xyz:tune': cannot import"):
         KafkaStreams(_three_tables(), config)
+
+
+def _current_options(store_dir) -> str:
+    """The newest OPTIONS file RocksDB wrote for the store (SetOptions writes a new one)."""
+    rocks_dir = os.path.join(store_dir, "rocksdb")
+    newest = max((f for f in os.listdir(rocks_dir) if f.startswith("OPTIONS-")), key=lambda f: int(f.split("-")[1]))
+    return open(os.path.join(rocks_dir, newest)).read()
+
+
+def _memtable_filter(store_dir) -> tuple[str, str]:
+    lines = {line.strip().split("=")[0]: line.strip().split("=")[1] for line in _current_options(store_dir).splitlines()
+             if line.strip().startswith(("memtable_whole_key_filtering=", "memtable_prefix_bloom_size_ratio="))}
+    return lines["memtable_whole_key_filtering"], lines["memtable_prefix_bloom_size_ratio"]
+
+
+def test_a_store_restores_without_its_memtable_filter_and_its_task_reads_with_it(tmp_path):
+    """Nothing reads a restoring store: its writes skip the memtable filter's inserts; once
+    the task processes, the filter is back (as RocksDB's own OPTIONS file says)."""
+    from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
+    from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
+    from airflow_stateful_provider.streams.state import ChangelogRecord
+
+    config = StreamsConfig("app", "h:1", state_dir=str(tmp_path))
+    task = TaskId(0, 0)
+    stores = TaskStateManager(task, _three_tables(), config, record_collector=RecordCollector(None, task_id=task))
+    stores.initialize()
+    try:
+        store = stores.raw_store("a-store")
+        store_dir = store.path
+        assert _memtable_filter(store_dir) == ("true", "0.100000")
+        changelog = stores.changelog_partitions()["a-store"]
+        assert stores.restore(changelog, [ChangelogRecord(b"k%d" % i, b"v", 0, i) for i in range(100)]) == 100
+        assert _memtable_filter(store_dir) == ("false", "0.000000")
+        stores.begin_processing()
+        assert _memtable_filter(store_dir) == ("true", "0.100000")
+        assert store.get(b"k42") == b"v" and store.get(b"x") is None
+        stores.begin_processing()  # again (a task resumed): nothing to change
+        assert _memtable_filter(store_dir) == ("true", "0.100000")
+    finally:
+        stores.close()
+
+
+def test_with_a_config_setter_the_memtable_filter_stays_as_the_setter_made_it(tmp_path):
+    def setter(store_name, options):
+        options.set_memtable_prefix_bloom_ratio(0.2)
+
+    store = RocksDBKeyValueStore(tmp_path / "counts", rocksdb_memory=RocksDBMemory(8 * MiB, 2 * MiB, setter))
+    try:
+        from airflow_stateful_provider.streams.state import ChangelogRecord
+
+        store.restore_batch([ChangelogRecord(b"k", b"v", 0, 0)])
+        assert _memtable_filter(store.path) == ("true", "0.200000")
+        store.end_restoration()
+        assert _memtable_filter(store.path) == ("true", "0.200000") and store.get(b"k") == b"v"
+    finally:
+        store.close()
