@@ -42,7 +42,8 @@ def _read_by_index(record_type: type) -> tuple[type, int, int]:
     by index, any other by attribute."""
     found = _field_indexes.get(record_type)
     if found is None:
-        fields = getattr(record_type, "_fields", ()) if issubclass(record_type, tuple) else ()
+        # a named tuple's __match_args__ are its fields in order
+        fields = getattr(record_type, "__match_args__", ()) if issubclass(record_type, tuple) else ()
         found = (record_type, fields.index("key"), fields.index("value")) \
             if "key" in fields and "value" in fields else (_NoRecordType, 0, 0)
         _field_indexes[record_type] = found

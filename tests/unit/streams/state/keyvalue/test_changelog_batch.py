@@ -130,3 +130,12 @@ def test_a_rocksdb_store_restores_the_decoders_records_and_writes_nothing_of_a_b
         assert list(store.all()) == [(b"a", b"1"), (b"b", b"2")]  # not even the good record before it
     finally:
         store.close()
+
+
+def test_the_decoders_records_are_read_by_index_and_others_by_attribute():
+    """What keeps the C loop fast: the restore consumer's records are named tuples, read at
+    their key and value positions; a dataclass or a plain tuple is not read by position."""
+    assert changelog_batch._read_by_index(ConsumerRecord) == (ConsumerRecord, 6, 7)
+    assert changelog_batch._read_by_index(ValueFirst) == (ValueFirst, 1, 0)
+    assert changelog_batch._read_by_index(ChangelogRecord)[0] is not ChangelogRecord
+    assert changelog_batch._read_by_index(tuple)[0] is not tuple
