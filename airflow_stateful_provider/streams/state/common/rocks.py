@@ -133,11 +133,12 @@ _R = TypeVar("_R")
 def restores_directly(method: Callable[..., _R]) -> Callable[..., _R]:
     """For ``restore_batch``: changelog records are committed data, so even a transactional
     store writes them straight to RocksDB (inside :meth:`RocksDBStore.restoring`); the first
-    batch turns the memtable filter off until :meth:`RocksDBStore.end_restoration`."""
+    batch turns the memtable filter off until :meth:`RocksDBStore.end_restoration`, unless the
+    store reads while it restores."""
 
     @wraps(method)
     def restore(self: RocksDBStore, *args: Any, **kwargs: Any) -> _R:
-        if not self._memtable_filter_off:
+        if not self._memtable_filter_off and not self.reads_while_restoring:
             self._check_writable()
             self._set_memtable_filter(on=False)
         with self.restoring():
@@ -162,6 +163,9 @@ class RocksDBStore:
 
     store_type: ClassVar[str]
     persistent: ClassVar[bool] = True
+    #: Whether restore_batch reads the store (a versioned store looks up the rows it replaces):
+    #: such a store keeps its memtable filter while it restores.
+    reads_while_restoring: ClassVar[bool] = False
 
     def __init__(
         self, path: str | os.PathLike[str], requested: StoreMetadata, *, read_only: bool, transactional: bool = False,

@@ -62,6 +62,7 @@ class RocksDBVersionedKeyValueStore(SegmentedRocksDBStore, VersionedStoreBase):
     """Persistent versioned store: latest value store plus valid_to segments in one RocksDB."""
 
     store_type: ClassVar[str] = METADATA.store_type
+    reads_while_restoring: ClassVar[bool] = True  # the replay reads the rows a put replaces
 
     def __init__(
         self,
