@@ -138,7 +138,8 @@ class LocalAirflow:
         return self
 
     def _wait_healthy(self) -> None:
-        """Until the API server answers and reports the scheduler, DAG processor and triggerer healthy."""
+        """Until the API server answers and reports the scheduler, DAG processor and triggerer
+        healthy, and its execution API has answered once (see _warm_execution_api)."""
         deadline = time.monotonic() + self.start_timeout
         health: Any = None
         while time.monotonic() < deadline:
@@ -150,10 +151,26 @@ class LocalAirflow:
             else:
                 if all(health.get(part, {}).get("status") == "healthy"
                        for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")):
+                    self._warm_execution_api(deadline)
                     return
             time.sleep(1)
         raise AirflowServicesError(f"Airflow was not healthy within {self.start_timeout:.0f}s (last health: "
                                    f"{health}):\n{self.logs()}")
+
+    def _warm_execution_api(self, deadline: float) -> None:
+        """The execution API (Cadwyn) builds its versioned routes on its first request, on the
+        server's event loop: 7-8 s of CPU on an idle 2-core machine, 30-40 s on a loaded one,
+        during which the whole API server answers nothing and the first task runners' calls
+        time out (``[workers] execution_api_timeout``). One request here moves that into the
+        start-up, whose bound is ``start_timeout``."""
+        try:
+            answer = self.api("GET", "/execution/health", authenticated=False,
+                              timeout=max(1.0, deadline - time.monotonic()))
+        except (AirflowServicesError, OSError) as exc:
+            raise AirflowServicesError(f"the execution API did not answer within {self.start_timeout:.0f}s of the "
+                                       f"start: {exc!r}\n{self.logs()}") from None
+        if answer != {"status": "healthy"}:
+            raise AirflowServicesError(f"the execution API's health is {answer!r}\n{self.logs()}")
 
     def check_running(self) -> None:
         for component, process in self.processes.items():
@@ -163,7 +180,8 @@ class LocalAirflow:
 
     # ---------------------------------------------------------------- REST client
 
-    def api(self, method: str, path: str, body: Any = None, *, authenticated: bool = True) -> Any:
+    def api(self, method: str, path: str, body: Any = None, *, authenticated: bool = True,
+            timeout: float = 30.0) -> Any:
         """One call of the REST API; the JSON answer, or AirflowServicesError with the body."""
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if authenticated:
@@ -171,7 +189,7 @@ class LocalAirflow:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 text = response.read().decode()
         except urllib.error.HTTPError as exc:
             raise AirflowServicesError(f"{method} {path} answered {exc.code}: "

@@ -43,6 +43,7 @@ import itertools
 import json
 import os
 import threading
+import time
 import urllib.parse
 import urllib.request
 import uuid
@@ -54,7 +55,7 @@ import pytest
 from airflow_stateful_provider import cli
 from airflow_stateful_provider.streams.status.reader import read_status_documents
 from tests.integration.oncall_application import Pace, Scrape, json_records, prepare_application
-from tools.airflow_services import FINISHED_RUN_STATES, VIEWER, LocalAirflow
+from tools.airflow_services import FINISHED_RUN_STATES, VIEWER, AirflowServicesError, LocalAirflow
 from tools.browser import HeadlessChromium
 from tools.kafka.topics import produce
 from tools.waits import wait_progressing, wait_until
@@ -274,24 +275,38 @@ def test_metrics_endpoint_while_data_flows(airflow, oncall_app, bootstrap_server
 
 
 class StateWatch(threading.Thread):
-    """Every state each task instance of a run was seen in, through the REST API."""
+    """Every state each task instance of a run was seen in, through the REST API. A call
+    that times out or fails is kept in ``errors`` (the waits print them) and the next round
+    asks again: an observer that died on one slow answer would leave the test waiting on
+    states it no longer reads."""
 
     def __init__(self, airflow: LocalAirflow, dag_id: str, run_id: str) -> None:
         super().__init__(name="state-watch", daemon=True)
         self.airflow, self.dag_id, self.run_id = airflow, dag_id, run_id
         self.seen: dict[str, list[str]] = defaultdict(list)
         self.run_state = "queued"
+        self.errors: list[str] = []
         self._closing = threading.Event()
 
     def run(self) -> None:
         while not self._closing.is_set():
-            for task_id, state in self.airflow.task_states(self.dag_id, self.run_id).items():
-                if state and (not self.seen[task_id] or self.seen[task_id][-1] != state):
-                    self.seen[task_id].append(state)
-            self.run_state = self.airflow.run_state(self.dag_id, self.run_id)
-            if self.run_state in FINISHED_RUN_STATES:
-                return
+            try:
+                states = self.airflow.task_states(self.dag_id, self.run_id)
+                run_state = self.airflow.run_state(self.dag_id, self.run_id)
+            except (AirflowServicesError, OSError) as exc:
+                self.errors.append(f"{time.strftime('%H:%M:%S')} {exc!r}")
+            else:
+                for task_id, state in states.items():
+                    if state and (not self.seen[task_id] or self.seen[task_id][-1] != state):
+                        self.seen[task_id].append(state)
+                self.run_state = run_state
+                if run_state in FINISHED_RUN_STATES:
+                    return
             self._closing.wait(0.2)
+
+    def report(self) -> str:
+        """What the watch saw, for a wait's failure message."""
+        return f"states seen {dict(self.seen)}; failed calls {self.errors[-5:]}"
 
     def close(self) -> None:
         self._closing.set()
@@ -309,7 +324,7 @@ def finish_run(airflow: LocalAirflow, watch: StateWatch, timeout: float) -> str:
     """Until the run ends; returns its id."""
     try:
         wait_until(lambda: airflow.check_running() or not watch.is_alive(), timeout,
-                   f"the {watch.dag_id} run to finish", lambda: f"states seen {dict(watch.seen)}\n{airflow.logs()}",
+                   f"the {watch.dag_id} run to finish", lambda: f"{watch.report()}\n{airflow.logs()}",
                    interval=0.5)
     finally:
         watch.close()
@@ -331,7 +346,7 @@ def assert_deferred_and_resumed(airflow: LocalAirflow, watch: StateWatch, task_i
 
     wait_until(lambda: triggered(read()), 120, f"the trigger's lines after the deferral in {task_id}'s log",
                lambda: read()[-3000:])
-    assert watch.seen[task_id][-1] == "success", (task_id, dict(watch.seen))
+    assert watch.seen[task_id][-1] == "success", (task_id, watch.report())
 
 
 def assert_links(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: str, app_id: str, *,
@@ -363,20 +378,20 @@ def test_example_dags_on_airflow_services_and_a_spark_cluster(airflow, spark_clu
         # Waiting for an application that does not run yet: both sensors must defer.
         waiting = start_run(airflow, "wait_for_state", {"application_id": app_id})
         wait_until(lambda: [waiting.seen[t][-1:] for t in WAIT_SENSORS] == [["deferred"]] * 2, 120,
-                   "both wait_for_state sensors deferred", lambda: f"{dict(waiting.seen)}\n{airflow.logs()}")
+                   "both wait_for_state sensors deferred", lambda: f"{waiting.report()}\n{airflow.logs()}")
 
         pipeline = start_run(airflow, "stateful_pipeline", {
             "application_id": app_id, "topic_prefix": f"{app_id}-", "users": 50, "clicks": 1500, "payments": 300})
         run_id = finish_run(airflow, pipeline, timeout=420)
         task_states = airflow.task_states("stateful_pipeline", run_id)
-        assert pipeline.run_state == "success", (task_states, dict(pipeline.seen), airflow.logs())
+        assert pipeline.run_state == "success", (task_states, pipeline.report(), airflow.logs())
         assert set(task_states.values()) == {"success"}, task_states
         # its sensors poll once before deferring: whether they deferred depends on how far the
         # instances are by then, so it is shown, not asserted
         print(f"stateful_pipeline sensors: { {t: pipeline.seen[t] for t in PIPELINE_SENSORS} }")
 
         finish_run(airflow, waiting, timeout=120)
-        assert waiting.run_state == "success", (dict(waiting.seen), airflow.logs())
+        assert waiting.run_state == "success", (waiting.report(), airflow.logs())
         for sensor in WAIT_SENSORS:
             assert_deferred_and_resumed(airflow, waiting, sensor)
 
@@ -409,7 +424,7 @@ def test_example_dags_on_airflow_services_and_a_spark_cluster(airflow, spark_clu
 
         maintenance = start_run(airflow, "store_maintenance", {"application_id": app_id, "mode": "online"})
         maintenance_id = finish_run(airflow, maintenance, timeout=180)
-        assert maintenance.run_state == "success", (dict(maintenance.seen), airflow.logs())
+        assert maintenance.run_state == "success", (maintenance.report(), airflow.logs())
         retention = airflow.xcom("store_maintenance", maintenance_id, "enforce_retention")
         compaction = airflow.xcom("store_maintenance", maintenance_id, "compact")
         for report in (retention, compaction):
