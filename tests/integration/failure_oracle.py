@@ -17,6 +17,7 @@ directory without the failure; the oracle then holds:
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -39,9 +40,33 @@ STORE = "counts"
 PARTITIONS = 4
 
 
+class StuckThenFailed:
+    """For ``block_one_fail_other``: the first stream thread to process a record blocks in
+    it until ``release`` is set; a record on any other thread then raises."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.blocked: threading.Thread | None = None
+        self.release = threading.Event()
+
+    def process(self, record) -> None:
+        with self.lock:
+            if self.blocked is None:
+                self.blocked = threading.current_thread()
+        if self.blocked is threading.current_thread():
+            self.release.wait()  # no bound on purpose: user code that never returns
+        else:
+            raise RuntimeError(f"user code failed on record {record.value['n']}")
+
+
+#: application id -> its StuckThenFailed (in-process instances only).
+STUCK_THEN_FAILED: dict[str, StuckThenFailed] = {}
+
+
 class FailingCount(Processor):
     """Counts per key; raises at the record ``n == fail_at`` and, from stream time
-    ``punctuate_fail_at`` on, in a stream-time punctuator."""
+    ``punctuate_fail_at`` on, in a stream-time punctuator; with ``block_one_fail_other``,
+    see StuckThenFailed."""
 
     def init(self, context):
         self.context = context
@@ -49,10 +74,14 @@ class FailingCount(Processor):
         configs = context.app_configs
         self.fail_at = configs.get("fail_at")
         self.punctuate_fail_at = configs.get("punctuate_fail_at")
+        self.stuck_then_failed = STUCK_THEN_FAILED[context.application_id] \
+            if configs.get("block_one_fail_other") else None
         if self.punctuate_fail_at is not None:
             context.schedule(1, PunctuationType.STREAM_TIME, self.punctuate)
 
     def process(self, record):
+        if self.stuck_then_failed is not None and self.stuck_then_failed.blocked is not threading.current_thread():
+            self.stuck_then_failed.process(record)
         if record.value.get("n") == self.fail_at:
             raise RuntimeError(f"user code failed on record {record.value['n']}")
         count = (self.counts.get(record.key) or 0) + 1

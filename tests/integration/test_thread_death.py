@@ -18,16 +18,20 @@ import pytest
 from airflow_stateful_provider.streams import (
     DeserializationError,
     InvalidTimestampError,
+    KafkaStreamsState,
     ProcessingError,
     ProductionError,
 )
 from tests.integration.failure_oracle import (
+    STUCK_THEN_FAILED,
     CountingApp,
+    StuckThenFailed,
     assert_committed_state_consistent,
     assert_exact,
     produce_numbered,
 )
 from tools.kafka.topics import read_all
+from tools.waits import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -172,3 +176,35 @@ def test_processing_dead_letter_skips_the_failed_record_and_keeps_it(app):
     headers = dict(dead.headers)
     assert b"user code failed on record" in headers["__streams.errors.message"]
     assert headers["__streams.errors.topic"].decode() == app.input
+
+
+def test_a_thread_stuck_in_user_code_does_not_hold_the_error_shutdown(app, caplog):
+    """One stream thread blocks forever in a processor, the other one fails: the error
+    shutdown waits task_timeout_ms for the stuck thread, names it and where it is, and the
+    instance reaches ERROR with the thread still blocked (before, it stayed in PENDING_ERROR
+    for as long as the user code blocked). What was committed stays a consistent cut, and
+    once the user code returns, a restart counts every record exactly once."""
+    stuck = STUCK_THEN_FAILED[app.app_id] = StuckThenFailed()
+    expected = produce_numbered(app.bootstrap_servers, app.input, RECORDS, KEYS, start_ms=int(time.time() * 1000))
+    caplog.set_level("WARNING", logger="airflow_stateful_provider")
+    streams = app.streams(num_stream_threads=2, task_timeout_ms=2_000, app_configs={"block_one_fail_other": True})
+    seen: list[BaseException] = []
+    streams.set_uncaught_exception_handler(seen.append)
+    streams.start()
+    try:
+        wait_until(lambda: streams.state is KafkaStreamsState.ERROR, 120, "the instance to reach ERROR",
+                   lambda: f"state {streams.state}, blocked {stuck.blocked}")
+        assert stuck.blocked is not None and stuck.blocked.is_alive(), "the stuck thread ended"
+        assert len(seen) == 1 and isinstance(seen[0], ProcessingError), seen
+        gave_up = [r.getMessage() for r in caplog.records if "did not stop within task_timeout_ms" in r.getMessage()]
+        assert len(gave_up) == 1, [r.getMessage() for r in caplog.records]
+        assert f"{stuck.blocked.name} (in " in gave_up[0] and "in process" in gave_up[0], gave_up
+        assert not streams.close(timeout=1), "close() said nothing runs while the stuck thread runs"
+        assert_committed_state_consistent(app)
+    finally:
+        stuck.release.set()
+    assert streams.close(timeout=60), "the released thread did not stop"
+    assert streams.state is KafkaStreamsState.ERROR
+
+    app.run_to_end()
+    assert_exact(app.outputs_per_key(), app.store_counts(), expected)

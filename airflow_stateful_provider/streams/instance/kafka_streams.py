@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
@@ -53,6 +53,7 @@ from airflow_stateful_provider.streams.instance.preflight import (
     prepare_state_dir,
 )
 from airflow_stateful_provider.streams.instance.stream_thread import StreamThread, StreamThreadState
+from airflow_stateful_provider.streams.instance.thread_stop import join_threads, thread_location
 from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSUMER, PRODUCER, settings_for
 from airflow_stateful_provider.streams.kafka.clients import prepare_consumer
 from airflow_stateful_provider.streams.kafka.net_client import engine_net_client
@@ -460,22 +461,28 @@ class KafkaStreams:
 
     def _wait_for_error_shutdown(self, timeout: float | None) -> bool:
         """After a thread died: wait until the error shutdown has stopped the threads and sent
-        the last status document (state ERROR), so nothing runs once close() returns True."""
+        the last status document (state ERROR), so nothing runs once close() returns True
+        (False when a thread it gave up on still runs)."""
         closer = self._error_closer
         if closer is None or closer is threading.current_thread():
             return self._wait_for_threads(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
         closer.join(timeout)
-        return not closer.is_alive()
+        if closer.is_alive():
+            return False
+        # a thread the error shutdown gave up on (stuck) may end later: wait for it as well
+        return not join_threads(self._running_threads(), deadline, f"stream-client {self.client_id} closing")
+
+    def _running_threads(self) -> list[StreamThread]:
+        return [t for t in self.threads if t.is_alive() and t is not threading.current_thread()]
 
     def _wait_for_threads(self, timeout: float | None) -> bool:
+        """Tell every stream thread to stop and wait up to ``timeout`` (None: until they
+        did); a thread still running is named every REPORT_EVERY_S with where it is."""
         for thread in self.threads:
             thread.shutdown()
         deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in self.threads:
-            if thread is threading.current_thread() or thread.ident is None:  # never started (start() failed)
-                continue
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        return not any(t.is_alive() for t in self.threads if t is not threading.current_thread())
+        return not join_threads(self._running_threads(), deadline, f"stream-client {self.client_id} closing")
 
     def __enter__(self) -> KafkaStreams:
         return self
@@ -505,7 +512,14 @@ class KafkaStreams:
 
         def shut_down() -> None:
             self._close_listeners()
-            self._wait_for_threads(None)
+            bound_s = cast(int, self.config.task_timeout_ms) / 1000  # a number of ms once the config is built
+            if not self._wait_for_threads(bound_s):
+                # stuck in user code or a RocksDB write stall: the instance ends without them
+                # (they are daemon threads), as after a crash; nothing committed is lost
+                log.error("stream-client %s: %s did not stop within task_timeout_ms (%.0f s) of the error; the "
+                          "instance goes to ERROR without them", self.client_id,
+                          ", ".join(f"{t.name} (in {thread_location(t) or 'no Python code'})"
+                                    for t in self._running_threads()), bound_s)
             self._set_state(KafkaStreamsState.ERROR)
             self._close_status_publisher(clean=False)
             self._close_metrics_endpoint()
