@@ -118,7 +118,12 @@ class LocalAirflow:
         self.port = free_loopback_port()
         (self.home / "passwords.json").write_text(json.dumps(PASSWORDS))
         env = self.environment()
-        migrate = subprocess.run([_airflow(), "db", "migrate"], env=env, capture_output=True, text=True)
+        try:
+            migrate = subprocess.run([_airflow(), "db", "migrate"], env=env, capture_output=True, text=True,
+                                     timeout=self.start_timeout)
+        except subprocess.TimeoutExpired:
+            raise AirflowServicesError(f"airflow db migrate did not finish within {self.start_timeout:.0f}s "
+                                       f"in {self.home}") from None
         if migrate.returncode != 0:
             raise AirflowServicesError(f"airflow db migrate failed in {self.home}:\n{migrate.stdout[-2000:]}"
                                        f"{migrate.stderr[-2000:]}")
@@ -151,24 +156,23 @@ class LocalAirflow:
             else:
                 if all(health.get(part, {}).get("status") == "healthy"
                        for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")):
-                    self._warm_execution_api(deadline)
+                    self._warm_execution_api()
                     return
             time.sleep(1)
         raise AirflowServicesError(f"Airflow was not healthy within {self.start_timeout:.0f}s (last health: "
                                    f"{health}):\n{self.logs()}")
 
-    def _warm_execution_api(self, deadline: float) -> None:
+    def _warm_execution_api(self) -> None:
         """The execution API (Cadwyn) builds its versioned routes on its first request, on the
-        server's event loop: 7-8 s of CPU on an idle 2-core machine, 30-40 s on a loaded one,
+        server's event loop: 6-8 s of CPU on an idle 2-core machine, 30-60 s on a loaded one,
         during which the whole API server answers nothing and the first task runners' calls
         time out (``[workers] execution_api_timeout``). One request here moves that into the
-        start-up, whose bound is ``start_timeout``."""
+        start-up; it has ``start_timeout`` of its own (one request, as long as the CPU it gets)."""
         try:
-            answer = self.api("GET", "/execution/health", authenticated=False,
-                              timeout=max(1.0, deadline - time.monotonic()))
+            answer = self.api("GET", "/execution/health", authenticated=False, timeout=self.start_timeout)
         except (AirflowServicesError, OSError) as exc:
-            raise AirflowServicesError(f"the execution API did not answer within {self.start_timeout:.0f}s of the "
-                                       f"start: {exc!r}\n{self.logs()}") from None
+            raise AirflowServicesError(f"the execution API's first request did not answer within "
+                                       f"{self.start_timeout:.0f}s: {exc!r}\n{self.logs()}") from None
         if answer != {"status": "healthy"}:
             raise AirflowServicesError(f"the execution API's health is {answer!r}\n{self.logs()}")
 
