@@ -265,7 +265,10 @@ def test_the_control_topic_permission_lookup_waits_at_most_the_admin_bound(broke
     admin = open_admin(config, lambda: KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers,
                                                         request_timeout_ms=ADMIN_REQUEST_TIMEOUT_MS))
     try:
-        assert "READ" in (authorized_operations(admin, control) or set())  # no authorizer: every operation
+        # no authorizer: every operation; a topic just created may not be described yet by a
+        # loaded broker (None: an answer without the topic), so until it is, within a bound
+        wait_until(lambda: "READ" in (authorized_operations(admin, control) or set()), 60,
+                   f"the brokers to describe {control} with its authorized operations")
         with Frozen(broker):
             started = time.monotonic()
             with pytest.raises(BrokerUnreachableError, match=r"answered the admin call describe_topics within 3000 ms"):
