@@ -54,7 +54,7 @@ class StuckThenFailed:
             if self.blocked is None:
                 self.blocked = threading.current_thread()
         if self.blocked is threading.current_thread():
-            self.release.wait()  # no bound on purpose: user code that never returns
+            self.release.wait()  # no bound on purpose: user code that never returns (once released: at once)
         else:
             raise RuntimeError(f"user code failed on record {record.value['n']}")
 
@@ -80,7 +80,7 @@ class FailingCount(Processor):
             context.schedule(1, PunctuationType.STREAM_TIME, self.punctuate)
 
     def process(self, record):
-        if self.stuck_then_failed is not None and self.stuck_then_failed.blocked is not threading.current_thread():
+        if self.stuck_then_failed is not None:
             self.stuck_then_failed.process(record)
         if record.value.get("n") == self.fail_at:
             raise RuntimeError(f"user code failed on record {record.value['n']}")

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 import airflow_stateful_provider
+from tools.instances import process_cpu_seconds
 from tools.waits import wait_progressing
 
 pytestmark = pytest.mark.wheel
@@ -49,33 +50,14 @@ def readme_dag() -> tuple[str, str]:
     return dag_id, source
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time of process ``pid``, of its running descendants and of the children they waited
-    for (Linux's /proc): what a step has done so far, a build backend's compiler included."""
-    stats: dict[int, list[str]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stats[int(entry.name)] = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:  # ended meanwhile
-                continue
-    tree, ticks = {pid}, 0
-    for process in sorted(stats):  # children have higher ids than their parents, but for wrap-around
-        if process in tree or int(stats[process][1]) in tree:
-            tree.add(process)
-    for process in tree & stats.keys():
-        ticks += sum(int(value) for value in stats[process][11:15])  # utime stime cutime cstime
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 def run(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
     """Run a step to its end; it fails when it exits non-zero or stops gaining CPU time (STEP_STALL_S)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         process = subprocess.Popen(command, stdout=out, stderr=err, env=env, cwd=cwd)
         try:
-            wait_progressing(lambda: process.poll() is not None, lambda: cpu_seconds(process.pid),
-                             " ".join(command)[:200], measure="CPU seconds of the step", stall=STEP_STALL_S,
-                             interval=1.0)
+            wait_progressing(lambda: process.poll() is not None,
+                             lambda: process_cpu_seconds(process.pid, descendants=True), " ".join(command)[:200],
+                             measure="CPU seconds of the step", stall=STEP_STALL_S, interval=1.0)
         finally:
             if process.poll() is None:
                 process.kill()
