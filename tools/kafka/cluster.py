@@ -555,10 +555,17 @@ class LocalKafkaCluster:
             return 0.0
         tp = TopicPartition(topic, partition)
         order = [to_node, *(r for r in state.replicas if r != to_node)]
-        with self.admin() as admin:
-            refused = admin.alter_partition_reassignments({tp: order}).get(tp)
-        if refused is not None:
-            raise ClusterError(f"reassigning {topic}-{partition} to replicas {order} was refused: {refused}")
+
+        def reassigned() -> bool:
+            # asked again on a Kafka error: a request queued behind a slow connection set-up on a
+            # loaded machine times out (KafkaTimeoutError), and the same reassignment again is harmless
+            with self.admin() as admin:
+                refused = admin.alter_partition_reassignments({tp: order}).get(tp)
+            if refused is not None:
+                raise ClusterError(f"reassigning {topic}-{partition} to replicas {order} was refused: {refused}")
+            return True
+
+        self._retry(reassigned, timeout, f"the reassignment of {topic}-{partition} to replicas {order}")
 
         def reordered() -> bool | None:
             with self.admin() as admin:
