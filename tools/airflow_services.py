@@ -25,15 +25,17 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tools.local_processes import die_with_parent, free_loopback_port
+from tools.local_processes import die_with_parent, free_loopback_port, process_cpu_seconds
+from tools.waits import wait_progressing
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 FINISHED_RUN_STATES = ("success", "failed")
@@ -41,6 +43,11 @@ USER, PASSWORD = "admin", "admin-password"
 VIEWER, VIEWER_PASSWORD = "viewer", "viewer-password"
 PASSWORDS = {USER: PASSWORD, VIEWER: VIEWER_PASSWORD}
 STOP_GRACE_SECONDS = 30.0
+#: Which part of the API server's health answer each component is.
+HEALTH_PARTS = {"api-server": "metadatabase", "scheduler": "scheduler", "dag-processor": "dag_processor",
+                "triggerer": "triggerer"}
+#: The start gives up after this long even while the services still compute (a safety net).
+START_CAP_SECONDS = 1200.0
 
 
 class AirflowServicesError(RuntimeError):
@@ -51,11 +58,12 @@ class LocalAirflow:
     """Airflow's four services on 127.0.0.1 with their home, database and logs in ``home``."""
 
     def __init__(self, home: str | os.PathLike, *, dags_folder: str | os.PathLike,
-                 env: Mapping[str, str] | None = None, start_timeout: float = 180.0) -> None:
+                 env: Mapping[str, str] | None = None, start_stall: float = 120.0) -> None:
         self.home = Path(home).resolve()
         self.dags_folder = Path(dags_folder).resolve()
         self.extra_env = dict(env or {})
-        self.start_timeout = start_timeout
+        #: the start fails once what it waits for has used no CPU for this long (seconds)
+        self.start_stall = start_stall
         self.port: int | None = None
         self.processes: dict[str, subprocess.Popen] = {}
         self._tokens: dict[str, str] = {}
@@ -111,6 +119,10 @@ class LocalAirflow:
     # ---------------------------------------------------------------- start
 
     def start(self) -> LocalAirflow:
+        """Migrate the database, start the four services and wait until they are healthy and
+        the execution API has answered once. Each step waits on the CPU the processes it waits
+        for use (a loaded machine only makes it slower) and fails once they used none for
+        ``start_stall`` seconds."""
         if self.processes:
             raise AirflowServicesError("these Airflow services are already started")
         began = time.monotonic()
@@ -118,15 +130,22 @@ class LocalAirflow:
         self.port = free_loopback_port()
         (self.home / "passwords.json").write_text(json.dumps(PASSWORDS))
         env = self.environment()
+        migrate = subprocess.Popen([_airflow(), "db", "migrate"], env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                                   preexec_fn=die_with_parent)
+        output: list[str] = []
+        reader = threading.Thread(target=lambda: output.append(migrate.stdout.read()),  # type: ignore[union-attr]
+                                  daemon=True, name="airflow-db-migrate-output")
+        reader.start()
         try:
-            migrate = subprocess.run([_airflow(), "db", "migrate"], env=env, capture_output=True, text=True,
-                                     timeout=self.start_timeout)
-        except subprocess.TimeoutExpired:
-            raise AirflowServicesError(f"airflow db migrate did not finish within {self.start_timeout:.0f}s "
-                                       f"in {self.home}") from None
+            self._wait_starting(lambda: migrate.poll() is not None, "airflow db migrate", lambda: [migrate.pid])
+        finally:
+            if migrate.poll() is None:
+                migrate.kill()
+            migrate.wait()
+            reader.join(30)
         if migrate.returncode != 0:
-            raise AirflowServicesError(f"airflow db migrate failed in {self.home}:\n{migrate.stdout[-2000:]}"
-                                       f"{migrate.stderr[-2000:]}")
+            raise AirflowServicesError(f"airflow db migrate failed in {self.home}:\n{''.join(output)[-4000:]}")
         try:
             for component in COMPONENTS:
                 args = ["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"] \
@@ -136,45 +155,81 @@ class LocalAirflow:
                         [_airflow(), component, *args], stdout=log, stderr=subprocess.STDOUT,
                         stdin=subprocess.DEVNULL, env=env, cwd=self.home, preexec_fn=die_with_parent)
             self._wait_healthy()
+            self._warm_execution_api()
         except BaseException:
             self.stop()
             raise
         self.start_seconds = time.monotonic() - began
         return self
 
+    def _wait_starting(self, done: Callable[[], bool], what: str, pids: Callable[[], Iterable[int]]) -> None:
+        """Until ``done()``; progress is the CPU that the processes ``pids()`` names at each
+        moment use (their CPU counted only while they are the ones waited for)."""
+        last: dict[int, float] = {}
+        used = 0.0
+
+        def progress() -> float:
+            nonlocal used
+            for pid in pids():
+                try:
+                    now = process_cpu_seconds(pid, descendants=True)
+                except OSError:  # ended meanwhile: done() or check_running() says so next round
+                    continue
+                used += now - last.get(pid, now)
+                last[pid] = now
+            return used
+
+        try:
+            wait_progressing(done, progress, what, measure="CPU seconds of the processes waited for",
+                             stall=self.start_stall, cap=START_CAP_SECONDS, context=self.logs, interval=1.0)
+        except AssertionError as exc:
+            raise AirflowServicesError(f"{exc}") from None
+
     def _wait_healthy(self) -> None:
         """Until the API server answers and reports the scheduler, DAG processor and triggerer
-        healthy, and its execution API has answered once (see _warm_execution_api)."""
-        deadline = time.monotonic() + self.start_timeout
-        health: Any = None
-        while time.monotonic() < deadline:
+        healthy; waiting on the API server until it answers, then on the components it
+        reports unhealthy."""
+        waiting_on = ["api-server"]
+        health: list[Any] = [None]
+
+        def healthy() -> bool:
             self.check_running()
             try:
-                health = self.api("GET", "/api/v2/monitor/health", authenticated=False)
+                answer = self.api("GET", "/api/v2/monitor/health", authenticated=False)
             except (AirflowServicesError, OSError) as exc:
-                health = repr(exc)
-            else:
-                if all(health.get(part, {}).get("status") == "healthy"
-                       for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")):
-                    self._warm_execution_api()
-                    return
-            time.sleep(1)
-        raise AirflowServicesError(f"Airflow was not healthy within {self.start_timeout:.0f}s (last health: "
-                                   f"{health}):\n{self.logs()}")
+                health[0], waiting_on[:] = repr(exc), ["api-server"]
+                return False
+            health[0] = answer
+            waiting_on[:] = [component for component, part in HEALTH_PARTS.items()
+                             if answer.get(part, {}).get("status") != "healthy"]
+            return not waiting_on
+
+        try:
+            self._wait_starting(healthy, "the Airflow services to be healthy",
+                                lambda: [self.processes[component].pid for component in waiting_on])
+        except AirflowServicesError as exc:
+            raise AirflowServicesError(f"{exc}\nlast health: {health[0]}") from None
 
     def _warm_execution_api(self) -> None:
         """The execution API (Cadwyn) builds its versioned routes on its first request, on the
         server's event loop: 6-8 s of CPU on an idle 2-core machine, 30-60 s on a loaded one,
         during which the whole API server answers nothing and the first task runners' calls
         time out (``[workers] execution_api_timeout``). One request here moves that into the
-        start-up; it has ``start_timeout`` of its own (one request, as long as the CPU it gets)."""
-        try:
-            answer = self.api("GET", "/execution/health", authenticated=False, timeout=self.start_timeout)
-        except (AirflowServicesError, OSError) as exc:
-            raise AirflowServicesError(f"the execution API's first request did not answer within "
-                                       f"{self.start_timeout:.0f}s: {exc!r}\n{self.logs()}") from None
-        if answer != {"status": "healthy"}:
-            raise AirflowServicesError(f"the execution API's health is {answer!r}\n{self.logs()}")
+        start-up, waited for while the API server computes."""
+        answers: list[Any] = []
+
+        def ask() -> None:
+            try:
+                answers.append(self.api("GET", "/execution/health", authenticated=False, timeout=START_CAP_SECONDS))
+            except (AirflowServicesError, OSError) as exc:
+                answers.append(exc)
+
+        request = threading.Thread(target=ask, daemon=True, name="airflow-execution-api-warm-up")
+        request.start()
+        self._wait_starting(lambda: (self.check_running(), not request.is_alive())[1],
+                            "the execution API's first answer", lambda: [self.processes["api-server"].pid])
+        if answers != [{"status": "healthy"}]:
+            raise AirflowServicesError(f"the execution API's first request answered {answers!r}\n{self.logs()}")
 
     def check_running(self) -> None:
         for component, process in self.processes.items():

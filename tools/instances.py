@@ -104,24 +104,3 @@ class InstanceProcess:
         if self.alive():
             self.kill()
 
-
-def process_cpu_seconds(pid: int, *, descendants: bool = False) -> float:
-    """User + system CPU seconds a running process has used (Linux /proc): the progress of
-    a child that only computes. With ``descendants``, also those of its running descendants
-    and of the children they waited for (a step that runs a compiler or a build backend)."""
-    if not descendants:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    stats: dict[int, list[str]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stats[int(entry.name)] = (entry / "stat").read_text().rpartition(")")[2].split()
-            except OSError:  # ended meanwhile
-                continue
-    tree = {pid}
-    for process in sorted(stats):  # a child's id is above its parent's, but for wrap-around
-        if int(stats[process][1]) in tree:
-            tree.add(process)
-    ticks = sum(int(value) for process in tree & stats.keys() for value in stats[process][11:15])
-    return ticks / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 #: How long a service gets to exit after SIGTERM before it is killed.
 STOP_GRACE_SECONDS = 15.0
@@ -100,6 +101,28 @@ def process_state(pid: int) -> str:
     """The one-letter state of a Linux process (R running, S sleeping, T stopped, Z zombie...)."""
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().split(")")[-1].split()[0]
+
+
+def process_cpu_seconds(pid: int, *, descendants: bool = False) -> float:
+    """User + system CPU seconds a running process has used (Linux /proc): the progress of
+    a child that only computes. With ``descendants``, also those of its running descendants
+    and of the children they waited for (a step that runs a compiler or a build backend)."""
+    if not descendants:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stats[int(entry.name)] = (entry / "stat").read_text().rpartition(")")[2].split()
+            except OSError:  # ended meanwhile
+                continue
+    tree = {pid}
+    for process in sorted(stats):  # a child's id is above its parent's, but for wrap-around
+        if int(stats[process][1]) in tree:
+            tree.add(process)
+    ticks = sum(int(value) for process in tree & stats.keys() for value in stats[process][11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
 
 
 def wait_pid(pid: int):

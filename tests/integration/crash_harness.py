@@ -35,8 +35,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from airflow_stateful_provider.examples.clicks_and_payments import JOIN_NAME, ExampleSettings
 from airflow_stateful_provider.examples.expected import SessionKey, expected_payments_usd, expected_sessions
 from airflow_stateful_provider.examples.generator import RATE, GeneratedRecord, ensure_topics, generate, produce
-from tools.instances import InstanceProcess, process_cpu_seconds
+from tools.instances import InstanceProcess
 from tools.kafka.topics import read_committed_offsets
+from tools.local_processes import process_cpu_seconds
 from tools.waits import COMMITTED_AND_RESTORED, wait_progressing, wait_until
 
 TOPOLOGY = "airflow_stateful_provider.examples.clicks_and_payments:build_topology"

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import airflow_stateful_provider
-from tools.instances import process_cpu_seconds
+from tools.local_processes import process_cpu_seconds
 from tools.waits import wait_progressing
 
 pytestmark = pytest.mark.wheel

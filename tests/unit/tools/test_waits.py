@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tools.instances import process_cpu_seconds
+from tools.local_processes import process_cpu_seconds
 from tools.waits import wait_for_commits, wait_progressing
 
 
