@@ -137,15 +137,20 @@ class LocalAirflow:
         reader = threading.Thread(target=lambda: output.append(migrate.stdout.read()),  # type: ignore[union-attr]
                                   daemon=True, name="airflow-db-migrate-output")
         reader.start()
+        stalled: AirflowServicesError | None = None
         try:
-            self._wait_starting(lambda: migrate.poll() is not None, "airflow db migrate", lambda: [migrate.pid])
+            self._wait_starting(lambda: migrate.poll() is not None, "airflow db migrate", lambda: [migrate.pid],
+                                context=lambda: "")
+        except AirflowServicesError as exc:
+            stalled = exc
         finally:
             if migrate.poll() is None:
                 migrate.kill()
             migrate.wait()
             reader.join(30)
-        if migrate.returncode != 0:
-            raise AirflowServicesError(f"airflow db migrate failed in {self.home}:\n{''.join(output)[-4000:]}")
+        if stalled is not None or migrate.returncode != 0:
+            raise AirflowServicesError(f"{stalled or 'airflow db migrate failed'} in {self.home}:\n"
+                                       f"{''.join(output)[-4000:]}")
         try:
             for component in COMPONENTS:
                 args = ["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"] \
@@ -162,9 +167,11 @@ class LocalAirflow:
         self.start_seconds = time.monotonic() - began
         return self
 
-    def _wait_starting(self, done: Callable[[], bool], what: str, pids: Callable[[], Iterable[int]]) -> None:
+    def _wait_starting(self, done: Callable[[], bool], what: str, pids: Callable[[], Iterable[int]], *,
+                       context: Callable[[], str] | None = None) -> None:
         """Until ``done()``; progress is the CPU that the processes ``pids()`` names at each
-        moment use (their CPU counted only while they are the ones waited for)."""
+        moment use (their CPU counted while they are the ones waited for). A stall fails with
+        ``context()`` (the services' logs by default)."""
         last: dict[int, float] = {}
         used = 0.0
 
@@ -181,7 +188,8 @@ class LocalAirflow:
 
         try:
             wait_progressing(done, progress, what, measure="CPU seconds of the processes waited for",
-                             stall=self.start_stall, cap=START_CAP_SECONDS, context=self.logs, interval=1.0)
+                             stall=self.start_stall, cap=START_CAP_SECONDS, context=context or self.logs,
+                             interval=1.0)
         except AssertionError as exc:
             raise AirflowServicesError(f"{exc}") from None
 

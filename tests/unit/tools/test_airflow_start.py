@@ -103,3 +103,14 @@ def test_a_failed_migration_is_reported_with_its_output(tmp_path, fake_airflow):
                             "sys.exit(3)\n")
     with pytest.raises(AirflowServicesError, match=r"airflow db migrate failed in .*:\nno such table: \"dag\""):
         _services(tmp_path, api_busy="0").start()
+
+
+def test_a_migration_that_hangs_fails_within_the_stall_limit_with_its_output(tmp_path, fake_airflow):
+    fake_airflow.write_text(f"#!{sys.executable}\nimport time\nprint('waiting for the database lock', flush=True)\n"
+                            "time.sleep(3600)\n")
+    began = time.monotonic()
+    with pytest.raises(AirflowServicesError) as failure:
+        _services(tmp_path, api_busy="0").start()
+    assert STALL <= time.monotonic() - began < 60
+    assert str(failure.value).startswith(f"no progress for {STALL:g}s waiting for airflow db migrate: ")
+    assert str(failure.value).endswith(":\nwaiting for the database lock\n")
