@@ -183,15 +183,21 @@ def test_a_thread_stuck_in_user_code_does_not_hold_the_error_shutdown(app, caplo
     shutdown waits task_timeout_ms for the stuck thread, names it and where it is, and the
     instance reaches ERROR with the thread still blocked (before, it stayed in PENDING_ERROR
     for as long as the user code blocked). What was committed stays a consistent cut, and
-    once the user code returns, a restart counts every record exactly once."""
+    once the user code returns, a restart counts every record exactly once.
+
+    The input goes in once the instance runs, both threads with their tasks: a thread
+    blocked while the other one has not yet joined the group would hold the rebalance up for
+    max.poll.interval.ms, and nothing would fail."""
     stuck = STUCK_THEN_FAILED[app.app_id] = StuckThenFailed()
-    expected = produce_numbered(app.bootstrap_servers, app.input, RECORDS, KEYS, start_ms=int(time.time() * 1000))
     caplog.set_level("WARNING", logger="airflow_stateful_provider")
     streams = app.streams(num_stream_threads=2, task_timeout_ms=2_000, app_configs={"block_one_fail_other": True})
     seen: list[BaseException] = []
     streams.set_uncaught_exception_handler(seen.append)
     streams.start()
     try:
+        streams.wait_for_state(KafkaStreamsState.RUNNING, timeout=120)
+        expected = produce_numbered(app.bootstrap_servers, app.input, RECORDS, KEYS,
+                                    start_ms=int(time.time() * 1000))
         wait_until(lambda: streams.state is KafkaStreamsState.ERROR, 120, "the instance to reach ERROR",
                    lambda: f"state {streams.state}, blocked {stuck.blocked}")
         assert stuck.blocked is not None and stuck.blocked.is_alive(), "the stuck thread ended"
