@@ -1,6 +1,6 @@
 """Processes the local services (Kafka broker, Spark cluster, Airflow) run as: free loopback
-ports (below the ephemeral range), detached or parent-bound children, and a
-terminate-then-kill stop."""
+ports (below the ephemeral range), detached or parent-bound children, a
+terminate-then-kill stop, and a process's state and CPU time as /proc shows them."""
 
 from __future__ import annotations
 
