@@ -198,25 +198,25 @@ class LocalAirflow:
         healthy; waiting on the API server until it answers, then on the components it
         reports unhealthy."""
         waiting_on = ["api-server"]
-        health: list[Any] = [None]
+        health: Any = None
 
         def healthy() -> bool:
+            nonlocal health
             self.check_running()
             try:
-                answer = self.api("GET", "/api/v2/monitor/health", authenticated=False)
+                health = self.api("GET", "/api/v2/monitor/health", authenticated=False)
             except (AirflowServicesError, OSError) as exc:
-                health[0], waiting_on[:] = repr(exc), ["api-server"]
+                health, waiting_on[:] = repr(exc), ["api-server"]
                 return False
-            health[0] = answer
             waiting_on[:] = [component for component, part in HEALTH_PARTS.items()
-                             if answer.get(part, {}).get("status") != "healthy"]
+                             if health.get(part, {}).get("status") != "healthy"]
             return not waiting_on
 
         try:
             self._wait_starting(healthy, "the Airflow services to be healthy",
                                 lambda: [self.processes[component].pid for component in waiting_on])
         except AirflowServicesError as exc:
-            raise AirflowServicesError(f"{exc}\nlast health: {health[0]}") from None
+            raise AirflowServicesError(f"{exc}\nlast health: {health}") from None
 
     def _warm_execution_api(self) -> None:
         """The execution API (Cadwyn) builds its versioned routes on its first request, on the

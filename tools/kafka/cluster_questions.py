@@ -190,6 +190,10 @@ class ClusterQuestions:
         from kafka import TopicPartition
 
         began = time.monotonic()
+
+        def left() -> float:  # of the whole move's timeout
+            return timeout - (time.monotonic() - began)
+
         state = self.partitions([topic]).get((topic, partition))
         if state is None:
             raise ClusterError(f"no partition {topic}-{partition} in the cluster")
@@ -209,7 +213,7 @@ class ClusterQuestions:
                 raise ClusterError(f"reassigning {topic}-{partition} to replicas {order} was refused: {refused}")
             return True
 
-        self._retry(reassigned, timeout, f"the reassignment of {topic}-{partition} to replicas {order}")
+        self._retry(reassigned, left(), f"the reassignment of {topic}-{partition} to replicas {order}")
 
         def reordered() -> bool | None:
             with self.admin() as admin:
@@ -217,14 +221,14 @@ class ClusterQuestions:
             current = self.partitions([topic]).get((topic, partition))
             return (not pending and current is not None and list(current.replicas) == order) or None
 
-        self._retry(reordered, timeout - (time.monotonic() - began), f"replicas of {topic}-{partition} to be {order}")
+        self._retry(reordered, left(), f"replicas of {topic}-{partition} to be {order}")
 
         def elected() -> bool | None:
             with self.admin() as admin:
                 admin.elect_leaders(0, {topic: [partition]})
             return self.leader(topic, partition) == to_node or None
 
-        self._retry(elected, timeout - (time.monotonic() - began), f"node {to_node} to lead {topic}-{partition}")
+        self._retry(elected, left(), f"node {to_node} to lead {topic}-{partition}")
         return time.monotonic() - began
 
     def wait_healthy(self, topics: Iterable[str] | None = (), timeout: float = 120.0) -> float:
