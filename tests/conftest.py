@@ -37,6 +37,12 @@ os.environ["PATH"] = _BIN_DIR + os.pathsep + os.environ.get("PATH", "")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+# Test clients run in threads beside the engine's: kafka-python's response class table is kept
+# intact from the start (streams/kafka/response_classes.py).
+from airflow_stateful_provider.streams.kafka.response_classes import install_response_classes_kept  # noqa: E402
+
+install_response_classes_kept()
+
 #: The JVMs the tests start (Kafka brokers and their storage tool, spark-submit, Spark's
 #: standalone daemons) live seconds to minutes and do little, and the suite is CPU-bound on 2
 #: cores: the client compiler only and the serial collector. A broker then starts in 2.2 CPU-s

@@ -13,7 +13,11 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
+from airflow_stateful_provider.streams.kafka.response_classes import install_response_classes_kept
 from tools.waits import wait_progressing
+
+# Clients of the tests and benchmarks run in threads beside the engine's: the same kafka-python fix.
+install_response_classes_kept()
 
 #: How long a read_committed read waits for the transactions written before it to complete.
 TRANSACTIONS_SETTLE_SECONDS = 30.0

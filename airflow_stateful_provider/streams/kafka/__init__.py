@@ -15,11 +15,13 @@ private kafka-python name is used anywhere else in the provider.
 - ``group_join``: the group coordinator: pending rejoins, requested rebalances, joins kept.
 - ``batch_decoding``: fetched record batches decoded in one pass.
 - ``list_offsets``: a consumer's offset look-ups that follow a partition leader that moved.
-- ``net_client``: the network client every client is built with, from the three below.
+- ``net_client``: the network client every client is built with, from the four below.
 - ``failed_metadata_refresh``: a failed metadata refresh retried, never fatal and never the end
   of a client's metadata updates.
 - ``new_topic_metadata``: metadata of a topic a client does not know yet requested at once.
 - ``unregistered_sockets``: a selector whose "not registered" answers cost no system calls.
+- ``response_classes``: kafka-python's table of response classes kept intact when client threads
+  decode their first answers of an API version at once.
 - ``parked_fetches``: fetched records of a paused partition handed back.
 - ``positions``: a consumer's position, read without a network call.
 - ``transactional_calls``: transactional calls that wait at most a bound, and requests kept

@@ -4,7 +4,9 @@ kafka-python's own, with its metadata refresh loop restarted when a failed refre
 (failed_metadata_refresh.py), metadata of a topic it does not know yet requested at once
 (new_topic_metadata.py), a selector whose "not registered" answers cost no
 system calls (unregistered_sockets.py) and sockets read 256 KiB at a time, a broker's last
-bytes before its close (socket_reads.py)."""
+bytes before its close (socket_reads.py). Before the first one is built, kafka-python's table of
+response classes is kept to primary classes (response_classes.py), so that client threads
+decoding their first answers at once cannot break it."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 
 from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import restart_refresh_loop_after_failure
 from airflow_stateful_provider.streams.kafka.new_topic_metadata import new_topics_requested_at_once
+from airflow_stateful_provider.streams.kafka.response_classes import install_response_classes_kept
 from airflow_stateful_provider.streams.kafka.socket_reads import install_socket_reads
 from airflow_stateful_provider.streams.kafka.unregistered_sockets import CheapLookupSelector
 
@@ -20,7 +23,7 @@ __all__ = ["engine_net_client"]
 
 
 def engine_net_client(*args: Any, **kwargs: Any) -> Any:
-    """``KafkaNetClient(*args, **kwargs)`` with the four fixes above; a ``selector`` other than
+    """``KafkaNetClient(*args, **kwargs)`` with the five fixes above; a ``selector`` other than
     the default one, set by the user, is kept. Checked against kafka-python 3.0.12 (the class
     ``kafka.net.compat.KafkaNetClient``, the default of the ``kafka_client`` setting)."""
     from kafka.net.compat import KafkaNetClient
@@ -28,6 +31,7 @@ def engine_net_client(*args: Any, **kwargs: Any) -> Any:
     if kwargs.get("selector", selectors.DefaultSelector) is selectors.DefaultSelector:
         kwargs["selector"] = CheapLookupSelector
     install_socket_reads()
+    install_response_classes_kept()
     client = KafkaNetClient(*args, **kwargs)
     restart_refresh_loop_after_failure(client.cluster)
     new_topics_requested_at_once(client.cluster)
