@@ -20,11 +20,14 @@ module holds for good, and entries already replaced are set back to it.
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from typing import Any
 
 __all__ = ["install_response_classes_kept"]
+
+log = logging.getLogger(__name__)
 
 _installed = False
 _install_lock = threading.Lock()
@@ -39,7 +42,8 @@ def install_response_classes_kept() -> None:
     ``weakref.proxy(cls)`` by ``API_KEY`` in ``_response_class_registry``; a version's class
     (``ApiMessage.__getitem__``) has a ``_class_version`` other than None, and ``cls[None]``
     gives its primary class; classes of the old protocol (kafka/protocol/old) have no
-    ``_class_version``.
+    ``_class_version``. An entry already dead when this runs (the race came first) cannot be
+    mended: it is reported, and that API's answers stay undecodable in this process.
     """
     global _installed
     with _install_lock:
@@ -56,6 +60,10 @@ def install_response_classes_kept() -> None:
         ResponseClassRegistry.register_response_class = staticmethod(register_primary_classes_only)
         table = ResponseClassRegistry._response_class_registry
         for api_key, response_class in list(table.items()):
-            if getattr(response_class, "_class_version", None) is not None:
-                table[api_key] = weakref.proxy(response_class[None])
+            try:
+                if getattr(response_class, "_class_version", None) is not None:
+                    table[api_key] = weakref.proxy(response_class[None])
+            except ReferenceError:
+                log.error("kafka-python's response class for API key %s was freed before this process kept its "
+                          "table: answers of that API cannot be decoded here; restart the process", api_key)
         _installed = True

@@ -105,3 +105,24 @@ def test_installed_late_it_sets_replaced_entries_back_to_the_primary_class():
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     assert result.stdout.split() == ["InitProducerIdResponse_v1", "InitProducerIdResponse", "0", "True"]
+
+
+def test_an_entry_dead_before_the_install_is_reported_not_raised():
+    script = textwrap.dedent("""
+        import gc, logging
+        from kafka.protocol.api_header import ResponseClassRegistry
+        from kafka.protocol.producer.transaction import InitProducerIdResponse
+        from airflow_stateful_provider.streams.kafka.response_classes import install_response_classes_kept
+
+        logging.basicConfig(format="%(levelname)s %(message)s")
+        kept = InitProducerIdResponse[3]
+        del InitProducerIdResponse._VERSIONS[3]
+        InitProducerIdResponse[3]  # a losing thread's class, now in the table
+        InitProducerIdResponse._VERSIONS[3] = kept
+        gc.collect()
+        install_response_classes_kept()
+        print("installed")
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.split() == ["installed"]
+    assert "ERROR kafka-python's response class for API key 22 was freed" in result.stderr
