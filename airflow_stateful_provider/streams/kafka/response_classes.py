@@ -54,16 +54,23 @@ def install_response_classes_kept() -> None:
         register = ResponseClassRegistry.register_response_class
 
         def register_primary_classes_only(response_class: Any) -> None:
-            if getattr(response_class, "_class_version", None) is None:
+            if not _version_class(response_class):
                 register(response_class)
 
         ResponseClassRegistry.register_response_class = staticmethod(register_primary_classes_only)
         table = ResponseClassRegistry._response_class_registry
         for api_key, response_class in list(table.items()):
             try:
-                if getattr(response_class, "_class_version", None) is not None:
+                if _version_class(response_class):
                     table[api_key] = weakref.proxy(response_class[None])
             except ReferenceError:
                 log.error("kafka-python's response class for API key %s was freed before this process kept its "
                           "table: answers of that API cannot be decoded here; restart the process", api_key)
         _installed = True
+
+
+def _version_class(response_class: Any) -> bool:
+    """Whether it is one version's class (``SomeResponse[3]``) rather than an API's primary
+    class (or a class of the old protocol, which has no versions). Checked against kafka-python
+    3.0.12: ``_class_version`` is None on primary classes, the version on version classes."""
+    return getattr(response_class, "_class_version", None) is not None
