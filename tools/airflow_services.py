@@ -94,6 +94,10 @@ class LocalAirflow:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
             # a new DAG file is seen within seconds, not the 5-minute default
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            # a DAG file is parsed again when it changes (its modification time, the default
+            # sort mode), not every 30 s besides: parsing the unchanged folder took 7.4 of the
+            # services' 11.5 CPU-s a minute on 2 cores
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "True",
             **self.extra_env,
         }
