@@ -385,6 +385,9 @@ class LocalKafkaBroker:
         process, self.process = self.process, None
         if process is None:
             return
+        from tools.kafka.topics import close_kept_admins  # kafka-python only where clients are made
+
+        close_kept_admins(self.bootstrap_servers)
         terminate(process.pid, process.wait)
         pid_file = self.work_dir / "broker.pid"
         pid_file.unlink(missing_ok=True)

@@ -216,6 +216,10 @@ class LocalKafkaCluster(ClusterQuestions):
         """Stop every node (thawed first): SIGTERM to all at once, SIGKILL to any still running
         ``grace`` seconds later (nodes that lose their quorum while stopping wait for it; the
         storage is not reused, as every start formats it afresh)."""
+        from tools.kafka.topics import close_kept_admins  # kafka-python only where clients are made
+
+        if self.nodes:
+            close_kept_admins(self.bootstrap_servers)
         nodes = [n for n in self.nodes.values() if n.process is not None]
         for node in nodes:
             self._signal(node, signal.SIGCONT)

@@ -4,7 +4,9 @@ is in tools/waits.py."""
 
 from __future__ import annotations
 
+import atexit
 import json
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -98,12 +100,46 @@ def read_committed_offsets(admin: Any, group: str, topic: str) -> dict[int, int]
     return {tp.partition: om.offset for tp, om in offsets.items() if tp.topic == topic and om.offset >= 0}
 
 
+#: committed_offsets' admin clients that answered, by bootstrap address (see there)
+_kept_admins: dict[str, KafkaAdminClient] = {}
+_kept_admins_lock = threading.Lock()
+
+
 def committed_offsets(bootstrap_servers: str, group: str, topic: str) -> dict[int, int]:
-    """:func:`read_committed_offsets` with an admin client of its own."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    """:func:`read_committed_offsets` through an admin client kept per bootstrap address: waits
+    ask twice a second, and a new client per question cost the broker and this process about
+    30 ms of CPU. A client that fails or gets no offsets is closed, not kept (kafka-python's
+    admin caches a group's coordinator for good: after the coordinator moved it would never
+    answer again). A caller takes the client out while it asks, so callers in other threads
+    never share one."""
+    with _kept_admins_lock:
+        admin = _kept_admins.pop(bootstrap_servers, None)
+    if admin is None:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    offsets: dict[int, int] = {}
     try:
-        return read_committed_offsets(admin, group, topic)
+        offsets = read_committed_offsets(admin, group, topic)
+        return offsets
     finally:
+        with _kept_admins_lock:
+            kept = bool(offsets) and bootstrap_servers not in _kept_admins
+            if kept:
+                _kept_admins[bootstrap_servers] = admin
+        if not kept:
+            admin.close()
+
+
+@atexit.register
+def close_kept_admins(bootstrap_servers: str | None = None) -> None:
+    """Close the admin clients committed_offsets keeps that bootstrap from any of the
+    ``bootstrap_servers`` (all: None). The local broker and cluster call it as they stop, so
+    no client outlives its broker trying to reconnect."""
+    stopping = None if bootstrap_servers is None else set(bootstrap_servers.split(","))
+    with _kept_admins_lock:
+        addresses = [address for address in _kept_admins
+                     if stopping is None or stopping & set(address.split(","))]
+        admins = [_kept_admins.pop(address) for address in addresses]
+    for admin in admins:
         admin.close()
 
 
