@@ -58,6 +58,7 @@ from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSU
 from airflow_stateful_provider.streams.kafka.clients import prepare_consumer
 from airflow_stateful_provider.streams.kafka.net_client import engine_net_client
 from airflow_stateful_provider.streams.kafka.producer_close import close_producer
+from airflow_stateful_provider.streams.kafka.response_classes import install_response_classes_kept
 from airflow_stateful_provider.streams.processing.streams_producer import EOS_TRANSACTION_TIMEOUT_MS
 from airflow_stateful_provider.streams.processing.task_directories import check_state_directory
 from airflow_stateful_provider.streams.queries.local import key_metadata, query_threads, resolve_target
@@ -250,7 +251,10 @@ class KafkaStreams:
         that was down is connected to again within a second of its return, as the Java
         clients do (kafka-python backs off up to 30 s: a thread resumed up to 30 s late). A
         failed metadata refresh never ends the client's metadata updates, and its I/O loop's
-        socket look-ups are cheap (kafka/net_client.py)."""
+        socket look-ups are cheap (kafka/net_client.py). kafka-python's response class table is
+        kept (kafka/response_classes.py) also when ``client_configs`` name a ``kafka_client``
+        factory of the user's."""
+        install_response_classes_kept()
         return {"bootstrap_servers": list(self.config.bootstrap_servers),
                 "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS, "kafka_client": engine_net_client,
                 **settings_for(kind, self.config.client_configs)}

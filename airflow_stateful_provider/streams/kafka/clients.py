@@ -21,6 +21,7 @@ from airflow_stateful_provider.streams.kafka.client_settings import client_kind,
 from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import retry_coordinator_lookup_on_metadata_failure
 from airflow_stateful_provider.streams.kafka.list_offsets import refresh_leaders_when_list_offsets_miss
 from airflow_stateful_provider.streams.kafka.net_client import engine_net_client
+from airflow_stateful_provider.streams.kafka.response_classes import install_response_classes_kept
 from airflow_stateful_provider.streams.kafka.socket_reads import install_socket_reads
 
 __all__ = ["check_client_environment", "connection_errors", "connection_failures", "construct_client",
@@ -160,7 +161,10 @@ def construct_client(client_class: Any, configs: Mapping[str, Any]) -> Any:
     survive a failed refresh, cheap socket look-ups).
 
     A consumer, producer or admin client gets only the settings it knows (one set of
-    client configs serves all three); a setting no client knows is a ConfigError."""
+    client configs serves all three); a setting no client knows is a ConfigError. The
+    response class table is kept (response_classes.py) whichever factory makes the network
+    client, the user's own included."""
+    install_response_classes_kept()
     kind = client_kind(client_class)
     if kind is not None:
         configs = settings_for(kind, configs)

@@ -126,3 +126,39 @@ def test_an_entry_dead_before_the_install_is_reported_not_raised():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     assert result.stdout.split() == ["installed"]
     assert "ERROR kafka-python's response class for API key 22 was freed" in result.stderr
+
+
+def test_a_client_made_with_the_users_own_network_client_factory_keeps_the_table_too(tmp_path):
+    script = textwrap.dedent("""
+        import sys
+        from kafka import KafkaAdminClient
+        from kafka.protocol.api_header import ResponseClassRegistry
+        from kafka.protocol.producer.transaction import InitProducerIdResponse
+        from airflow_stateful_provider.streams.kafka import response_classes
+        from airflow_stateful_provider.streams.kafka.clients import construct_client
+
+        def users_factory(*args, **kwargs):
+            raise RuntimeError("the user's factory ran")
+
+        if sys.argv[1] == "construct_client":
+            make_admin = lambda: construct_client(KafkaAdminClient, {"bootstrap_servers": "127.0.0.1:9",
+                                                                    "kafka_client": users_factory})
+        else:  # an instance's own clients
+            from airflow_stateful_provider.streams import KafkaStreams, StreamsBuilder, StreamsConfig
+
+            builder = StreamsBuilder()
+            builder.stream("in").to("out")
+            config = StreamsConfig("app", "127.0.0.1:9", state_dir=sys.argv[2],
+                                   client_configs={"kafka_client": users_factory})
+            make_admin = KafkaStreams(builder.build(), config)._new_admin
+        try:
+            make_admin()
+        except RuntimeError as exc:
+            print(exc)
+        InitProducerIdResponse[1]
+        print(ResponseClassRegistry._response_class_registry[22].__name__)
+    """)
+    for way in ("construct_client", "KafkaStreams"):
+        result = subprocess.run([sys.executable, "-c", script, way, str(tmp_path)], capture_output=True, text=True,
+                                timeout=120, check=True)
+        assert result.stdout.splitlines() == ["the user's factory ran", "InitProducerIdResponse"], (way, result.stderr)
