@@ -341,6 +341,10 @@ class LocalKafkaBroker:
             "delete.topic.enable": "true",
             "log.segment.bytes": str(64 * 1024 * 1024),
             "log.cleaner.backoff.ms": "1000",
+            # No record is deleted for its age: tests and examples write fixed timestamps (1970,
+            # 2023), and the retention check (30 s after the start, then every 5 minutes) deleted
+            # them under a running test. A topic's own retention.ms still applies.
+            "log.retention.ms": "-1",
             **(self._secured_listener_properties() if self.security is not None else {}),
             **({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                 "super.users": "User:ANONYMOUS", "allow.everyone.if.no.acl.found": "false"}

@@ -204,6 +204,10 @@ class LocalKafkaCluster(ClusterQuestions):
             "unclean.leader.election.enable": "false",
             "log.segment.bytes": str(64 * 1024 * 1024),
             "log.cleaner.backoff.ms": "1000",
+            # No record is deleted for its age: tests and examples write fixed timestamps (1970,
+            # 2023), and the retention check (30 s after the start, then every 5 minutes) deleted
+            # them under a running test. A topic's own retention.ms still applies.
+            "log.retention.ms": "-1",
             # Fewer threads than the defaults: several nodes share two cores with other brokers.
             "num.io.threads": "4",
             "num.network.threads": "2",
