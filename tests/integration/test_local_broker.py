@@ -101,18 +101,10 @@ def test_stop_terminates_and_restart_gets_fresh_storage(tmp_path):
 def test_a_topic_keeps_records_of_any_age(bootstrap_servers):
     """Tests write fixed timestamps (1970, 2023): the broker's retention check must not delete
     them while a test runs (it did, 30 s after the start or 5 minutes later)."""
-    from kafka import KafkaAdminClient
-    from kafka.admin import ConfigResource, ConfigResourceType
-
-    from tools.kafka.topics import create_topics, produce, read_all
+    from tools.kafka.topics import create_topics, produce, read_all, topic_configs
 
     topic = f"ages-{os.getpid()}-{time.monotonic_ns()}"
     create_topics(bootstrap_servers, {topic: 1})
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    try:
-        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
-    finally:
-        admin.close()
-    assert described["topic"][topic]["retention.ms"]["value"] == "-1"
+    assert topic_configs(bootstrap_servers, topic)["retention.ms"] == "-1"
     produce(bootstrap_servers, topic, [("k", "v", 100)], partition=0)
     assert [(r.key, r.timestamp) for r in read_all(bootstrap_servers, topic)] == [(b"k", 100)]

@@ -28,7 +28,7 @@ from airflow_stateful_provider.streams.state.common.cutoff import SESSION_CUTOFF
 from airflow_stateful_provider.streams.state.store_dir import find_stores, open_store
 from tests.conftest import REPO_ROOT
 from tests.integration.test_control_topic import PARTITIONS, STORE, TOPOLOGY, Cluster, click_records, clicks
-from tools.kafka.topics import committed_offsets, end_offsets, produce, read_all
+from tools.kafka.topics import committed_offsets, end_offsets, produce, read_all, topic_configs
 from tools.waits import wait_for_commits
 
 pytestmark = [pytest.mark.kafka, pytest.mark.airflow]
@@ -80,15 +80,6 @@ def return_values(run) -> dict:
         return {row.task_id: XComModel.deserialize_value(row) for row in rows}
 
 
-def changelog_configs(bootstrap_servers: str, topic: str) -> dict:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    try:
-        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
-    finally:
-        admin.close()
-    return {key: entry["value"] for key, entry in described["topic"][topic].items()}
-
-
 def test_store_maintenance_dag_online(airflow_db, cluster):
     from airflow.dag_processing.dagbag import DagBag
 
@@ -128,7 +119,7 @@ def test_store_maintenance_dag_online(airflow_db, cluster):
 
 def test_changelog_drift_dry_run_then_repair(cluster):
     topic = f"{cluster.app}-{STORE}-changelog"
-    original = changelog_configs(cluster.bootstrap_servers, topic)
+    original = topic_configs(cluster.bootstrap_servers, topic)
     expected_retention = original["retention.ms"]
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
     try:
@@ -144,11 +135,11 @@ def test_changelog_drift_dry_run_then_repair(cluster):
     assert [(d["topic"], d["key"], d["expected"], d["actual"], d["repairable"]) for d in dry["drift"]] == [
         (topic, "retention.ms", expected_retention, "3600000", True)]
     assert dry["repaired"] == []
-    assert changelog_configs(cluster.bootstrap_servers, topic)["retention.ms"] == "3600000"  # untouched
+    assert topic_configs(cluster.bootstrap_servers, topic)["retention.ms"] == "3600000"  # untouched
 
     repaired = operator(repair=True).execute({})
     assert [d["key"] for d in repaired["repaired"]] == ["retention.ms"] and repaired["remaining"] == []
-    after = changelog_configs(cluster.bootstrap_servers, topic)
+    after = topic_configs(cluster.bootstrap_servers, topic)
     assert after == original  # incremental: every other key kept its value
 
 

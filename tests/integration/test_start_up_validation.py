@@ -35,7 +35,7 @@ from airflow_stateful_provider.streams import (
     TopologyError,
 )
 from tests.integration.s3_server import free_port
-from tools.kafka.topics import create_topics
+from tools.kafka.topics import create_topics, topic_configs
 
 pytestmark = pytest.mark.kafka
 
@@ -239,17 +239,6 @@ def test_a_bad_setting_fails_naming_it_and_creates_nothing(case, bootstrap_serve
     if case.error is BrokerUnreachableError:
         # bounded by the setting (plus the time a busy machine needs to notice)
         assert elapsed < UNREACHABLE_BOUND_MS / 1000 + 20, elapsed
-
-
-def topic_configs(servers: str, topic: str) -> dict[str, str | None]:
-    from kafka.admin import ConfigResource, ConfigResourceType
-
-    admin = KafkaAdminClient(bootstrap_servers=servers)
-    try:
-        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
-    finally:
-        admin.close()
-    return {key: entry.get("value") for key, entry in described["topic"][topic].items()}
 
 
 @pytest.mark.parametrize(("store", "configs", "names"), [

@@ -100,6 +100,18 @@ def read_committed_offsets(admin: Any, group: str, topic: str) -> dict[int, int]
     return {tp.partition: om.offset for tp, om in offsets.items() if tp.topic == topic and om.offset >= 0}
 
 
+def topic_configs(bootstrap_servers: str, topic: str) -> dict[str, str | None]:
+    """Every config of ``topic`` as the broker resolves it (its own, the broker's defaults)."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+    finally:
+        admin.close()
+    return {key: entry.get("value") for key, entry in described["topic"][topic].items()}
+
+
 #: committed_offsets' admin clients that answered, by bootstrap address (see there)
 _kept_admins: dict[str, KafkaAdminClient] = {}
 _kept_admins_lock = threading.Lock()
