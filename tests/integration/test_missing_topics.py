@@ -18,7 +18,7 @@ from tests.integration.failure_oracle import (
     assert_committed_state_consistent,
     produce_numbered,
 )
-from tools.kafka.topics import create_topics
+from tools.kafka.topics import create_topics, delete_topics
 from tools.waits import wait_progressing, wait_until
 
 pytestmark = pytest.mark.kafka
@@ -38,14 +38,6 @@ def app(request, bootstrap_servers, tmp_path):
                            producer_configs=PRODUCER_CONFIGS, commit_interval_ms=500)
     counting.create_topics()
     return counting
-
-
-def delete_topic(bootstrap_servers: str, topic: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    try:
-        admin.delete_topics([topic])
-    finally:
-        admin.close()
 
 
 class Feeder(threading.Thread):
@@ -92,18 +84,18 @@ def fails_naming(app: CountingApp, topic: str, make_missing, *, feed: bool = Tru
 
 
 def test_sink_topic_deleted_while_running(app):
-    fails_naming(app, app.output, lambda: delete_topic(app.bootstrap_servers, app.output))
+    fails_naming(app, app.output, lambda: delete_topics(app.bootstrap_servers, [app.output]))
 
 
 def test_changelog_topic_deleted_while_running(app):
     changelog = f"{app.app_id}-counts-changelog"
-    fails_naming(app, changelog, lambda: delete_topic(app.bootstrap_servers, changelog))
+    fails_naming(app, changelog, lambda: delete_topics(app.bootstrap_servers, [changelog]))
     if app.config["processing_guarantee"] == "exactly_once_v2":
         assert_committed_state_consistent(app)
 
 
 def test_input_topic_deleted_while_running(app):
-    fails_naming(app, app.input, lambda: delete_topic(app.bootstrap_servers, app.input), feed=False)
+    fails_naming(app, app.input, lambda: delete_topics(app.bootstrap_servers, [app.input]), feed=False)
 
 
 def test_sink_topic_missing_at_start_is_refused_before_anything_is_created(bootstrap_servers, tmp_path):

@@ -35,6 +35,14 @@ def create_topics(bootstrap_servers: str, partitions: dict[str, int], configs: d
         admin.close()
 
 
+def delete_topics(bootstrap_servers: str, topics: Iterable[str]) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        admin.delete_topics(list(topics))
+    finally:
+        admin.close()
+
+
 def _bytes(value: bytes | str | None) -> bytes | None:
     return value.encode() if isinstance(value, str) else value
 

@@ -18,7 +18,8 @@ private kafka-python name is used anywhere else in the provider.
 - ``net_client``: the network client every client is built with, from the four below.
 - ``failed_metadata_refresh``: a failed metadata refresh retried, never fatal and never the end
   of a client's metadata updates.
-- ``new_topic_metadata``: metadata of a topic a client does not know yet requested at once.
+- ``metadata_requests``: metadata of a topic a client does not know yet requested at once, and
+  a pending update not signalled again (no sender spinning on a partition without a leader).
 - ``unregistered_sockets``: a selector whose "not registered" answers cost no system calls.
 - ``response_classes``: kafka-python's table of response classes kept intact when client threads
   decode their first answers of an API version at once.

@@ -1,8 +1,8 @@
 """The network client every client of the engine is built with (kafka-python's documented
 ``kafka_client`` factory hook; ``kafka.net.compat.KafkaNetClient`` is not exported):
 kafka-python's own, with its metadata refresh loop restarted when a failed refresh ended it
-(failed_metadata_refresh.py), metadata of a topic it does not know yet requested at once
-(new_topic_metadata.py), a selector whose "not registered" answers cost no
+(failed_metadata_refresh.py), metadata of a topic it does not know yet requested at once and
+a pending update not signalled again (metadata_requests.py), a selector whose "not registered" answers cost no
 system calls (unregistered_sockets.py) and sockets read 256 KiB at a time, a broker's last
 bytes before its close (socket_reads.py). Before the first one is built, kafka-python's table of
 response classes is kept to primary classes (response_classes.py), so that client threads
@@ -14,7 +14,7 @@ import selectors
 from typing import Any
 
 from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import restart_refresh_loop_after_failure
-from airflow_stateful_provider.streams.kafka.new_topic_metadata import new_topics_requested_at_once
+from airflow_stateful_provider.streams.kafka.metadata_requests import metadata_requests_paced
 from airflow_stateful_provider.streams.kafka.response_classes import install_response_classes_kept
 from airflow_stateful_provider.streams.kafka.socket_reads import install_socket_reads
 from airflow_stateful_provider.streams.kafka.unregistered_sockets import CheapLookupSelector
@@ -34,5 +34,5 @@ def engine_net_client(*args: Any, **kwargs: Any) -> Any:
     install_response_classes_kept()
     client = KafkaNetClient(*args, **kwargs)
     restart_refresh_loop_after_failure(client.cluster)
-    new_topics_requested_at_once(client.cluster)
+    metadata_requests_paced(client.cluster)
     return client
