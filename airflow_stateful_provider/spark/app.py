@@ -39,6 +39,7 @@ from airflow_stateful_provider.spark.supervisor import Supervisor
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, SnapshotError, StreamsError, TopologyError
 from airflow_stateful_provider.streams.kafka.client_settings import ADMIN, CONSUMER, settings_for
+from airflow_stateful_provider.streams.process_logging import configure_process_logging
 from airflow_stateful_provider.streams.snapshots.catalog import storage_options_from_env
 
 if TYPE_CHECKING:
@@ -265,8 +266,7 @@ def _emit(event: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
-    logging.getLogger("kafka").setLevel(logging.WARNING)
+    configure_process_logging(args.log_level)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     from airflow_stateful_provider.streams.instance.preflight import check_snapshot_storage, check_topic_names
     from airflow_stateful_provider.streams.runner import load_topology

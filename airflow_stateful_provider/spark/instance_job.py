@@ -35,6 +35,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_stateful_provider.streams.process_logging import LOG_FORMAT, quiet_kafka_client
+
 __all__ = ["InstanceSpec", "instance_state_dir", "run_instance"]
 
 log = logging.getLogger(__name__)
@@ -108,8 +110,8 @@ def _configure_logging(level: str) -> None:
     root = logging.getLogger()
     if not any(getattr(h, "_stateful_streams", False) for h in root.handlers):
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
         handler._stateful_streams = True  # type: ignore[attr-defined]  # marks the handler as ours
+        quiet_kafka_client(handler)
         root.addHandler(handler)
     root.setLevel(level)
-    logging.getLogger("kafka").setLevel(logging.WARNING)

@@ -34,6 +34,7 @@ from typing import Any
 from airflow_stateful_provider.streams.clock import wall_clock_ms
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import ConfigError, StreamsError, TopologyError
+from airflow_stateful_provider.streams.process_logging import configure_process_logging
 from airflow_stateful_provider.streams.topology.topology import Topology
 
 __all__ = ["EventFileListener", "config_values", "load_topology", "load_config", "main"]
@@ -147,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--events-file", help="append restoration and standby events here as JSON lines")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
-    logging.getLogger("kafka").setLevel(logging.WARNING)
+    configure_process_logging(args.log_level)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 <pid>`: where each thread is
     events = EventFileListener(args.events_file) if args.events_file else None
 

@@ -19,7 +19,7 @@ PREFIX = "airflow_stateful_provider.streams"
 #: Small modules every layer may use: errors, durations, task ids, serdes, the Processor API,
 #: session windows, topic-name rules, the wall clock, topic partitions.
 FOUNDATION = {"errors", "durations", "task_id", "serdes", "processor", "windows", "topic_names", "clock",
-              "topic_partition"}
+              "topic_partition", "process_logging"}
 
 #: Each engine package (or top-level module) and the packages it may import besides itself
 #: and FOUNDATION: from the ground up, the order docs/architecture.md draws. ``kafka`` is the
