@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime
+import re
 import signal
 import threading
 import time
@@ -205,6 +206,17 @@ class Application:
         codes = {instance.name: instance.stop() for instance in self.instances}
         assert codes == {name: 0 for name in self.names}, "\n".join(i.log_tail() for i in self.instances)
 
+    def check_client_lines_held_back(self) -> None:
+        """Through the broker restarts each instance logged Kafka client lines, each at most once
+        a minute (streams/process_logging.py): kafka-python logs every failed reconnect of
+        every client, dozens a second while a broker is down."""
+        for instance in self.instances:
+            log = instance.log_path.read_text(errors="replace").splitlines()
+            lines, repeats = client_line_repeats(log, CLIENT_LINE_WINDOW_S)
+            assert lines, f"{instance.name} logged no Kafka client line while brokers went down"
+            assert not repeats, f"{instance.name} logged a Kafka client line again within a minute:\n" + \
+                "\n".join(repeats[:20])
+
     def ensure_stopped(self) -> None:
         self.flow.cancel()
         self.watch.stop()
@@ -292,6 +304,32 @@ class Application:
             lines += [line for line in log if since <= _log_time(line) <= until and "ECONNREFUSED" not in line
                       and any(word in line for word in TRANSACTION_LOG_WORDS)][:150]
         return "\n".join(lines)
+
+
+#: What the process log holds back a repeated Kafka client line for, less a second of slack
+#: (the log's times are wall-clock, the filter's monotonic).
+CLIENT_LINE_WINDOW_S = 60 - 1
+HELD_BACK_COUNT = re.compile(r" \(\d+ more like this in the last \d+ s\)$")
+
+
+def client_line_repeats(log: list[str], window_s: float) -> tuple[int, list[str]]:
+    """(Kafka client lines in ``log``, those repeating one of the same logger, level and text
+    within ``window_s``); log lines as the runner writes them: "date time LEVEL thread name: text"."""
+    last: dict[tuple[str, str, str], float] = {}
+    lines, repeats = 0, []
+    for line in log:
+        fields = line.split(" ", 4)
+        if len(fields) < 5:
+            continue
+        name, _, text = fields[4].partition(": ")
+        if name != "kafka" and not name.startswith("kafka."):
+            continue
+        lines += 1
+        at, key = _log_time(line), (fields[2], name, HELD_BACK_COUNT.sub("", text))
+        if key in last and at - last[key] < window_s:
+            repeats.append(line)
+        last[key] = at
+    return lines, repeats
 
 
 def _count(record) -> int:
@@ -444,6 +482,7 @@ def test_rolling_restarts_coordinator_loss_leader_moves_and_a_frozen_broker(
               "\n".join(f"  {name}: {pause:.1f}s" for name, pause in application.pauses.items()))
     for application in applications:
         application.check_output()
+        application.check_client_lines_held_back()
 
 
 def _committed(cluster: LocalKafkaCluster, group: str, topic: str) -> dict[int, int]:
