@@ -15,11 +15,12 @@ private kafka-python name is used anywhere else in the provider.
 - ``group_join``: the group coordinator: pending rejoins, requested rebalances, joins kept.
 - ``batch_decoding``: fetched record batches decoded in one pass.
 - ``list_offsets``: a consumer's offset look-ups that follow a partition leader that moved.
-- ``net_client``: the network client every client is built with, from the four below.
+- ``net_client``: the network client every client is built with, from the five below.
 - ``failed_metadata_refresh``: a failed metadata refresh retried, never fatal and never the end
   of a client's metadata updates.
 - ``metadata_requests``: metadata of a topic a client does not know yet requested at once, and
   a pending update not signalled again (no sender spinning on a partition without a leader).
+- ``connection_delay``: a broker's reconnect backoff in milliseconds, as the producer reads it.
 - ``unregistered_sockets``: a selector whose "not registered" answers cost no system calls.
 - ``response_classes``: kafka-python's table of response classes kept intact when client threads
   decode their first answers of an API version at once.
