@@ -7,7 +7,6 @@ a few. Counted in passes per metadata refresh, which does not depend on the mach
 
 from __future__ import annotations
 
-import threading
 import uuid
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 from kafka import KafkaProducer
 
 from airflow_stateful_provider.streams.kafka.net_client import engine_net_client
+from tests.integration.sender_passes import SenderPasses
 from tools.kafka.topics import create_topics, delete_topics
 from tools.waits import wait_until
 
@@ -26,39 +26,12 @@ PASSES_PER_REFRESH = 20
 WINDOW_SECONDS = 2.0
 
 
-class Counted:
-    """Counts a producer's sender passes and its answered metadata refreshes (both run on the
-    sender's thread: the refresh loop is a task of the sender's selector)."""
-
-    def __init__(self, producer: KafkaProducer) -> None:
-        self.passes = self.refreshes = 0
-        sender, cluster = producer._sender, producer._metadata
-        run_once, update_metadata = sender.run_once, cluster.update_metadata
-
-        def counted_pass() -> Any:
-            self.passes += 1
-            return run_once()
-
-        def counted_refresh(response: Any) -> Any:
-            self.refreshes += 1
-            return update_metadata(response)
-
-        sender.run_once = counted_pass
-        cluster.update_metadata = counted_refresh
-
-    def sample(self, seconds: float) -> tuple[int, int]:
-        """(passes, refreshes) over ``seconds``."""
-        passes, refreshes = self.passes, self.refreshes
-        threading.Event().wait(seconds)
-        return self.passes - passes, self.refreshes - refreshes
-
-
-def batch_for_a_deleted_topic(bootstrap_servers: str, **client: Any) -> tuple[KafkaProducer, Counted]:
+def batch_for_a_deleted_topic(bootstrap_servers: str, **client: Any) -> tuple[KafkaProducer, SenderPasses]:
     topic = f"deleted-under-producer-{uuid.uuid4().hex[:8]}"
     create_topics(bootstrap_servers, {topic: 1})
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers, delivery_timeout_ms=120_000, **client)
     producer.send(topic, b"delivered").get(timeout=30)
-    counted = Counted(producer)
+    counted = SenderPasses(producer, producer._metadata, "update_metadata")  # an answered refresh
     delete_topics(bootstrap_servers, [topic])
     waiting = producer.send(topic, b"waits for a leader")
     wait_until(lambda: producer._metadata.partitions_for_topic(topic) is None,

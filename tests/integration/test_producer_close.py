@@ -14,6 +14,7 @@ from kafka.errors import KafkaTimeoutError
 
 from airflow_stateful_provider.streams.kafka.net_client import engine_net_client
 from airflow_stateful_provider.streams.kafka.producer_close import close_producer
+from tests.integration.sender_passes import SenderPasses
 from tools.kafka.broker import LocalKafkaBroker
 from tools.kafka.topics import create_topics
 
@@ -27,33 +28,6 @@ BACKOFF_MAX_MS = 1000
 #: The engine's sender: a pass per reconnect attempt, a few for the attempt's answer and the
 #: backoff's end. kafka-python's polls a thousandth of the backoff: hundreds per attempt.
 PASSES_PER_ATTEMPT = 10
-
-
-class Counted:
-    """Counts a producer's sender passes and its failed connection attempts (each starts a
-    reconnect backoff), both on the sender's thread."""
-
-    def __init__(self, producer: KafkaProducer) -> None:
-        self.passes = self.attempts = 0
-        sender, manager = producer._sender, producer._sender._client._manager
-        run_once, update_backoff = sender.run_once, manager.update_backoff
-
-        def counted_pass():
-            self.passes += 1
-            return run_once()
-
-        def counted_attempt(node_id):
-            self.attempts += 1
-            return update_backoff(node_id)
-
-        sender.run_once = counted_pass
-        manager.update_backoff = counted_attempt
-
-    def sample(self, seconds: float) -> tuple[int, int]:
-        """(passes, failed attempts) over ``seconds``."""
-        passes, attempts = self.passes, self.attempts
-        time.sleep(seconds)
-        return self.passes - passes, self.attempts - attempts
 
 
 @pytest.fixture(scope="module")
@@ -98,13 +72,18 @@ def test_a_producer_holding_nothing_closes_as_usual(producers):
     assert not producers[2]._sender.is_alive()
 
 
+def failed_attempts(producer: KafkaProducer) -> SenderPasses:
+    """Its sender's passes against its failed connection attempts (each starts a backoff)."""
+    return SenderPasses(producer, producer._sender._client._manager, "update_backoff")
+
+
 def test_kafka_pythons_sender_polls_through_the_reconnect_backoff(producers):
     """What connection_delay.py works around: were this not so, it would be dead code."""
-    passes, attempts = Counted(producers[3]).sample(3)
+    passes, attempts = failed_attempts(producers[3]).sample(3)
     assert passes > PASSES_PER_ATTEMPT * (attempts + 1), (passes, attempts)
 
 
 def test_the_engines_sender_waits_out_the_reconnect_backoff(producers):
-    passes, attempts = Counted(producers[4]).sample(3)
+    passes, attempts = failed_attempts(producers[4]).sample(3)
     assert attempts > 0  # it still tries to reconnect, once per backoff
     assert passes <= PASSES_PER_ATTEMPT * (attempts + 1), (passes, attempts)
