@@ -20,7 +20,7 @@ private kafka-python name is used anywhere else in the provider.
   of a client's metadata updates.
 - ``metadata_requests``: metadata of a topic a client does not know yet requested at once, and
   a pending update not signalled again (no sender spinning on a partition without a leader).
-- ``connection_delay``: a broker's reconnect backoff in milliseconds, as the producer reads it.
+- ``connection_delay``: a producer waits for a broker it cannot send to yet, without spinning.
 - ``unregistered_sockets``: a selector whose "not registered" answers cost no system calls.
 - ``response_classes``: kafka-python's table of response classes kept intact when client threads
   decode their first answers of an API version at once.

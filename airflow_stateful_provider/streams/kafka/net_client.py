@@ -2,8 +2,8 @@
 ``kafka_client`` factory hook; ``kafka.net.compat.KafkaNetClient`` is not exported):
 kafka-python's own, with its metadata refresh loop restarted when a failed refresh ended it
 (failed_metadata_refresh.py), metadata of a topic it does not know yet requested at once and
-a pending update not signalled again (metadata_requests.py), a node's reconnect backoff
-answered in milliseconds as its producer reads it (connection_delay.py), a selector whose
+a pending update not signalled again (metadata_requests.py), a producer's waits for a broker
+answered as its sender reads them (connection_delay.py), a selector whose
 "not registered" answers cost no system calls (unregistered_sockets.py) and sockets read
 256 KiB at a time, a broker's last bytes before its close (socket_reads.py). Before the first
 one is built, kafka-python's table of response classes is kept to primary classes
@@ -15,7 +15,7 @@ from __future__ import annotations
 import selectors
 from typing import Any
 
-from airflow_stateful_provider.streams.kafka.connection_delay import connection_delay_in_ms
+from airflow_stateful_provider.streams.kafka.connection_delay import producer_waits_for_connections
 from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import restart_refresh_loop_after_failure
 from airflow_stateful_provider.streams.kafka.metadata_requests import metadata_requests_paced
 from airflow_stateful_provider.streams.kafka.response_classes import install_response_classes_kept
@@ -38,5 +38,6 @@ def engine_net_client(*args: Any, **kwargs: Any) -> Any:
     client = KafkaNetClient(*args, **kwargs)
     restart_refresh_loop_after_failure(client.cluster)
     metadata_requests_paced(client.cluster)
-    connection_delay_in_ms(client)
+    if kwargs.get("metric_group_prefix") == "producer":  # KafkaProducer builds its client so
+        producer_waits_for_connections(client)
     return client
