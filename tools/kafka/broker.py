@@ -61,6 +61,24 @@ class MissingToolError(BrokerError):
     """Java or Maven is not installed."""
 
 
+#: What a local broker and each node of a local cluster set alike: topics, logs, groups and
+#: transactions as tests, benchmarks and the demo need them.
+LOCAL_BROKER_SETTINGS = {
+    # Abort a timed-out transaction within a second (default: a check every 10 s).
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+    "group.initial.rebalance.delay.ms": "0",
+    # Topics are created explicitly by the engine and by tests; a typo must not create one.
+    "auto.create.topics.enable": "false",
+    "delete.topic.enable": "true",
+    "log.segment.bytes": str(64 * 1024 * 1024),
+    "log.cleaner.backoff.ms": "1000",
+    # No record is deleted for its age: tests and examples write fixed timestamps (1970,
+    # 2023), and the retention check (30 s after the start, then every 5 minutes) deleted
+    # them under a running test. A topic's own retention.ms still applies.
+    "log.retention.ms": "-1",
+}
+
+
 def _require_tool(name: str, hint: str) -> str:
     path = shutil.which(name)
     if path is None:
@@ -331,20 +349,9 @@ class LocalKafkaBroker:
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
             "transaction.state.log.num.partitions": "4",
-            # Abort a timed-out transaction within a second (default: a check every 10 s).
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
-            # Topics are created explicitly by the engine and by tests; a typo must not create one.
-            "auto.create.topics.enable": "false",
-            "delete.topic.enable": "true",
-            "log.segment.bytes": str(64 * 1024 * 1024),
-            "log.cleaner.backoff.ms": "1000",
-            # No record is deleted for its age: tests and examples write fixed timestamps (1970,
-            # 2023), and the retention check (30 s after the start, then every 5 minutes) deleted
-            # them under a running test. A topic's own retention.ms still applies.
-            "log.retention.ms": "-1",
+            **LOCAL_BROKER_SETTINGS,
             **(self._secured_listener_properties() if self.security is not None else {}),
             **({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                 "super.users": "User:ANONYMOUS", "allow.everyone.if.no.acl.found": "false"}

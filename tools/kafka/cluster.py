@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tools.kafka.broker import (
+    LOCAL_BROKER_SETTINGS,
     BrokerError,
     _random_cluster_id,
     format_storage,
@@ -195,19 +196,10 @@ class LocalKafkaCluster(ClusterQuestions):
             "transaction.state.log.replication.factor": rf,
             "transaction.state.log.min.isr": min_isr,
             "transaction.state.log.num.partitions": str(COORDINATOR_PARTITIONS),
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
             "share.coordinator.state.topic.replication.factor": rf,
             "share.coordinator.state.topic.min.isr": min_isr,
-            "group.initial.rebalance.delay.ms": "0",
-            "auto.create.topics.enable": "false",
-            "delete.topic.enable": "true",
             "unclean.leader.election.enable": "false",
-            "log.segment.bytes": str(64 * 1024 * 1024),
-            "log.cleaner.backoff.ms": "1000",
-            # No record is deleted for its age: tests and examples write fixed timestamps (1970,
-            # 2023), and the retention check (30 s after the start, then every 5 minutes) deleted
-            # them under a running test. A topic's own retention.ms still applies.
-            "log.retention.ms": "-1",
+            **LOCAL_BROKER_SETTINGS,
             # Fewer threads than the defaults: several nodes share two cores with other brokers.
             "num.io.threads": "4",
             "num.network.threads": "2",
