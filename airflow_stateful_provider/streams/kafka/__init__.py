@@ -21,6 +21,8 @@ private kafka-python name is used anywhere else in the provider.
 - ``metadata_requests``: metadata of a topic a client does not know yet requested at once, and
   a pending update not signalled again (no sender spinning on a partition without a leader).
 - ``connection_delay``: a producer waits for a broker it cannot send to yet, without spinning.
+- ``heartbeat_in_flight``: a consumer's poll waits for records while a heartbeat is unanswered,
+  without spinning.
 - ``unregistered_sockets``: a selector whose "not registered" answers cost no system calls.
 - ``response_classes``: kafka-python's table of response classes kept intact when client threads
   decode their first answers of an API version at once.

@@ -19,6 +19,7 @@ from typing import Any
 from airflow_stateful_provider.streams.errors import ConfigError
 from airflow_stateful_provider.streams.kafka.client_settings import client_kind, settings_for
 from airflow_stateful_provider.streams.kafka.failed_metadata_refresh import retry_coordinator_lookup_on_metadata_failure
+from airflow_stateful_provider.streams.kafka.heartbeat_in_flight import poll_waits_while_heartbeat_in_flight
 from airflow_stateful_provider.streams.kafka.list_offsets import refresh_leaders_when_list_offsets_miss
 from airflow_stateful_provider.streams.kafka.net_client import engine_net_client
 from airflow_stateful_provider.streams.kafka.response_classes import install_response_classes_kept
@@ -146,10 +147,12 @@ def describe_failures(failures: Sequence[str]) -> str:
 
 def prepare_consumer(consumer: Any) -> None:
     """The door's fixes a consumer gets once made (nothing for another client): its offset
-    look-ups follow a moved leader (list_offsets.py), and its group coordinator look-up waits
-    out brokers that are down (failed_metadata_refresh.py)."""
+    look-ups follow a moved leader (list_offsets.py), its group coordinator look-up waits
+    out brokers that are down (failed_metadata_refresh.py), and its poll waits for records
+    while a heartbeat is in flight (heartbeat_in_flight.py)."""
     refresh_leaders_when_list_offsets_miss(consumer)
     retry_coordinator_lookup_on_metadata_failure(consumer)
+    poll_waits_while_heartbeat_in_flight(consumer)
 
 
 def construct_client(client_class: Any, configs: Mapping[str, Any]) -> Any:

@@ -200,8 +200,8 @@ def test_the_door_is_where_the_engine_uses_kafka_python_internals():
     found = {path.name: kafka_internals_used(path.read_text()) for path in DOOR.glob("*.py")}
     assert {name for name, uses in found.items() if uses} == {
         "assignor_api.py", "batch_decoding.py", "batch_encoding.py", "batched_send.py", "client_settings.py",
-        "connection_delay.py",
-        "failed_metadata_refresh.py", "group_join.py", "list_offsets.py", "net_client.py", "metadata_requests.py",
+        "connection_delay.py", "failed_metadata_refresh.py", "group_join.py", "heartbeat_in_flight.py",
+        "list_offsets.py", "net_client.py", "metadata_requests.py",
         "oauth_tokens.py", "parked_fetches.py", "positions.py", "producer_close.py", "response_classes.py",
         "socket_reads.py",
         "transactional_calls.py"}

@@ -1,0 +1,54 @@
+"""A consumer's poll waits for records while a heartbeat is in flight, instead of polling for
+0 ms until the heartbeat is answered.
+
+kafka-python 3.0.12's ``KafkaConsumer._poll_once`` caps its fetch wait by
+``ConsumerCoordinator.time_to_next_poll``, the time to the next heartbeat. The heartbeat
+loop runs on the client's IO thread: it sends a heartbeat, then awaits the answer for up to
+``request_timeout_ms``. ``Heartbeat.time_to_next_heartbeat`` counts from the send and is 0 once
+``heartbeat_interval_ms`` has passed, answered or not; so while a heartbeat waits on a
+coordinator that does not answer (a frozen broker, a network that drops packets), each poll
+turns into fetches with a 0 ms wait, handed to the IO thread and back, until the poll's
+timeout: an exactly-once stream thread with its broker frozen used 70% of a core that way,
+half of it on the IO thread.
+
+No heartbeat is due while one is in flight (the loop sends the next after the answer or the
+failure), so here the coordinator answers the heartbeat interval for it, the wait it gives
+right after a send. A heartbeat that has failed or been answered counts as before.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+__all__ = ["heartbeat_in_flight", "poll_waits_while_heartbeat_in_flight"]
+
+
+def heartbeat_in_flight(heartbeat: Any) -> bool:
+    """Whether ``heartbeat`` (kafka-python's ``Heartbeat``) was sent and neither answered nor
+    failed since: ``sent_heartbeat`` sets ``last_send`` and clears ``heartbeat_failed``,
+    ``received_heartbeat`` sets ``last_receive``, ``fail_heartbeat`` sets ``heartbeat_failed``."""
+    return heartbeat.heartbeat_failed is False and heartbeat.last_send > heartbeat.last_receive
+
+
+def poll_waits_while_heartbeat_in_flight(consumer: Any) -> None:
+    """Installed once per consumer; a consumer without a group has no coordinator to wrap.
+    Checked against kafka-python 3.0.12's ``ConsumerCoordinator.time_to_next_poll`` (the time
+    to the next auto-commit when enabled, else to the next heartbeat) and
+    ``BaseCoordinator.time_to_next_heartbeat`` (infinite while the member has not joined)."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or getattr(coordinator, "_waits_while_heartbeat_in_flight", False):
+        return
+    time_to_next_poll = coordinator.time_to_next_poll
+    interval_s = coordinator.heartbeat.config["heartbeat_interval_ms"] / 1000
+
+    def time_to_next_poll_or_interval() -> float:
+        seconds = time_to_next_poll()
+        if seconds > 0 or not heartbeat_in_flight(coordinator.heartbeat):
+            return seconds
+        if coordinator.config["enable_auto_commit"]:  # an auto-commit may be due sooner
+            return max(0.0, min(interval_s, coordinator.next_auto_commit_deadline - time.monotonic()))
+        return interval_s
+
+    coordinator.time_to_next_poll = time_to_next_poll_or_interval
+    coordinator._waits_while_heartbeat_in_flight = True
