@@ -144,8 +144,12 @@ class TaskCommitter:
         for task in tasks:
             offsets.update(task.prepare_commit())
         if offsets:
+            consumer = self._owner.consumer
             try:
-                self._owner.consumer.commit(kafka_offsets(offsets))
+                # bounded (kafka-python waits request_timeout_ms when given None), and shown as
+                # the thread's wait meanwhile: a coordinator that does not answer holds it there
+                with self._owner.kafka_waits.waiting_in("commit", "the group coordinator"):
+                    consumer.commit(kafka_offsets(offsets), timeout_ms=consumer.config["request_timeout_ms"])
             except RebalanceInProgressError:
                 # Cooperative rebalancing: tasks keep running meanwhile; commit after it.
                 log.info("%s: commit deferred until the rebalance completes", self._owner.name)
