@@ -45,8 +45,8 @@ POLL_TIMEOUT_MS = 100
 
 @pytest.fixture(scope="module")
 def frozen_broker(tmp_path_factory):
-    """A broker, its consumers joined to their groups, then frozen; the broker is thawed and
-    stopped at the end of the module."""
+    """A broker, its consumers joined to their groups, then frozen (the producers' fixture
+    thaws it for their first sends and freezes it again); thawed and stopped at the end."""
     broker = LocalKafkaBroker(work_dir=tmp_path_factory.mktemp("broker")).start()
     consumers: list[KafkaConsumer] = []
     try:
@@ -58,8 +58,7 @@ def frozen_broker(tmp_path_factory):
                      construct_client(KafkaConsumer, {"group_id": "engine", **settings})]
         consumers[1].subscribe([TOPIC])
         for consumer in consumers:
-            wait_until(lambda c=consumer: c.poll(timeout_ms=POLL_TIMEOUT_MS) is not None and c.assignment(),
-                       timeout=60, what="the consumer to join its group")
+            wait_until(lambda c=consumer: joined(c), timeout=60, what="the consumer to join its group")
         os.kill(broker.process.pid, signal.SIGSTOP)
         yield broker, consumers
     finally:
@@ -77,6 +76,12 @@ def frozen_consumers(frozen_broker):
     wait_until(lambda: all(heartbeat_overdue(c) for c in consumers), timeout=CONSUMER_REQUEST_TIMEOUT_MS / 2000,
                what="both consumers' heartbeats to wait on the frozen broker past the heartbeat interval")
     return consumers
+
+
+def joined(consumer: KafkaConsumer) -> bool:
+    """Polls once (joining takes polls); whether the consumer has its partition now."""
+    consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
+    return bool(consumer.assignment())
 
 
 def heartbeat_overdue(consumer: KafkaConsumer) -> bool:

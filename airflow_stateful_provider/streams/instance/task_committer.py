@@ -146,8 +146,8 @@ class TaskCommitter:
         if offsets:
             consumer = self._owner.consumer
             try:
-                # bounded (kafka-python waits request_timeout_ms when given None), and shown as
-                # the thread's wait meanwhile: a coordinator that does not answer holds it there
+                # bounded by the request timeout, and shown as the thread's wait meanwhile: a
+                # coordinator that does not answer holds the thread here for that long
                 with self._owner.kafka_waits.waiting_in("commit", "the group coordinator"):
                     consumer.commit(kafka_offsets(offsets), timeout_ms=consumer.config["request_timeout_ms"])
             except RebalanceInProgressError:
