@@ -293,8 +293,11 @@ class StateWatch(threading.Thread):
     def run(self) -> None:
         while not self._closing.is_set():
             try:
-                states = self.airflow.task_states(self.dag_id, self.run_id)
+                # the run's state first: once it has ended, the task states read after it are
+                # final (read the other way round, a task ending between the two calls was
+                # last seen running in a run seen finished)
                 run_state = self.airflow.run_state(self.dag_id, self.run_id)
+                states = self.airflow.task_states(self.dag_id, self.run_id)
             except (AirflowServicesError, OSError) as exc:
                 self.errors.append(f"{time.strftime('%H:%M:%S')} {exc!r}")
             else:
