@@ -8,8 +8,8 @@ loop runs on the client's IO thread: it sends a heartbeat, then awaits the answe
 ``heartbeat_interval_ms`` has passed, answered or not; so while a heartbeat waits on a
 coordinator that does not answer (a frozen broker, a network that drops packets), each poll
 turns into fetches with a 0 ms wait, handed to the IO thread and back, until the poll's
-timeout: an exactly-once stream thread with its broker frozen used 70% of a core that way,
-half of it on the IO thread.
+timeout: an exactly-once instance with its broker frozen used up to a whole core that way
+for the heartbeat's 30 s, about half of it on the IO thread.
 
 No heartbeat is due while one is in flight (the loop sends the next after the answer or the
 failure), so here the coordinator answers the heartbeat interval for it, the wait it gives
