@@ -12,13 +12,15 @@ timeout: an exactly-once instance with its broker frozen used up to a whole core
 for the heartbeat's 30 s, about half of it on the IO thread.
 
 No heartbeat is due while one is in flight (the loop sends the next after the answer or the
-failure), so here the coordinator answers the heartbeat interval for it, the wait it gives
-right after a send. A heartbeat that has failed or been answered counts as before.
+failure), so here the coordinator's own view of the next heartbeat, the one only
+``time_to_next_poll`` reads, is the heartbeat interval while one is in flight: the wait it
+gives right after a send. kafka-python's ``time_to_next_poll`` still ends the wait for an
+auto-commit that is due; a heartbeat that has failed or been answered counts as before, and
+the heartbeat loop, which reads ``Heartbeat`` itself, is left as it is.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 __all__ = ["heartbeat_in_flight", "poll_waits_while_heartbeat_in_flight"]
@@ -33,22 +35,21 @@ def heartbeat_in_flight(heartbeat: Any) -> bool:
 
 def poll_waits_while_heartbeat_in_flight(consumer: Any) -> None:
     """Installed once per consumer; a consumer without a group has no coordinator to wrap.
-    Checked against kafka-python 3.0.12's ``ConsumerCoordinator.time_to_next_poll`` (the time
-    to the next auto-commit when enabled, else to the next heartbeat) and
-    ``BaseCoordinator.time_to_next_heartbeat`` (infinite while the member has not joined)."""
+    Checked against kafka-python 3.0.12: ``BaseCoordinator.time_to_next_heartbeat`` (infinite
+    while the member has not joined, else ``Heartbeat.time_to_next_heartbeat``) is read only
+    by ``ConsumerCoordinator.time_to_next_poll``, the poll's cap; the heartbeat loop reads
+    ``Heartbeat.time_to_next_heartbeat`` directly."""
     coordinator = getattr(consumer, "_coordinator", None)
     if coordinator is None or getattr(coordinator, "_waits_while_heartbeat_in_flight", False):
         return
-    time_to_next_poll = coordinator.time_to_next_poll
+    time_to_next_heartbeat = coordinator.time_to_next_heartbeat
     interval_s = coordinator.heartbeat.config["heartbeat_interval_ms"] / 1000
 
-    def time_to_next_poll_or_interval() -> float:
-        seconds = time_to_next_poll()
-        if seconds > 0 or not heartbeat_in_flight(coordinator.heartbeat):
-            return seconds
-        if coordinator.config["enable_auto_commit"]:  # an auto-commit may be due sooner
-            return max(0.0, min(interval_s, coordinator.next_auto_commit_deadline - time.monotonic()))
-        return interval_s
+    def time_to_next_heartbeat_or_interval() -> float:
+        seconds = time_to_next_heartbeat()
+        if seconds == 0 and heartbeat_in_flight(coordinator.heartbeat):
+            return interval_s
+        return seconds
 
-    coordinator.time_to_next_poll = time_to_next_poll_or_interval
+    coordinator.time_to_next_heartbeat = time_to_next_heartbeat_or_interval
     coordinator._waits_while_heartbeat_in_flight = True
