@@ -8,7 +8,8 @@ machine can only lower the count.
   failure of the connection ends its poll sooner.
 - A consumer in a group whose heartbeat waits on it (kafka/heartbeat_in_flight.py): past the
   heartbeat interval kafka-python's poll fetches with a 0 ms wait until its timeout, thousands
-  of rounds a second; the engine's waits out the poll's timeout in one round."""
+  of rounds a second; the engine's waits out the poll's timeout in one round. Its offset
+  commit (the at-least-once commit's call) ends at the bound it is given."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import time
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import KafkaTimeoutError
+from kafka.structs import OffsetAndMetadata
 
 from airflow_stateful_provider.streams.kafka.clients import construct_client
 from airflow_stateful_provider.streams.kafka.heartbeat_in_flight import heartbeat_in_flight
@@ -41,6 +44,7 @@ HEARTBEAT_INTERVAL_MS = 300
 #: first, within seconds of it.
 CONSUMER_REQUEST_TIMEOUT_MS = 120_000
 POLL_TIMEOUT_MS = 100
+COMMIT_BOUND_MS = 2000
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +122,22 @@ def test_kafka_pythons_consumer_spins_while_its_heartbeat_waits(frozen_consumers
 
 def test_the_engines_consumer_waits_while_its_heartbeat_waits(frozen_consumers):
     assert poll_rounds(frozen_consumers[1]) <= MOST_PASSES
+
+
+def test_an_offset_commit_to_the_frozen_coordinator_ends_at_its_bound(frozen_consumers):
+    """The at-least-once commit passes its bound (instance/task_committer.py, the consumer's
+    request timeout; tests/unit/streams/instance/test_offset_commit.py): against a coordinator
+    that does not answer, the call fails once the bound has passed, with a retriable timeout
+    the thread counts toward its task timeout."""
+    consumer = frozen_consumers[1]
+    (partition,) = consumer.assignment()
+    started = time.monotonic()
+    with pytest.raises(KafkaTimeoutError):
+        consumer.commit({partition: OffsetAndMetadata(0, "", -1)}, timeout_ms=COMMIT_BOUND_MS)
+    waited = time.monotonic() - started
+    assert waited >= COMMIT_BOUND_MS / 1000 * 0.9, f"the commit gave up after {waited:.1f} s, before its bound"
+    # not held until the consumer's own request timeout (the frozen request's)
+    assert waited < CONSUMER_REQUEST_TIMEOUT_MS / 2000, f"the commit waited {waited:.1f} s"
 
 
 @pytest.fixture(scope="module")
