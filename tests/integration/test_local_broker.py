@@ -108,3 +108,15 @@ def test_a_topic_keeps_records_of_any_age(bootstrap_servers):
     assert topic_configs(bootstrap_servers, topic)["retention.ms"] == "-1"
     produce(bootstrap_servers, topic, [("k", "v", 100)], partition=0)
     assert [(r.key, r.timestamp) for r in read_all(bootstrap_servers, topic)] == [(b"k", 100)]
+
+
+def test_a_broker_starts_on_the_class_archive_resolve_made(tmp_path):
+    """``resolve`` (make jars) leaves an archive of the broker's classes; a broker started
+    afterwards maps it (the JVM silently starts without an archive it cannot use)."""
+    from tools.kafka.broker import build_class_archive
+
+    archive = build_class_archive()
+    with LocalKafkaBroker(tmp_path / "k") as broker:
+        assert broker.process is not None
+        maps = Path(f"/proc/{broker.process.pid}/maps").read_text()
+        assert str(archive) in maps, f"the broker did not map {archive}"

@@ -16,7 +16,7 @@ PLAINTEXT stays the inter-broker listener, for the tests' own set-up.
 
 From a shell (the Makefile uses this)::
 
-    python -m tools.kafka.broker resolve
+    python -m tools.kafka.broker resolve      # also makes the class archive (class_archive.py)
     python -m tools.kafka.broker start --dir .local/kafka     # prints the bootstrap servers
     python -m tools.kafka.broker stop --dir .local/kafka
 """
@@ -37,6 +37,7 @@ import time
 import uuid
 from pathlib import Path
 
+from tools.kafka.class_archive import archive_options, dump_option, keep_archive
 from tools.local_processes import (
     another_free_port,
     die_with_parent,
@@ -161,10 +162,11 @@ def kafka_jvm(java: str, lib: Path, work_dir: Path, heap: str) -> list[str]:
     """The ``java`` command line (up to the main class) of a Kafka process logging to
     ``work_dir`` (its log4j2.properties is written there). Its collector and compiler options
     come from ``KAFKA_JVM_PERFORMANCE_OPTS`` as in Kafka's own scripts (default G1; the test
-    suite starts brokers with cheaper ones, tests/conftest.py)."""
+    suite starts brokers with cheaper ones, tests/conftest.py); the class archive
+    (class_archive.py) is used when there is one for this JVM and these jars."""
     (work_dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
     performance = os.environ.get("KAFKA_JVM_PERFORMANCE_OPTS", "-XX:+UseG1GC").split()
-    return [java, f"-Xmx{heap}", "-Xms128m", *performance, "-Djava.awt.headless=true",
+    return [java, f"-Xmx{heap}", "-Xms128m", *performance, *archive_options(java, lib), "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={work_dir / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={work_dir}", "-cp", f"{lib}/*"]
 
@@ -253,7 +255,8 @@ class LocalKafkaBroker:
 
     def __init__(self, work_dir: str | os.PathLike | None = None, port: int | None = None,
                  start_timeout: float = 90.0, heap: str = "512m", detached: bool = False,
-                 security: SecuredListeners | None = None, authorizer: bool = False) -> None:
+                 security: SecuredListeners | None = None, authorizer: bool = False,
+                 jvm_options: tuple[str, ...] = ()) -> None:
         self._owns_dir = work_dir is None
         self.work_dir = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="kafka-"))
         self.port = port
@@ -270,6 +273,8 @@ class LocalKafkaBroker:
         self.authorizer = authorizer
         #: Port of each secured listener (SECURED_LISTENERS), once started with ``security``.
         self.secured_ports: dict[str, int] = {}
+        #: Options of the broker's JVM beyond kafka_jvm's (not of its storage format's).
+        self.jvm_options = jvm_options
 
     @property
     def bootstrap_servers(self) -> str:
@@ -316,7 +321,7 @@ class LocalKafkaBroker:
         properties.write_text(self._server_properties(data_dir, controller_port))
         jvm = kafka_jvm(java, lib, self.work_dir, self.heap)
         format_storage(jvm, properties, _random_cluster_id(), self.log_path)
-        self.process = spawn_kafka(jvm, properties, self.log_path, self.detached)
+        self.process = spawn_kafka([*jvm, *self.jvm_options], properties, self.log_path, self.detached)
         (self.work_dir / "broker.pid").write_text(f"{self.process.pid}\n")
         (self.work_dir / "bootstrap").write_text(self.bootstrap_servers + "\n")
         try:
@@ -412,11 +417,27 @@ class LocalKafkaBroker:
         self.stop()
 
 
+def build_class_archive() -> Path:
+    """The class archive of this JVM and these jars (class_archive.py), made unless there is one:
+    a broker started until it answers, then stopped, writes the classes it loaded."""
+    java, lib = require_java(), resolve_jars()
+    if archive_options(java, lib):
+        return Path(archive_options(java, lib)[0].split("=", 1)[1])
+    with tempfile.TemporaryDirectory(prefix="kafka-class-archive-") as scratch:
+        written = Path(scratch) / "classes.jsa"
+        broker = LocalKafkaBroker(Path(scratch) / "broker", jvm_options=(dump_option(written),))
+        with broker:
+            pass
+        if not written.is_file():
+            raise BrokerError(f"the broker wrote no class archive at its exit:\n{broker.log_tail()}")
+        return keep_archive(written, java, lib)
+
+
 def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.kafka.broker",
                                      description="Local single-node Kafka broker (KRaft).")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("resolve", help="resolve the broker jars with Maven (once)")
+    sub.add_parser("resolve", help="resolve the broker jars with Maven and make their class archive (once)")
     start = sub.add_parser("start", help="start a broker in the background; prints bootstrap servers")
     start.add_argument("--dir", required=True, help="work directory (wiped and formatted)")
     start.add_argument("--port", type=int, default=None)
@@ -426,6 +447,7 @@ def _main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "resolve":
             print(resolve_jars())
+            print(build_class_archive())
         elif args.command == "start":
             broker = LocalKafkaBroker(args.dir, port=args.port, detached=True)
             broker.start()
