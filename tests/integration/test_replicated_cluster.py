@@ -57,7 +57,7 @@ PARTITIONS = 4
 KEYS = 200
 #: input records per second while the brokers go through the events
 RATE = 100
-#: the consumers' session timeout; the frozen broker stays frozen longer than this and the broker's (9 s)
+#: the consumers' session timeout; the frozen broker stays frozen longer than this and the nodes' (4 s)
 SESSION_TIMEOUT_MS = 10_000
 FREEZE_SECONDS = 20
 #: processing must move again within this long after each event

@@ -60,6 +60,12 @@ __all__ = ["ClusterError", "LocalKafkaCluster"]
 
 #: How long the nodes of a cluster being stopped get after SIGTERM.
 CLUSTER_STOP_GRACE_SECONDS = 8.0
+#: A node's registration with the controllers lives until its session expires, even after a
+#: clean stop: a node started again sooner is refused (DUPLICATE_BROKER_REGISTRATION) until
+#: then, and a killed node's partitions wait that long for new leaders. Kafka's 9 s session
+#: cost every restart of a test 6-9 s of the whole cluster and its clients waiting; 4 s with
+#: a heartbeat a second still tolerates three missed heartbeats on a loaded machine.
+NODE_SESSION_SETTINGS = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000"}
 
 
 class LocalKafkaCluster(ClusterQuestions):
@@ -199,6 +205,7 @@ class LocalKafkaCluster(ClusterQuestions):
             "share.coordinator.state.topic.replication.factor": rf,
             "share.coordinator.state.topic.min.isr": min_isr,
             "unclean.leader.election.enable": "false",
+            **NODE_SESSION_SETTINGS,
             **LOCAL_BROKER_SETTINGS,
             # Fewer threads than the defaults: several nodes share two cores with other brokers.
             "num.io.threads": "4",
