@@ -25,8 +25,11 @@ $(STAMP): pyproject.toml setup.py airflow_stateful_provider/streams/kafka/_nativ
 	rm -rf airflow_stateful_provider.egg-info
 	touch $(STAMP)
 
+# The Kafka jars, and the class archives the brokers' and Spark's JVMs start on (tools/class_archive.py;
+# made once for this JVM and these jars: about 50 s).
 jars: $(STAMP)
 	$(BIN)/python -m tools.kafka.broker resolve
+	$(BIN)/python -m tools.spark_class_archive
 
 # Four pytest workers, each with its own broker and Airflow home; a test module stays on one
 # worker, so its module fixtures (Airflow's services, a running cluster) start once.

@@ -51,6 +51,12 @@ install_response_classes_kept()
 TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 for _variable in ("KAFKA_JVM_PERFORMANCE_OPTS", "SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
     os.environ.setdefault(_variable, TEST_JVM_OPTS)
+#: Spark's drivers and daemons start on the class archive ``make jars`` made (brokers find
+#: theirs themselves): tools/class_archive.py.
+from tools.spark_class_archive import spark_class_archive  # noqa: E402
+
+for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+    os.environ[_variable] = " ".join([os.environ[_variable], *spark_class_archive().options()])
 
 
 #: The modules that take minutes, run first: the pytest workers take whole modules in

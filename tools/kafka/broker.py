@@ -16,7 +16,7 @@ PLAINTEXT stays the inter-broker listener, for the tests' own set-up.
 
 From a shell (the Makefile uses this)::
 
-    python -m tools.kafka.broker resolve      # also makes the class archive (class_archive.py)
+    python -m tools.kafka.broker resolve      # also makes the brokers' class archive (tools/class_archive.py)
     python -m tools.kafka.broker start --dir .local/kafka     # prints the bootstrap servers
     python -m tools.kafka.broker stop --dir .local/kafka
 """
@@ -37,7 +37,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tools.kafka.class_archive import archive_options, dump_option, keep_archive
+from tools.class_archive import ClassArchive
 from tools.local_processes import (
     another_free_port,
     die_with_parent,
@@ -162,11 +162,12 @@ def kafka_jvm(java: str, lib: Path, work_dir: Path, heap: str) -> list[str]:
     """The ``java`` command line (up to the main class) of a Kafka process logging to
     ``work_dir`` (its log4j2.properties is written there). Its collector and compiler options
     come from ``KAFKA_JVM_PERFORMANCE_OPTS`` as in Kafka's own scripts (default G1; the test
-    suite starts brokers with cheaper ones, tests/conftest.py); the class archive
-    (class_archive.py) is used when there is one for this JVM and these jars."""
+    suite starts brokers with cheaper ones, tests/conftest.py); the brokers' class archive
+    (tools/class_archive.py) is used when there is one for this JVM and these jars."""
     (work_dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
     performance = os.environ.get("KAFKA_JVM_PERFORMANCE_OPTS", "-XX:+UseG1GC").split()
-    return [java, f"-Xmx{heap}", "-Xms128m", *performance, *archive_options(java, lib), "-Djava.awt.headless=true",
+    return [java, f"-Xmx{heap}", "-Xms128m", *performance, *broker_class_archive(java, lib).options(),
+            "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={work_dir / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={work_dir}", "-cp", f"{lib}/*"]
 
@@ -417,20 +418,25 @@ class LocalKafkaBroker:
         self.stop()
 
 
+def broker_class_archive(java: str, lib: Path) -> ClassArchive:
+    """The class archive of the broker JVMs of ``java`` on the jars in ``lib`` (kept there)."""
+    return ClassArchive("kafka", java, lib, lib)
+
+
 def build_class_archive() -> Path:
-    """The class archive of this JVM and these jars (class_archive.py), made unless there is one:
-    a broker started until it answers, then stopped, writes the classes it loaded."""
-    java, lib = require_java(), resolve_jars()
-    if archive_options(java, lib):
-        return Path(archive_options(java, lib)[0].split("=", 1)[1])
+    """The brokers' class archive of this JVM and these jars, made unless there is one: a
+    broker started until it answers, then stopped, writes the classes it loaded."""
+    archive = broker_class_archive(require_java(), resolve_jars())
+    if archive.options():
+        return archive.path
     with tempfile.TemporaryDirectory(prefix="kafka-class-archive-") as scratch:
         written = Path(scratch) / "classes.jsa"
-        broker = LocalKafkaBroker(Path(scratch) / "broker", jvm_options=(dump_option(written),))
+        broker = LocalKafkaBroker(Path(scratch) / "broker", jvm_options=(archive.dump_option(written),))
         with broker:
             pass
         if not written.is_file():
             raise BrokerError(f"the broker wrote no class archive at its exit:\n{broker.log_tail()}")
-        return keep_archive(written, java, lib)
+        return archive.keep(written)
 
 
 def _main(argv: list[str] | None = None) -> int:

@@ -1,38 +1,45 @@
-"""The broker's class archive is used only for the JVM and the jars it was made from."""
+"""A JVM class archive is used only for the JVM and the jars it was made from."""
 
 from __future__ import annotations
 
 import os
 
-from tools.kafka import class_archive
+from tools.class_archive import ClassArchive
 
 
-def _jvm_and_jars(tmp_path):
+def _archive(tmp_path, name: str = "kafka") -> ClassArchive:
     java = tmp_path / "jdk" / "bin" / "java"
-    java.parent.mkdir(parents=True)
+    java.parent.mkdir(parents=True, exist_ok=True)
     java.write_text("#!/bin/sh\n")
     lib = tmp_path / "lib"
-    lib.mkdir()
+    lib.mkdir(exist_ok=True)
     (lib / "kafka.jar").write_bytes(b"classes")
-    return str(java), lib
+    return ClassArchive(name, str(java), lib, tmp_path / "archives")
+
+
+def _written(tmp_path, content: bytes = b"archive"):
+    written = tmp_path / "written.jsa"
+    written.write_bytes(content)
+    return written
 
 
 def test_an_archive_is_used_once_made_and_not_after_a_jar_changed(tmp_path):
-    java, lib = _jvm_and_jars(tmp_path)
-    assert class_archive.archive_options(java, lib) == []
-    written = tmp_path / "written.jsa"
-    written.write_bytes(b"archive")
-    kept = class_archive.keep_archive(written, java, lib)
-    assert class_archive.archive_options(java, lib) == [f"-XX:SharedArchiveFile={kept}"]
-    stat = (lib / "kafka.jar").stat()
-    os.utime(lib / "kafka.jar", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # re-resolved jar
-    assert class_archive.archive_options(java, lib) == []
+    archive = _archive(tmp_path)
+    assert archive.options() == []
+    kept = archive.keep(_written(tmp_path))
+    assert archive.options() == [f"-XX:SharedArchiveFile={kept}"] and kept.read_bytes() == b"archive"
+    jar = archive.jars / "kafka.jar"
+    stat = jar.stat()
+    os.utime(jar, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # the jars resolved again
+    assert archive.options() == []
 
 
-def test_a_new_archive_replaces_those_of_other_jvms(tmp_path):
-    java, lib = _jvm_and_jars(tmp_path)
-    (lib / ".classes-0123456789abcdef.jsa").write_bytes(b"an older JVM's")
-    written = tmp_path / "written.jsa"
-    written.write_bytes(b"archive")
-    kept = class_archive.keep_archive(written, java, lib)
-    assert sorted(lib.glob(".classes-*.jsa")) == [kept] and kept.read_bytes() == b"archive"
+def test_a_new_archive_replaces_its_name_s_archives_of_other_jvms_only(tmp_path):
+    archive = _archive(tmp_path)
+    archive.directory.mkdir()
+    older, spark = archive.directory / ".kafka-classes-0123456789abcdef.jsa", \
+        archive.directory / ".spark-classes-0123456789abcdef.jsa"
+    older.write_bytes(b"an older JVM's")
+    spark.write_bytes(b"another name's")
+    kept = archive.keep(_written(tmp_path))
+    assert sorted(archive.directory.iterdir()) == sorted([kept, spark])

@@ -1,0 +1,35 @@
+"""spark-submit drivers start on the class archive ``make jars`` made (tools/spark_class_archive.py):
+the driver JVM of a job submitted as the tests submit theirs maps it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tools.spark_class_archive import build
+
+JOB = """\
+import sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.appName("maps").getOrCreate()
+pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+with open(f"/proc/{pid}/maps") as maps:
+    print("ARCHIVE MAPPED" if sys.argv[1] in maps.read() else "ARCHIVE NOT MAPPED")
+spark.stop()
+"""
+
+
+def test_a_driver_maps_the_spark_class_archive(tmp_path):
+    archive = build()
+    assert f"-XX:SharedArchiveFile={archive}" in os.environ["SPARK_SUBMIT_OPTS"]  # tests/conftest.py
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run([str(bin_dir / "spark-submit"), "--master", "local[1]", str(job), str(archive)],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ARCHIVE MAPPED" in result.stdout, result.stdout[-2000:]

@@ -1,0 +1,80 @@
+"""The class archive (tools/class_archive.py) of the Spark JVMs the tests start: spark-submit
+drivers and the standalone cluster's daemons, on the jars of the installed pyspark.
+
+``make jars`` makes it (``python -m tools.spark_class_archive``) by running a small PySpark
+job through spark-submit once; tests/conftest.py puts its option into ``SPARK_SUBMIT_OPTS``
+and ``SPARK_DAEMON_JAVA_OPTS``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tools.class_archive import ClassArchive
+from tools.kafka.broker import require_java
+from tools.spark_cluster import spark_home
+
+ARCHIVE_DIR = Path(__file__).resolve().parents[1] / ".local" / "class-archives"
+#: A job that starts what every driver of the tests starts: a SparkSession, tasks on two
+#: cores and their Python workers.
+JOB = """\
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.appName("class-archive").getOrCreate()
+assert spark.sparkContext.parallelize(range(10), 2).map(lambda x: x * 2).sum() == 90
+spark.stop()
+"""
+#: The job's bound: it takes about 40 s on 2 cores while it writes the archive.
+JOB_TIMEOUT_S = 600
+
+
+class SparkClassArchiveError(RuntimeError):
+    """The archive could not be made."""
+
+
+def _java() -> str:
+    """The java spark-class runs: JAVA_HOME's, else the one on PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    return str(Path(java_home) / "bin" / "java") if java_home else require_java()
+
+
+def spark_class_archive() -> ClassArchive:
+    return ClassArchive("spark", _java(), spark_home() / "jars", ARCHIVE_DIR)
+
+
+def build() -> Path:
+    """The archive, made unless there is one for this JVM and these jars."""
+    archive = spark_class_archive()
+    if archive.options():
+        return archive.path
+    with tempfile.TemporaryDirectory(prefix="spark-class-archive-") as scratch:
+        job, written = Path(scratch) / "job.py", Path(scratch) / "classes.jsa"
+        job.write_text(JOB)
+        bin_dir = Path(sys.executable).parent
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+               "PYSPARK_DRIVER_PYTHON": sys.executable, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+               # a one-off JVM: the cheapest compiler and collector while it writes the archive
+               "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {archive.dump_option(written)}"}
+        spark_submit = shutil.which("spark-submit", path=env["PATH"]) or "spark-submit"
+        try:
+            result = subprocess.run([spark_submit, "--master", "local[2]", str(job)], capture_output=True, text=True,
+                                    env=env, cwd=scratch, timeout=JOB_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise SparkClassArchiveError(f"the spark-submit job writing the class archive took more than "
+                                         f"{JOB_TIMEOUT_S} s") from None
+        if result.returncode != 0 or not written.is_file():
+            raise SparkClassArchiveError(f"the spark-submit job wrote no class archive (exit {result.returncode}):\n"
+                                         f"{(result.stdout + result.stderr)[-3000:]}")
+        return archive.keep(written)
+
+
+if __name__ == "__main__":
+    try:
+        print(build())
+    except SparkClassArchiveError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
