@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 import uuid
 from unittest import mock
@@ -64,16 +63,6 @@ class FakeApplication:
         for publisher in self.publishers:
             publisher.publish_now()
 
-    def later(self, seconds: float, change) -> threading.Timer:
-        def apply() -> None:
-            change(self)
-            self.publish_now()
-
-        timer = threading.Timer(seconds, apply)
-        timer.daemon = True
-        timer.start()
-        return timer
-
 
 @pytest.fixture
 def application(bootstrap_servers, monkeypatch):
@@ -120,30 +109,63 @@ def example_dag(dag_id: str):
     return dag
 
 
+class ChangesOnReads:
+    """The fake application's changes, each made as a read of the sensors begins that follows
+    a read of the state before it: a sensor that returned on the earlier read ended before the
+    change. Waiting on the sensors' reads, not on a clock: under load dag.test() took longer to
+    start its first sensor than fixed timers took to finish the restoration, and the sensors
+    then never had anything to wait for (nor the triggers to run)."""
+
+    def __init__(self, application: FakeApplication, changes) -> None:
+        self.application, self.pending = application, list(changes)
+        self.reads: list[tuple] = []
+        self._read_since_change = False
+        #: wall-clock time of each change made
+        self.made: list[float] = []
+
+    def before_read(self, args) -> None:
+        self.reads.append(args)
+        if self.pending and self._read_since_change:
+            self.pending.pop(0)(self.application)
+            self.application.publish_now()
+            self.made.append(time.time())
+        self._read_since_change = True
+
+
 @pytest.mark.parametrize("dag_id", ["wait_for_state_in_worker", "wait_for_state"])
 def test_dag_waits_for_restoration_and_standby_lag(airflow_db, application, dag_id):
-    trigger_reads = []
-    original = StatefulStreamsHook.aget_status
+    """The task restores, then its standby catches up, each once the sensors saw the state
+    before: each sensor ends only after its condition came true. Deferred, the reads counted
+    are the triggers' (a sensor's first check, in the worker, sees no change and defers)."""
+    changes = ChangesOnReads(application, [lambda a: setattr(a, "restored", True),
+                                           lambda a: setattr(a, "standby_position", CHANGELOG_RECORDS - 2)])
+    deferred = dag_id == "wait_for_state"
+    original_sync, original_async = StatefulStreamsHook.get_status, StatefulStreamsHook.aget_status
+    other_mode_reads = []
 
-    async def counted(self, *args, **kwargs):
-        trigger_reads.append(args)
-        return await original(self, *args, **kwargs)
+    def read(self, *args, **kwargs):
+        (other_mode_reads.append(args) if deferred else changes.before_read(args))
+        return original_sync(self, *args, **kwargs)
+
+    async def aread(self, *args, **kwargs):
+        (changes.before_read(args) if deferred else other_mode_reads.append(args))
+        return await original_async(self, *args, **kwargs)
 
     dag = example_dag(dag_id)
-    started = time.monotonic()
-    application.later(2.0, lambda a: setattr(a, "restored", True))
-    application.later(4.0, lambda a: setattr(a, "standby_position", CHANGELOG_RECORDS - 2))
-    with mock.patch.object(StatefulStreamsHook, "aget_status", counted):
+    with mock.patch.object(StatefulStreamsHook, "get_status", read), \
+            mock.patch.object(StatefulStreamsHook, "aget_status", aread):
         run = dag.test(run_conf={"application_id": application.app})
-    elapsed = time.monotonic() - started
-    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    instances = {ti.task_id: ti for ti in run.get_task_instances()}
+    states = {task_id: ti.state for task_id, ti in instances.items()}
     assert run.state == "success", states
     assert states == {"state_restored": "success", "standbys_warm": "success"}
-    assert elapsed >= 3.5, "the sensors returned before the standby caught up"
-    if dag_id == "wait_for_state":
-        assert {args[0] for args in trigger_reads} == {application.app}, "the triggers never ran"
-    else:
-        assert not trigger_reads
+    assert len(changes.made) == 2, f"the sensors read the state {len(changes.reads)} time(s) only"
+    assert {args[0] for args in changes.reads} == {application.app}
+    restored_at, caught_up_at = changes.made
+    assert instances["state_restored"].end_date.timestamp() >= restored_at, "returned before the task restored"
+    assert instances["standbys_warm"].end_date.timestamp() >= caught_up_at, "returned before the standby caught up"
+    if not deferred:
+        assert not other_mode_reads, "a trigger ran for sensors that poke"
 
 
 def test_poke_timeout_fails_with_the_stuck_task_table(application):
