@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_stateful_provider.spark.app import EVENT_PREFIX
+from tools.spark_cluster import submit_environment
 from tools.waits import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -57,10 +58,8 @@ class SparkApplication:
         config_path = self.work_dir / f"{self.name}.json"
         config_path.write_text(json.dumps(self.config))
         bin_dir = Path(sys.executable).parent
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
-               "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-               "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-               "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **self.env}
+        env = {**submit_environment(), "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               **self.env}
         conf = [arg for key, value in self.spark_conf.items() for arg in ("--conf", f"{key}={value}")]
         command = [str(bin_dir / "spark-submit"), "--master", self.master, *conf, str(APP), "--topology", self.topology,
                    "--config", str(config_path), "--instances", str(self.instances), *self.extra_args]

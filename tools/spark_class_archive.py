@@ -9,7 +9,6 @@ and ``SPARK_DAEMON_JAVA_OPTS``.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,7 +16,7 @@ from pathlib import Path
 
 from tools.class_archive import ClassArchive
 from tools.kafka.broker import require_java
-from tools.spark_cluster import spark_home
+from tools.spark_cluster import spark_home, submit_environment
 
 ARCHIVE_DIR = Path(__file__).resolve().parents[1] / ".local" / "class-archives"
 #: A job that starts what every driver of the tests starts: a SparkSession, tasks on two
@@ -49,17 +48,15 @@ def spark_class_archive() -> ClassArchive:
 def build() -> Path:
     """The archive, made unless there is one for this JVM and these jars."""
     archive = spark_class_archive()
-    if archive.options():
+    if archive.path.is_file():
         return archive.path
     with tempfile.TemporaryDirectory(prefix="spark-class-archive-") as scratch:
         job, written = Path(scratch) / "job.py", Path(scratch) / "classes.jsa"
         job.write_text(JOB)
-        bin_dir = Path(sys.executable).parent
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-               "PYSPARK_DRIVER_PYTHON": sys.executable, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-               # a one-off JVM: the cheapest compiler and collector while it writes the archive
+        # a one-off JVM: the cheapest compiler and collector while it writes the archive
+        env = {**submit_environment(),
                "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {archive.dump_option(written)}"}
-        spark_submit = shutil.which("spark-submit", path=env["PATH"]) or "spark-submit"
+        spark_submit = str(Path(sys.executable).parent / "spark-submit")
         try:
             result = subprocess.run([spark_submit, "--master", "local[2]", str(job)], capture_output=True, text=True,
                                     env=env, cwd=scratch, timeout=JOB_TIMEOUT_S)

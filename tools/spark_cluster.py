@@ -25,6 +25,7 @@ Worker's disk, as on a real cluster.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -50,13 +51,21 @@ class SparkClusterError(RuntimeError):
 
 
 def spark_home() -> Path:
-    """The pyspark distribution of this interpreter (its ``bin/spark-class`` and ``jars/``)."""
-    try:
-        import pyspark
-    except ImportError as exc:
+    """The pyspark distribution of this interpreter (its ``bin/spark-class`` and ``jars/``),
+    found without importing pyspark (tests/conftest.py asks in every pytest process)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
         raise SparkClusterError(f"pyspark is not installed for {sys.executable}: install the project "
-                                f"(make test, or pip install -e .)") from exc
-    return Path(pyspark.__file__).resolve().parent
+                                f"(make test, or pip install -e .)")
+    return Path(spec.origin).resolve().parent
+
+
+def submit_environment() -> dict[str, str]:
+    """The environment the tools run spark-submit in: this interpreter's PySpark for the driver
+    and its Python workers, its bin directory first on PATH, loopback only."""
+    bin_dir = Path(sys.executable).parent
+    return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 @dataclass(frozen=True)

@@ -143,12 +143,18 @@ def test_dag_waits_for_restoration_and_standby_lag(airflow_db, application, dag_
     original_sync, original_async = StatefulStreamsHook.get_status, StatefulStreamsHook.aget_status
     other_mode_reads = []
 
+    def counted(args, by_trigger: bool) -> None:
+        if by_trigger == deferred:
+            changes.before_read(args)
+        else:
+            other_mode_reads.append(args)
+
     def read(self, *args, **kwargs):
-        (other_mode_reads.append(args) if deferred else changes.before_read(args))
+        counted(args, by_trigger=False)
         return original_sync(self, *args, **kwargs)
 
     async def aread(self, *args, **kwargs):
-        (changes.before_read(args) if deferred else other_mode_reads.append(args))
+        counted(args, by_trigger=True)
         return await original_async(self, *args, **kwargs)
 
     dag = example_dag(dag_id)

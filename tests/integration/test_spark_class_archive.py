@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tools.spark_class_archive import build
+from tools.spark_cluster import submit_environment
 
 JOB = """\
 import sys
@@ -26,10 +27,8 @@ def test_a_driver_maps_the_spark_class_archive(tmp_path):
     assert f"-XX:SharedArchiveFile={archive}" in os.environ["SPARK_SUBMIT_OPTS"]  # tests/conftest.py
     job = tmp_path / "job.py"
     job.write_text(JOB)
-    bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-           "PYSPARK_DRIVER_PYTHON": sys.executable, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run([str(bin_dir / "spark-submit"), "--master", "local[1]", str(job), str(archive)],
-                            capture_output=True, text=True, env=env, timeout=600)
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    result = subprocess.run([str(spark_submit), "--master", "local[1]", str(job), str(archive)],
+                            capture_output=True, text=True, env=submit_environment(), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ARCHIVE MAPPED" in result.stdout, result.stdout[-2000:]

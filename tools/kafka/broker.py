@@ -427,7 +427,7 @@ def build_class_archive() -> Path:
     """The brokers' class archive of this JVM and these jars, made unless there is one: a
     broker started until it answers, then stopped, writes the classes it loaded."""
     archive = broker_class_archive(require_java(), resolve_jars())
-    if archive.options():
+    if archive.path.is_file():
         return archive.path
     with tempfile.TemporaryDirectory(prefix="kafka-class-archive-") as scratch:
         written = Path(scratch) / "classes.jsa"
