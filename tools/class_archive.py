@@ -19,8 +19,14 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+
+class ClassArchiveError(RuntimeError):
+    """The JVM run to make an archive wrote none."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,21 @@ class ClassArchive:
     def dump_option(destination: Path) -> str:
         """The JVM option that writes the archive of the classes loaded until the JVM exits."""
         return f"-XX:ArchiveClassesAtExit={destination}"
+
+    def make(self, run_dumping: Callable[[str], str]) -> Path:
+        """The archive, made unless there is one: ``run_dumping(option)`` runs a JVM with the dump
+        ``option`` to its exit and returns the tail of its output, which ClassArchiveError shows
+        when the JVM wrote no archive (nothing is kept then)."""
+        path = self.path
+        if path.is_file():
+            return path
+        with tempfile.TemporaryDirectory(prefix=f"{self.name}-class-archive-") as scratch:
+            written = Path(scratch) / "classes.jsa"
+            output = run_dumping(self.dump_option(written))
+            if not written.is_file():
+                raise ClassArchiveError(f"the {self.name} JVM run to make the class archive wrote none at its exit:\n"
+                                        f"{output}")
+            return self.keep(written)
 
     def keep(self, written: Path) -> Path:
         """Move an archive a JVM wrote into its place (atomically on one file system: JVMs starting

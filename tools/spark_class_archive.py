@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tools.class_archive import ClassArchive
+from tools.class_archive import ClassArchive, ClassArchiveError
 from tools.kafka.broker import require_java
 from tools.spark_cluster import spark_home, submit_environment
 
@@ -31,10 +31,6 @@ spark.stop()
 JOB_TIMEOUT_S = 600
 
 
-class SparkClassArchiveError(RuntimeError):
-    """The archive could not be made."""
-
-
 def _java() -> str:
     """The java spark-class runs: JAVA_HOME's, else the one on PATH."""
     java_home = os.environ.get("JAVA_HOME")
@@ -47,31 +43,33 @@ def spark_class_archive() -> ClassArchive:
 
 def build() -> Path:
     """The archive, made unless there is one for this JVM and these jars."""
-    archive = spark_class_archive()
-    if archive.path.is_file():
-        return archive.path
-    with tempfile.TemporaryDirectory(prefix="spark-class-archive-") as scratch:
-        job, written = Path(scratch) / "job.py", Path(scratch) / "classes.jsa"
-        job.write_text(JOB)
-        # a one-off JVM: the cheapest compiler and collector while it writes the archive
-        env = {**submit_environment(),
-               "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {archive.dump_option(written)}"}
-        spark_submit = str(Path(sys.executable).parent / "spark-submit")
-        try:
-            result = subprocess.run([spark_submit, "--master", "local[2]", str(job)], capture_output=True, text=True,
-                                    env=env, cwd=scratch, timeout=JOB_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise SparkClassArchiveError(f"the spark-submit job writing the class archive took more than "
-                                         f"{JOB_TIMEOUT_S} s") from None
-        if result.returncode != 0 or not written.is_file():
-            raise SparkClassArchiveError(f"the spark-submit job wrote no class archive (exit {result.returncode}):\n"
-                                         f"{(result.stdout + result.stderr)[-3000:]}")
-        return archive.keep(written)
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+
+    def run_job(dump_option: str) -> str:
+        with tempfile.TemporaryDirectory(prefix="spark-class-archive-") as scratch:
+            job = Path(scratch) / "job.py"
+            job.write_text(JOB)
+            # a one-off JVM: the cheapest compiler and collector while it writes the archive
+            env = {**submit_environment(),
+                   "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {dump_option}"}
+            try:
+                result = subprocess.run([str(spark_submit), "--master", "local[2]", str(job)], capture_output=True,
+                                        text=True, env=env, cwd=scratch, timeout=JOB_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise ClassArchiveError(f"the spark-submit job writing the class archive took more than "
+                                        f"{JOB_TIMEOUT_S} s") from None
+            output = (result.stdout + result.stderr)[-3000:]
+            if result.returncode != 0:
+                raise ClassArchiveError(f"the spark-submit job writing the class archive failed (exit "
+                                        f"{result.returncode}):\n{output}")
+            return output
+
+    return spark_class_archive().make(run_job)
 
 
 if __name__ == "__main__":
     try:
         print(build())
-    except SparkClassArchiveError as exc:
+    except ClassArchiveError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)

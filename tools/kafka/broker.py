@@ -37,7 +37,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tools.class_archive import ClassArchive
+from tools.class_archive import ClassArchive, ClassArchiveError
 from tools.local_processes import (
     another_free_port,
     die_with_parent,
@@ -426,17 +426,14 @@ def broker_class_archive(java: str, lib: Path) -> ClassArchive:
 def build_class_archive() -> Path:
     """The brokers' class archive of this JVM and these jars, made unless there is one: a
     broker started until it answers, then stopped, writes the classes it loaded."""
-    archive = broker_class_archive(require_java(), resolve_jars())
-    if archive.path.is_file():
-        return archive.path
-    with tempfile.TemporaryDirectory(prefix="kafka-class-archive-") as scratch:
-        written = Path(scratch) / "classes.jsa"
-        broker = LocalKafkaBroker(Path(scratch) / "broker", jvm_options=(archive.dump_option(written),))
-        with broker:
-            pass
-        if not written.is_file():
-            raise BrokerError(f"the broker wrote no class archive at its exit:\n{broker.log_tail()}")
-        return archive.keep(written)
+    def run_broker(dump_option: str) -> str:
+        with tempfile.TemporaryDirectory(prefix="kafka-class-archive-") as scratch:
+            broker = LocalKafkaBroker(Path(scratch) / "broker", jvm_options=(dump_option,))
+            with broker:
+                pass
+            return broker.log_tail()
+
+    return broker_class_archive(require_java(), resolve_jars()).make(run_broker)
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -467,7 +464,7 @@ def _main(argv: list[str] | None = None) -> int:
             pid = int(pid_file.read_text())
             terminate(pid, wait_pid(pid))
             pid_file.unlink(missing_ok=True)
-    except BrokerError as exc:
+    except (BrokerError, ClassArchiveError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
