@@ -40,7 +40,6 @@ from concurrent.futures import Future
 from typing import Any, cast
 
 from kafka import AsyncConsumerRebalanceListener
-from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaError
 
 from airflow_stateful_provider.streams.assignment.assignment_info import AssignmentInfo, AssignorError
@@ -63,6 +62,7 @@ from airflow_stateful_provider.streams.instance.safe_points import SafePointActi
 from airflow_stateful_provider.streams.instance.snapshotting import snapshot_clients
 from airflow_stateful_provider.streams.instance.task_committer import TaskCommitter, kafka_offsets
 from airflow_stateful_provider.streams.instance.task_manager import TaskManager
+from airflow_stateful_provider.streams.instance.thread_admin import ThreadAdmin
 from airflow_stateful_provider.streams.instance.topic_watch import TopicWatch
 from airflow_stateful_provider.streams.kafka.authorization import refusal_in
 from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
@@ -181,8 +181,8 @@ class StreamThread(threading.Thread):
         self.instance_id = instance_id or client_id
         self._consumer_factory = consumer_factory
         self._producer_factory = producer_factory
-        self._admin_factory = admin_factory
-        self._admin: Any = None
+        #: The admin client the committer, the topic watch and exactly-once restorations share.
+        self.admin = ThreadAdmin(admin_factory, self.name)
         self._restore_listener = restore_listener
         self._standby_listener = standby_listener
         #: The instance's id in the group protocol: all threads of one instance share it.
@@ -205,7 +205,7 @@ class StreamThread(threading.Thread):
         self.kafka_waits = KafkaWaits(cast(int, config.task_timeout_ms), interrupted=self._shutdown_requested)
         #: Commits the tasks, and purges the repartition records they committed.
         self.committer = TaskCommitter(self, config, repartition_topics,
-                                       self._admin_client if admin_factory is not None else None, self.metrics)
+                                       self.admin.client if self.admin.available else None, self.metrics)
         self._pending_assignment: AssignmentInfo | None = None
         self.consumer: Any = None
         self.restore_consumer: Any = None
@@ -226,7 +226,7 @@ class StreamThread(threading.Thread):
         self._closing_dirty = False
         #: Tells a deleted topic from other failures (topic_watch.py); ``topic_roles`` names
         #: every topic the application reads and writes.
-        self.topic_watch = TopicWatch(topic_roles or {}, admin_factory, self.name)
+        self.topic_watch = TopicWatch(topic_roles or {}, self.admin, self.name)
         #: Set by a rollback: the next iteration checks that every topic still exists.
         self._check_topics = False
 
@@ -338,7 +338,7 @@ class StreamThread(threading.Thread):
         self.changelog_reader = ChangelogReader(
             self.restore_consumer, self._restore_listener, self._standby_listener, snapshot_loader=loader,
             on_changelog_loss=self.config.on_changelog_loss,
-            log_end_offsets=self._log_end_offsets if eos and self._admin_factory else None,
+            log_end_offsets=self.admin.log_end_offsets if eos and self.admin.available else None,
             retried=self.kafka_waits.retried)
         topics = sorted(self.task_manager.topic_to_subtopology)
         self.consumer.subscribe(topics, listener=_RebalanceListener(self))
@@ -348,40 +348,6 @@ class StreamThread(threading.Thread):
         # subscribe(). Joined without them, a member is assigned nothing, or a leader finds
         # its assignment outdated at once and a second rebalance follows.
         self.consumer.topics()
-
-    def _log_end_offsets(self, partitions: list[KafkaTopicPartition]) -> dict:
-        """Exactly-once: log end offsets counting open transactions, where restorations end (the
-        restore consumer reads committed records only: its end offsets are the last stable offsets)."""
-        from kafka.admin import OffsetSpec
-        from kafka.errors import KafkaConnectionError, UnknownBrokerIdError
-
-        try:
-            found = self._admin_client().list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
-        except UnknownBrokerIdError as exc:
-            # kafka-python 3.0.12's admin can come out of an outage of every broker naming a
-            # partition leader it has no address for, and stay so: a new admin bootstraps
-            # again. Raised as retriable: the caller asks again within the task timeout.
-            self._discard_admin()
-            raise KafkaConnectionError(f"the admin client has no address of broker {exc.args[0] if exc.args else '?'} "
-                                       f"(stale metadata): asking a new one") from exc
-        return {tp: result.offset for tp, result in found.items()}
-
-    def _discard_admin(self) -> None:
-        """Close the thread's admin client; the next use creates a new one."""
-        admin, self._admin = self._admin, None
-        if admin is not None:
-            try:
-                admin.close()
-            except Exception:  # discarded anyway
-                log.debug("%s: closing the discarded admin client failed", self.name, exc_info=True)
-
-    def _admin_client(self) -> Any:
-        """The thread's admin client, created on first use."""
-        if self._admin is None:
-            if self._admin_factory is None:
-                raise IllegalStateError(f"{self.name}: this thread was given no admin client")
-            self._admin = self._admin_factory()
-        return self._admin
 
     def _run_loop(self) -> None:
         self.committer.last_commit_ms = self.wall_clock_ms()
@@ -630,8 +596,7 @@ class StreamThread(threading.Thread):
                 self.producer.abort_transaction()
         self.task_manager.close(clean=clean)
         for client, close in ((self.snapshot_taker, lambda c: c.close()),
-                              (self._admin, lambda c: c.close()),
-                              (self.topic_watch, lambda c: c.close()),
+                              (self.admin, lambda c: c.close()),
                               (self.consumer, lambda c: c.close(autocommit=False)),
                               (self.restore_consumer, lambda c: c.close(autocommit=False)),
                               (self.producer, lambda c: c.close(timeout=10))):

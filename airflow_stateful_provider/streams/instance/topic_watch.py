@@ -12,10 +12,10 @@ error into :class:`MissingTopicError` naming it, and the thread stops instead of
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
 
 from airflow_stateful_provider.streams.errors import MissingTopicError
+from airflow_stateful_provider.streams.instance.thread_admin import ThreadAdmin
 
 __all__ = ["TopicWatch"]
 
@@ -34,24 +34,21 @@ _ADVICE = {
 
 class TopicWatch:
     """``roles``: every topic the thread uses and what it is to the application ("source",
-    "sink", "changelog", "repartition"). ``admin_factory`` builds a KafkaAdminClient."""
+    "sink", "changelog", "repartition"). ``admin``: the thread's admin client (it closes it)."""
 
-    def __init__(self, roles: Mapping[str, str], admin_factory: Callable[[], Any] | None, owner: str) -> None:
+    def __init__(self, roles: Mapping[str, str], admin: ThreadAdmin, owner: str) -> None:
         self.roles = dict(roles)
-        self._admin_factory = admin_factory
-        self._admin: Any = None
+        self._admin = admin
         self._owner = owner
 
     def missing(self, extra: Iterable[str] = ()) -> dict[str, str] | None:
         """The watched topics (and ``extra`` ones) that do not exist, with their roles; None
         when the brokers cannot tell (then the caller goes on as before)."""
         topics = {**self.roles, **{topic: self.roles.get(topic, "sink") for topic in extra}}
-        if not topics or self._admin_factory is None:
+        if not topics or not self._admin.available:
             return None
         try:
-            if self._admin is None:
-                self._admin = self._admin_factory()
-            existing = set(self._admin.list_topics())
+            existing = set(self._admin.client().list_topics())
         except Exception as exc:  # noqa: BLE001 - the brokers may be what failed; the caller goes on
             log.info("%s: could not list topics to check for missing ones: %r", self._owner, exc)
             return None
@@ -68,11 +65,3 @@ class TopicWatch:
                 f"created); nothing can be committed without it. {advice}"
                 + (f" (seen as: {cause})" if cause is not None else ""), topics=list(missing))
             raise error from cause
-
-    def close(self) -> None:
-        if self._admin is not None:
-            try:
-                self._admin.close()
-            except Exception:  # closing
-                log.debug("closing the topic watch's admin client", exc_info=True)
-            self._admin = None
