@@ -11,13 +11,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from airflow_stateful_provider.spark.app import EVENT_PREFIX
-from tools.spark_cluster import submit_environment
+from tools.spark_cluster import spark_submit, submit_environment
 from tools.waits import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -57,11 +56,10 @@ class SparkApplication:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         config_path = self.work_dir / f"{self.name}.json"
         config_path.write_text(json.dumps(self.config))
-        bin_dir = Path(sys.executable).parent
         env = {**submit_environment(), "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                **self.env}
         conf = [arg for key, value in self.spark_conf.items() for arg in ("--conf", f"{key}={value}")]
-        command = [str(bin_dir / "spark-submit"), "--master", self.master, *conf, str(APP), "--topology", self.topology,
+        command = [spark_submit(), "--master", self.master, *conf, str(APP), "--topology", self.topology,
                    "--config", str(config_path), "--instances", str(self.instances), *self.extra_args]
         self.submitted_at = time.monotonic()
         with open(self.log_path, "ab") as log:

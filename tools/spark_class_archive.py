@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tools.class_archive import ClassArchive, ClassArchiveError
 from tools.kafka.broker import require_java
-from tools.spark_cluster import spark_home, submit_environment
+from tools.spark_cluster import spark_home, spark_submit, submit_environment
 
 ARCHIVE_DIR = Path(__file__).resolve().parents[1] / ".local" / "class-archives"
 #: A job that starts what every driver of the tests starts: a SparkSession, tasks on two
@@ -43,8 +43,6 @@ def spark_class_archive() -> ClassArchive:
 
 def build() -> Path:
     """The archive, made unless there is one for this JVM and these jars."""
-    spark_submit = Path(sys.executable).parent / "spark-submit"
-
     def run_job(dump_option: str) -> str:
         with tempfile.TemporaryDirectory(prefix="spark-class-archive-") as scratch:
             job = Path(scratch) / "job.py"
@@ -53,7 +51,7 @@ def build() -> Path:
             env = {**submit_environment(),
                    "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {dump_option}"}
             try:
-                result = subprocess.run([str(spark_submit), "--master", "local[2]", str(job)], capture_output=True,
+                result = subprocess.run([spark_submit(), "--master", "local[2]", str(job)], capture_output=True,
                                         text=True, env=env, cwd=scratch, timeout=JOB_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 raise ClassArchiveError(f"the spark-submit job writing the class archive took more than "

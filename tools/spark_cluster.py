@@ -60,6 +60,11 @@ def spark_home() -> Path:
     return Path(spec.origin).resolve().parent
 
 
+def spark_submit() -> str:
+    """This interpreter's pyspark ``spark-submit`` (next to its python)."""
+    return str(Path(sys.executable).parent / "spark-submit")
+
+
 def submit_environment() -> dict[str, str]:
     """The environment the tools run spark-submit in: this interpreter's PySpark for the driver
     and its Python workers, its bin directory first on PATH, loopback only."""

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 from tools.spark_class_archive import build
-from tools.spark_cluster import submit_environment
+from tools.spark_cluster import spark_submit, submit_environment
 
 JOB = """\
 import sys
@@ -27,8 +25,7 @@ def test_a_driver_maps_the_spark_class_archive(tmp_path):
     assert f"-XX:SharedArchiveFile={archive}" in os.environ["SPARK_SUBMIT_OPTS"]  # tests/conftest.py
     job = tmp_path / "job.py"
     job.write_text(JOB)
-    spark_submit = Path(sys.executable).parent / "spark-submit"
-    result = subprocess.run([str(spark_submit), "--master", "local[1]", str(job), str(archive)],
+    result = subprocess.run([spark_submit(), "--master", "local[1]", str(job), str(archive)],
                             capture_output=True, text=True, env=submit_environment(), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ARCHIVE MAPPED" in result.stdout, result.stdout[-2000:]

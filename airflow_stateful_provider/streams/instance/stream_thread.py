@@ -204,8 +204,7 @@ class StreamThread(threading.Thread):
         #: The Kafka call the thread waits in now, and the task timeout of its retries.
         self.kafka_waits = KafkaWaits(cast(int, config.task_timeout_ms), interrupted=self._shutdown_requested)
         #: Commits the tasks, and purges the repartition records they committed.
-        self.committer = TaskCommitter(self, config, repartition_topics,
-                                       self.admin.client if self.admin.available else None, self.metrics)
+        self.committer = TaskCommitter(self, config, repartition_topics, self.admin, self.metrics)
         self._pending_assignment: AssignmentInfo | None = None
         self.consumer: Any = None
         self.restore_consumer: Any = None

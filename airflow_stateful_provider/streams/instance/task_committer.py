@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, cast
 
 from kafka import TopicPartition as KafkaTopicPartition
@@ -34,6 +34,7 @@ from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.errors import TransactionFailedError
 from airflow_stateful_provider.streams.instance.task_manager import TaskManager
+from airflow_stateful_provider.streams.instance.thread_admin import ThreadAdmin
 from airflow_stateful_provider.streams.kafka.group_join import request_rebalance
 from airflow_stateful_provider.streams.processing.kafka_waits import KafkaWaits
 from airflow_stateful_provider.streams.processing.metrics import ThreadMetrics
@@ -66,11 +67,11 @@ class TaskCommitter:
     """Commits one stream thread's tasks (see module docstring)."""
 
     def __init__(self, owner: CommitOwner, config: StreamsConfig, repartition_topics: set[str],
-                 admin: Callable[[], Any] | None, metrics: ThreadMetrics) -> None:
+                 admin: ThreadAdmin, metrics: ThreadMetrics) -> None:
         self._owner = owner
         self.config = config
         self._repartition_topics = repartition_topics
-        #: Returns the thread's admin client (created on first use), or None without one.
+        #: The thread's admin client, shared with its topic watch (thread_admin.py).
         self._admin = admin
         #: Gets each successful commit's latency (commit-latency-avg/max).
         self._metrics = metrics
@@ -244,11 +245,11 @@ class TaskCommitter:
         if not self._purgeable or now - self._last_purge_ms < interval:
             return
         self._last_purge_ms = now
-        if self._admin is None:
+        if not self._admin.available:
             return
         purge, self._purgeable = self._purgeable, {}
         try:
-            self._admin().delete_records({KafkaTopicPartition(tp.topic, tp.partition): offset
+            self._admin.client().delete_records({KafkaTopicPartition(tp.topic, tp.partition): offset
                                           for tp, offset in purge.items()})
         except Exception as exc:  # noqa: BLE001 - purging is housekeeping; retry next interval
             log.warning("%s: purging repartition topics failed (%r); retrying in %d ms", self._owner.name, exc,
