@@ -218,6 +218,19 @@ class RocksDBStore:
         db.set_write_options(_write_options())
         return db
 
+    def _iter_below(self, upper: bytes) -> tuple[Any, rocksdict.ReadOptions]:
+        """An iterator that ends before ``upper``, and the read options holding that bound:
+        keep them referenced while the iterator is used (rocksdict's iterator points into
+        them; once they are freed the bound is garbage). Without a bound a seek or step
+        past the last live row of a range walks every deleted row after it to the next live
+        one, which after many deletes (sessions that grew) is most of a segment: reads
+        hundreds of times slower until RocksDB compacts the deletes away
+        (docs/benchmarks.md, "Latency"). Callers still check their range: a transactional
+        store's buffered writes are not bounded."""
+        options = rocksdict.ReadOptions()
+        options.set_iterate_upper_bound(upper)
+        return self._db.iter(options), options
+
     # -- lifecycle -------------------------------------------------------------------------
 
     @property

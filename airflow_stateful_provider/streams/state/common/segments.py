@@ -353,9 +353,9 @@ class SegmentedRocksDBStore(RocksDBStore, SegmentedStore):
 
     def _count_rows(self, segment_ids: list[int]) -> int:
         count = 0
-        it = self._db.iter()
         for segment_id in segment_ids:
             prefix = segment_prefix(segment_id)
+            it, _bound = self._iter_below(segment_prefix(segment_id + 1))
             it.seek(prefix)
             while it.valid() and it.key().startswith(prefix):
                 count += 1

@@ -103,7 +103,7 @@ class RocksDBKeyValueStore(RocksDBStore, KeyValueStoreBase):
             self._db.write(batch)
 
     def _forward(self, from_key: bytes | None, to_key: bytes | None) -> Iterator[tuple[bytes, bytes]]:
-        it = self._db.iter()
+        it, _bound = (self._db.iter(), None) if to_key is None else self._iter_below(to_key + b"\x00")
         if from_key is None:
             it.seek_to_first()
         else:
@@ -116,7 +116,7 @@ class RocksDBKeyValueStore(RocksDBStore, KeyValueStoreBase):
             it.next()
 
     def _backward(self, from_key: bytes | None, to_key: bytes | None) -> Iterator[tuple[bytes, bytes]]:
-        it = self._db.iter()
+        it = self._db.iter()  # not bounded below: rocksdict 0.3.29 sets the upper bound for a lower one
         if to_key is None:
             it.seek_to_last()
         else:

@@ -30,10 +30,12 @@ from __future__ import annotations
 import struct
 from bisect import bisect_left
 
-__all__ = ["INDEX_PREFIX", "TIME_INDEX_KEY", "SessionEndIndex", "index_bound", "index_row"]
+__all__ = ["INDEX_END", "INDEX_PREFIX", "TIME_INDEX_KEY", "SessionEndIndex", "index_bound", "index_row"]
 
 #: First byte of every index row.
 INDEX_PREFIX = b"\x03"
+#: Every index row sorts below this.
+INDEX_END = b"\x04"
 #: Marker row: present once the index covers every session of the store.
 TIME_INDEX_KEY = b"\x00time_index"
 _I64 = struct.Struct(">q")

@@ -31,6 +31,7 @@ from airflow_stateful_provider.streams.state.common.segments import (
     segment_prefix,
 )
 from airflow_stateful_provider.streams.state.session.index import (
+    INDEX_END,
     INDEX_PREFIX,
     TIME_INDEX_KEY,
     index_bound,
@@ -204,13 +205,10 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
         for segment_id in segment_ids:
             prefix = pack(_SEG_MARK, segment_id) + key
             hi = prefix + hi_suffix
-            # Bounded at the key's last possible row: a seek otherwise walks every deleted row
-            # after it to the next live one, and once the sessions of a segment have grown into
-            # the next, that is the whole segment (a read 160x slower at 10,000 keys, until
-            # RocksDB compacts the deletes away: docs/benchmarks.md, "Latency").
-            bounds = rocksdict.ReadOptions()
-            bounds.set_iterate_upper_bound(hi + b"\x00")
-            it = self._db.iter(bounds)
+            # bounded at the key's last possible row: once the sessions of a segment have grown
+            # into the next, the rest of the segment is deleted rows (a read 160x slower at
+            # 10,000 keys)
+            it, _bound = self._iter_below(hi + b"\x00")
             it.seek(prefix + lo_suffix)
             while it.valid():
                 row_key = it.key()
@@ -243,7 +241,10 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
             return self._scan_ending_between(actual_from, latest_session_end)
         interval = self.segment_interval_ms
         result = []
-        it = self._db.iter()
+        # bounded: the index rows of the sessions still growing (each growth deletes one) lie
+        # just past the sessions asked for
+        upper = index_bound(latest_session_end + 1) if latest_session_end < _MAX_TS else INDEX_END
+        it, _bound = self._iter_below(upper)
         it.seek(index_bound(actual_from))
         get, pack, unpack_from = self._db.get, _SEGP.pack, _TS2.unpack_from
         while it.valid():
@@ -289,8 +290,8 @@ class RocksDBSessionStore(SegmentedRocksDBStore, SessionStoreBase):
 
     def _segment_rows(self, segment_id: int) -> Iterator[tuple[bytes, bytes]]:
         """The rows of one segment, by key: ``mark | segment id | key | end | start``."""
-        it = self._db.iter()
         prefix = _SEGP.pack(_SEG_MARK, segment_id)
+        it, _bound = self._iter_below(segment_prefix(segment_id + 1))
         it.seek(prefix)
         while it.valid():
             row_key = it.key()
