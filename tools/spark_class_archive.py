@@ -41,27 +41,30 @@ def spark_class_archive() -> ClassArchive:
     return ClassArchive("spark", _java(), spark_home() / "jars", ARCHIVE_DIR)
 
 
+def run_job(dump_option: str, submit: str | None = None, timeout_s: float = JOB_TIMEOUT_S) -> str:
+    """Run JOB through ``submit`` (spark-submit) with the archive's dump option to its exit, within
+    ``timeout_s``; the tail of its output. A failed or overdue job is a ClassArchiveError."""
+    with tempfile.TemporaryDirectory(prefix="spark-class-archive-") as scratch:
+        job = Path(scratch) / "job.py"
+        job.write_text(JOB)
+        # a one-off JVM: the cheapest compiler and collector while it writes the archive
+        env = {**submit_environment(),
+               "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {dump_option}"}
+        try:
+            result = subprocess.run([submit or spark_submit(), "--master", "local[2]", str(job)],
+                                    capture_output=True, text=True, env=env, cwd=scratch, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise ClassArchiveError(f"the spark-submit job writing the class archive took more than "
+                                    f"{timeout_s:g} s (killed)") from None
+        output = (result.stdout + result.stderr)[-3000:]
+        if result.returncode != 0:
+            raise ClassArchiveError(f"the spark-submit job writing the class archive failed (exit "
+                                    f"{result.returncode}):\n{output}")
+        return output
+
+
 def build() -> Path:
     """The archive, made unless there is one for this JVM and these jars."""
-    def run_job(dump_option: str) -> str:
-        with tempfile.TemporaryDirectory(prefix="spark-class-archive-") as scratch:
-            job = Path(scratch) / "job.py"
-            job.write_text(JOB)
-            # a one-off JVM: the cheapest compiler and collector while it writes the archive
-            env = {**submit_environment(),
-                   "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {dump_option}"}
-            try:
-                result = subprocess.run([spark_submit(), "--master", "local[2]", str(job)], capture_output=True,
-                                        text=True, env=env, cwd=scratch, timeout=JOB_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                raise ClassArchiveError(f"the spark-submit job writing the class archive took more than "
-                                        f"{JOB_TIMEOUT_S} s") from None
-            output = (result.stdout + result.stderr)[-3000:]
-            if result.returncode != 0:
-                raise ClassArchiveError(f"the spark-submit job writing the class archive failed (exit "
-                                        f"{result.returncode}):\n{output}")
-            return output
-
     return spark_class_archive().make(run_job)
 
 
