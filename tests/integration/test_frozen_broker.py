@@ -95,14 +95,19 @@ def heartbeat_overdue(consumer: KafkaConsumer) -> bool:
 
 def poll_rounds(consumer: KafkaConsumer) -> int:
     """Rounds of ``consumer``'s poll (fetches and their waits) over the window, polled with the
-    stream thread's timeout, its heartbeat in flight throughout."""
+    stream thread's timeout, its heartbeat in flight throughout. Only rounds begun with at
+    least 1 ms of the poll left count: kafka-python's Timer floors the time left to whole ms,
+    so every poll, healthy broker or not, ends in rounds of 0 ms through its last ms (1.6 a
+    poll of 100 ms on a healthy broker, more the faster the machine), which is not the spin
+    asked about: rounds capped at 0 ms by the heartbeat while the poll has time left."""
     rounds = 0
     poll_once = consumer._poll_once
 
-    def counted(*args, **kwargs):
+    def counted(timer, *args, **kwargs):
         nonlocal rounds
-        rounds += 1
-        return poll_once(*args, **kwargs)
+        if timer.timeout_ms > 0:
+            rounds += 1
+        return poll_once(timer, *args, **kwargs)
 
     consumer._poll_once = counted
     try:
