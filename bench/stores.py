@@ -232,7 +232,7 @@ def bench_session_close_scan(root: str, n: int, results: dict[str, float]) -> No
     open sessions of 1,000 keys have each grown 20 times: every growth deletes the index row
     of the session's previous end, so the index past the window is deleted rows, which an
     unbounded scan walked through to the next live row (1,150 scans/s before the scan was
-    bounded; docs/benchmarks.md, "Latency")."""
+    bounded; docs/stores.md, "Performance")."""
     keys = [b"user-%05d" % i for i in range(1_000)]
     for rep in range(REPEAT):
         store = RocksDBSessionStore(os.path.join(root, f"close-scan-{rep}"), 30_000, time_index=True)

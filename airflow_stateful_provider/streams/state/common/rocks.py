@@ -225,7 +225,7 @@ class RocksDBStore:
         past the last live row of a range walks every deleted row after it to the next live
         one, which after many deletes (sessions that grew) is most of a segment: reads
         hundreds of times slower until RocksDB compacts the deletes away
-        (docs/benchmarks.md, "Latency"). Callers still check their range: a transactional
+        (docs/stores.md, "Performance"). Callers still check their range: a transactional
         store's buffered writes are not bounded."""
         options = rocksdict.ReadOptions()
         options.set_iterate_upper_bound(upper)
