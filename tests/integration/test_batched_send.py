@@ -58,7 +58,10 @@ def test_appended_records_land_in_order_with_their_offsets(bootstrap_servers, to
         if transactional:
             producer.commit_transaction()
         producer.flush()
-        assert {i: f.get(timeout=30).offset for i, f in futures.items()} == {i: i + 1 for i in tracked}
+        metadata = {i: f.get(timeout=30) for i, f in futures.items()}
+        assert {i: (m.offset, m.timestamp, m.serialized_key_size, m.serialized_value_size)
+                for i, m in metadata.items()} == {
+            i: (i + 1, sent[i][2], len(sent[i][0]), -1 if sent[i][1] is None else len(sent[i][1])) for i in tracked}
     finally:
         producer.close()
     assert failures == []

@@ -104,34 +104,32 @@ def append_records(producer: Any, topic: str, partition: int,
                 largest = batch.max_record_size
                 first_untracked = -1  # the batch index of this call's first untracked record in it
                 while i < n:
-                    if i != next_tracked:  # a run of untracked records, written at once
-                        appended, size = append_to_batch(memory_records, records, i, min(next_tracked, n))
-                        if appended:
-                            if first_untracked < 0:
-                                first_untracked = memory_records.next_offset() - appended
-                            entries.extend([untracked] * appended)
-                            largest = max(largest, size)
-                            i += appended
-                            continue
-                    # a tracked record, or one append_to_batch left: the batch is full, or
-                    # the record is of a shape kafka-python's append checks
+                    # a run of untracked records written at once, or a tracked record alone
+                    is_tracked = i == next_tracked
+                    appended, size = append_to_batch(memory_records, records, i,
+                                                     i + 1 if is_tracked else min(next_tracked, n))
                     key, value, timestamp = records[i]
-                    metadata = memory_records.append(timestamp, key, value, _NO_HEADERS)
-                    if metadata is None:  # full: the next record starts a new batch
-                        break
-                    largest = max(largest, metadata.size)
-                    if i == next_tracked:
-                        future = FutureRecordMetadata(produced, metadata.offset, metadata.timestamp, metadata.crc,
-                                                      -1 if key is None else len(key),
+                    crc = None  # magic 2 records have none
+                    if not appended:
+                        # the batch is full, or the record is of a shape (or the batch of a
+                        # message format) kafka-python's append checks
+                        metadata = memory_records.append(timestamp, key, value, _NO_HEADERS)
+                        if metadata is None:  # full: the next record starts a new batch
+                            break
+                        appended, size, timestamp, crc = 1, metadata.size, metadata.timestamp, metadata.crc
+                    largest = max(largest, size)
+                    first = memory_records.next_offset() - appended  # the batch index of the first one
+                    if is_tracked:
+                        future = FutureRecordMetadata(produced, first, timestamp, crc, -1 if key is None else len(key),
                                                       -1 if value is None else len(value), -1)
                         entries.append(future)
                         futures[i] = future
                         next_tracked = next(pending, _NOT_AN_INDEX)
                     else:
                         if first_untracked < 0:
-                            first_untracked = metadata.offset
-                        entries.append(untracked)
-                    i += 1
+                            first_untracked = first
+                        entries.extend([untracked] * appended)
+                    i += appended
                 if first_untracked >= 0:
                     untracked.rebind(produced, first_untracked)
                 batch.max_record_size = largest
