@@ -9,9 +9,9 @@ partition, compacted but with a day of compaction lag (so all records are still 
 snapshot holds the state as of ``--records - --tail`` records (written into a
 store the way a commit leaves it, then snapshotted by the same SnapshotTaker the runtime
 uses), so a restore from it replays the last ``--tail`` records. Each cold restore runs the
-runtime's own path on an empty state directory, without a consumer group: the changelog
-reader's ``prepare_stores`` (local state, else a snapshot, else nothing), the stores opening,
-and restoration to the end offset. Both restored stores are compared entry by entry.
+runtime's own path on an empty state directory, without a consumer group, through the restore
+consumer a stream thread makes: the changelog reader's ``prepare_stores`` (local state, else a
+snapshot, else nothing), the stores opening, and restoration to the end offset. Both restored stores are compared entry by entry.
 Prints progress, the figures with CPU seconds (rusage of this process: the broker is
 another process), and one JSON line last.
 """
@@ -36,6 +36,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
 from airflow_stateful_provider.streams.config import StreamsConfig
+from airflow_stateful_provider.streams.instance.stream_thread import RESTORE_FETCH_BYTES
+from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
+from airflow_stateful_provider.streams.kafka.clients import construct_client, prepare_consumer
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
@@ -137,8 +140,13 @@ def take_snapshot(work: Path, url: str, bootstrap: str, keys: int, upto: int) ->
 def cold_restore(work: Path, name: str, url: str | None, bootstrap: str, total: int) -> dict:
     cfg = config(work, name, url, bootstrap)
     loader = SnapshotLoader(SnapshotStorage(url), APP) if url else None
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="none",
-                             enable_auto_commit=False, fetch_max_wait_ms=100)
+    # the restore consumer a stream thread makes (instance/stream_thread.py): the engine's
+    # network client, 4 MiB fetches, batches decoded in one pass
+    consumer = construct_client(KafkaConsumer, {
+        "bootstrap_servers": bootstrap, "group_id": None, "auto_offset_reset": "none", "enable_auto_commit": False,
+        "fetch_max_wait_ms": 100, "max_partition_fetch_bytes": RESTORE_FETCH_BYTES})
+    prepare_consumer(consumer)
+    decode_batches_at_once(consumer)
     reader = ChangelogReader(consumer, snapshot_loader=loader)
     stores = TaskStateManager(TASK, marked_counts(cfg), cfg, record_collector=RecordCollector(None, task_id=TASK))
     progress = Progress(f"cold restore, {name}", total)

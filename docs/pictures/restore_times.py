@@ -60,9 +60,9 @@ def draw(results: list[dict]) -> None:
     ax.plot(records, snapshot, marker="s", linewidth=2,
             label=f"snapshot + changelog tail ({results[0]['tail']:,} records)")
     for x, y in zip(records, changelog, strict=True):
-        ax.annotate(f"{y:.1f} s", (x, y), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=9)
+        ax.annotate(f"{y:.2f} s", (x, y), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=9)
     for x, y, r in zip(records, snapshot, results, strict=True):
-        ax.annotate(f"{y:.1f} s ({r['speedup']:.0f}x faster)", (x, y), textcoords="offset points", xytext=(0, 8),
+        ax.annotate(f"{y:.2f} s ({r['speedup']:.0f}x faster)", (x, y), textcoords="offset points", xytext=(0, 8),
                     ha="center", fontsize=9)
     ax.set_xlabel("changelog records (one partition)")
     ax.set_ylabel("cold restore, seconds")
