@@ -11,9 +11,9 @@ store the way a commit leaves it, then snapshotted by the same SnapshotTaker the
 uses), so a restore from it replays the last ``--tail`` records. Each cold restore runs the
 runtime's own path on an empty state directory, without a consumer group, through the restore
 consumer a stream thread makes: the changelog reader's ``prepare_stores`` (local state, else a
-snapshot, else nothing), the stores opening, and restoration to the end offset. Both restored stores are compared entry by entry.
-Prints progress, the figures with CPU seconds (rusage of this process: the broker is
-another process), and one JSON line last.
+snapshot, else nothing), the stores opening, and restoration to the end offset. Both restored
+stores are compared entry by entry. Prints progress, the figures with CPU seconds (rusage of
+this process: the broker is another process), and one JSON line last.
 """
 
 from __future__ import annotations
