@@ -36,12 +36,12 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
 from airflow_stateful_provider.streams.config import StreamsConfig
-from airflow_stateful_provider.streams.instance.stream_thread import RESTORE_FETCH_BYTES
 from airflow_stateful_provider.streams.kafka.batch_decoding import decode_batches_at_once
 from airflow_stateful_provider.streams.kafka.clients import construct_client, prepare_consumer
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
+from airflow_stateful_provider.streams.restoration.restore_consumer import restore_consumer_settings
 from airflow_stateful_provider.streams.snapshots.loading import SnapshotLoader
 from airflow_stateful_provider.streams.snapshots.storage import SnapshotStorage
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
@@ -140,11 +140,9 @@ def take_snapshot(work: Path, url: str, bootstrap: str, keys: int, upto: int) ->
 def cold_restore(work: Path, name: str, url: str | None, bootstrap: str, total: int) -> dict:
     cfg = config(work, name, url, bootstrap)
     loader = SnapshotLoader(SnapshotStorage(url), APP) if url else None
-    # the restore consumer a stream thread makes (instance/stream_thread.py): the engine's
-    # network client, 4 MiB fetches, batches decoded in one pass
-    consumer = construct_client(KafkaConsumer, {
-        "bootstrap_servers": bootstrap, "group_id": None, "auto_offset_reset": "none", "enable_auto_commit": False,
-        "fetch_max_wait_ms": 100, "max_partition_fetch_bytes": RESTORE_FETCH_BYTES})
+    # the restore consumer a stream thread makes: the engine's network client, its settings,
+    # batches decoded in one pass
+    consumer = construct_client(KafkaConsumer, {"bootstrap_servers": bootstrap, **restore_consumer_settings(cfg)})
     prepare_consumer(consumer)
     decode_batches_at_once(consumer)
     reader = ChangelogReader(consumer, snapshot_loader=loader)

@@ -17,10 +17,10 @@ from kafka import KafkaConsumer, TopicPartition
 from airflow_stateful_provider.cli import main as cli_main
 from airflow_stateful_provider.streams.config import StreamsConfig
 from airflow_stateful_provider.streams.instance.kafka_streams import KafkaStreams, KafkaStreamsState
-from airflow_stateful_provider.streams.instance.stream_thread import RESTORE_FETCH_BYTES
 from airflow_stateful_provider.streams.processing.record_collector import RecordCollector
 from airflow_stateful_provider.streams.processing.state_manager import TaskStateManager
 from airflow_stateful_provider.streams.restoration.changelog_reader import ChangelogReader
+from airflow_stateful_provider.streams.restoration.restore_consumer import RESTORE_FETCH_BYTES
 from airflow_stateful_provider.streams.state.common.checkpoint import OffsetCheckpoint
 from airflow_stateful_provider.streams.task_id import TaskId
 from tests.integration.topologies import json_counts, regrouped_counts

@@ -82,6 +82,7 @@ from airflow_stateful_provider.streams.restoration.changelog_reader import (
     StandbyUpdateListener,
     StateRestoreListener,
 )
+from airflow_stateful_provider.streams.restoration.restore_consumer import restore_consumer_settings
 from airflow_stateful_provider.streams.restoration.standby_task import StandbyTask
 from airflow_stateful_provider.streams.snapshots.taking import SnapshotTaker
 from airflow_stateful_provider.streams.state.common.rocksdb_memory import RocksDBMemory
@@ -109,11 +110,6 @@ REJOIN_POLL_SLICE_MS = 20
 #: is polled at most this often: it has no records to give, and each poll costs the
 #: restoration about a millisecond of hand-offs to the consumer's IO thread.
 RESTORING_MAIN_POLL_MS = 50
-#: The restore consumer's ``max_partition_fetch_bytes`` unless ``consumer_configs`` set it.
-#: kafka-python fetches a partition again only once its buffered records are used up, so a
-#: restoring thread waits a round trip per fetch: 4 MiB fetches instead of the default 1 MiB
-#: restored a 2M-key changelog 30 % faster (docs/benchmarks.md, "State at scale").
-RESTORE_FETCH_BYTES = 4 << 20
 
 
 class StreamThreadState(enum.Enum):
@@ -314,13 +310,8 @@ class StreamThread(threading.Thread):
         # Exactly-once: input, repartition topics, restoration and standbys see committed
         # records only; restoration still ends at the log end (changelog_reader.py).
         isolation = {"isolation_level": "read_committed"} if eos else {}
-        # A short fetch wait: the restore consumer also answers the group leader's end-offset
-        # queries, which would otherwise wait behind an idle fetch for up to 500 ms.
-        self.restore_consumer = self._consumer_factory(
-            client_id=f"{prefix}-restore-consumer", group_id=None, auto_offset_reset="none",
-            enable_auto_commit=False, fetch_max_wait_ms=100, **isolation,
-            max_partition_fetch_bytes=self.config.consumer_configs.get("max_partition_fetch_bytes",
-                                                                       RESTORE_FETCH_BYTES))
+        self.restore_consumer = self._consumer_factory(client_id=f"{prefix}-restore-consumer",
+                                                       **restore_consumer_settings(self.config))
         static = {} if self.config.group_instance_id is None else \
             {"group_instance_id": f"{self.config.group_instance_id}-{self.index}"}
         self.consumer = self._consumer_factory(
