@@ -182,6 +182,32 @@ def bench_session_segment_crossing(root: str, n: int, results: dict[str, float])
         store.close()
 
 
+def bench_session_close_scan(root: str, n: int, results: dict[str, float]) -> None:
+    """find_sessions_by_end (emit on window close) over a window of closed sessions, while the
+    open sessions of 1,000 keys have each grown 20 times: every growth deletes the index row
+    of the session's previous end, so the index past the window is deleted rows, which an
+    unbounded scan walked through to the next live row (1,150 scans/s before the scan was
+    bounded; docs/stores.md, "Performance")."""
+    keys = [b"user-%05d" % i for i in range(1_000)]
+    for rep in range(REPEAT):
+        store = RocksDBSessionStore(os.path.join(root, f"close-scan-{rep}"), 30_000, time_index=True)
+        for key in keys:
+            store.put(SessionKey(key, 79_000, 80_000), b"1")  # closed
+        for growth in range(20):
+            for key in keys:
+                if growth:
+                    store.remove(SessionKey(key, 100_000, 100_000 + 10 * (growth - 1)))
+                store.put(SessionKey(key, 100_000, 100_000 + 10 * growth), b"1")
+        scan = store.find_sessions_by_end
+
+        def scans() -> None:
+            for i in range(n):  # advances past the closed sessions: nothing to emit
+                scan(81_000 + i, 81_000 + i)
+
+        _best(results, "session_close_scan_while_growing", _timed(n, scans))
+        store.close()
+
+
 def bench_versioned(root: str, n: int, results: dict[str, float]) -> None:
     hr = 300_000
     keys = [b"sym-%05d" % i for i in range(10_000)]
@@ -224,32 +250,6 @@ def bench_versioned(root: str, n: int, results: dict[str, float]) -> None:
                 put(key, value, t)
 
         _best(results, "versioned_put_10pct_out_of_order", _timed(n, puts_mixed))
-        store.close()
-
-
-def bench_session_close_scan(root: str, n: int, results: dict[str, float]) -> None:
-    """find_sessions_by_end (emit on window close) over a window of closed sessions, while the
-    open sessions of 1,000 keys have each grown 20 times: every growth deletes the index row
-    of the session's previous end, so the index past the window is deleted rows, which an
-    unbounded scan walked through to the next live row (1,150 scans/s before the scan was
-    bounded; docs/stores.md, "Performance")."""
-    keys = [b"user-%05d" % i for i in range(1_000)]
-    for rep in range(REPEAT):
-        store = RocksDBSessionStore(os.path.join(root, f"close-scan-{rep}"), 30_000, time_index=True)
-        for key in keys:
-            store.put(SessionKey(key, 79_000, 80_000), b"1")  # closed
-        for growth in range(20):
-            for key in keys:
-                if growth:
-                    store.remove(SessionKey(key, 100_000, 100_000 + 10 * (growth - 1)))
-                store.put(SessionKey(key, 100_000, 100_000 + 10 * growth), b"1")
-        scan = store.find_sessions_by_end
-
-        def scans() -> None:
-            for i in range(n):  # advances past the closed sessions: nothing to emit
-                scan(81_000 + i, 81_000 + i)
-
-        _best(results, "session_close_scan_while_growing", _timed(n, scans))
         store.close()
 
 
