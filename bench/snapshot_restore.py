@@ -142,7 +142,8 @@ def cold_restore(work: Path, name: str, url: str | None, bootstrap: str, total: 
     loader = SnapshotLoader(SnapshotStorage(url), APP) if url else None
     # the restore consumer a stream thread makes: the engine's network client, its settings,
     # batches decoded in one pass
-    consumer = construct_client(KafkaConsumer, {"bootstrap_servers": bootstrap, **restore_consumer_settings(cfg)})
+    settings = restore_consumer_settings(cfg.consumer_configs, cfg.exactly_once)
+    consumer = construct_client(KafkaConsumer, {"bootstrap_servers": bootstrap, **settings})
     prepare_consumer(consumer)
     decode_batches_at_once(consumer)
     reader = ChangelogReader(consumer, snapshot_loader=loader)

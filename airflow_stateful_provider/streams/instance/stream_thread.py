@@ -311,7 +311,7 @@ class StreamThread(threading.Thread):
         # records only; restoration still ends at the log end (changelog_reader.py).
         isolation = {"isolation_level": "read_committed"} if eos else {}
         self.restore_consumer = self._consumer_factory(client_id=f"{prefix}-restore-consumer",
-                                                       **restore_consumer_settings(self.config))
+                                                       **restore_consumer_settings(self.config.consumer_configs, eos))
         static = {} if self.config.group_instance_id is None else \
             {"group_instance_id": f"{self.config.group_instance_id}-{self.index}"}
         self.consumer = self._consumer_factory(

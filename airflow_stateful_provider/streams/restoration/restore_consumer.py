@@ -4,9 +4,8 @@ thread (bench/snapshot_restore.py) reads the way a stream thread does."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
-
-from airflow_stateful_provider.streams.config import StreamsConfig
 
 __all__ = ["RESTORE_FETCH_BYTES", "restore_consumer_settings"]
 
@@ -17,14 +16,15 @@ __all__ = ["RESTORE_FETCH_BYTES", "restore_consumer_settings"]
 RESTORE_FETCH_BYTES = 4 << 20
 
 
-def restore_consumer_settings(config: StreamsConfig) -> dict[str, Any]:
-    """No group and no offset reset (the changelog reader assigns and seeks); a short fetch
-    wait, as the restore consumer also answers the group leader's end-offset queries, which
-    would otherwise wait behind an idle fetch for up to 500 ms; committed records only under
-    exactly-once (restoration still ends at the log end: changelog_reader.py)."""
+def restore_consumer_settings(consumer_configs: Mapping[str, Any], exactly_once: bool) -> dict[str, Any]:
+    """For an instance with these ``consumer_configs``: no group and no offset reset (the
+    changelog reader assigns and seeks); a short fetch wait, as the restore consumer also
+    answers the group leader's end-offset queries, which would otherwise wait behind an idle
+    fetch for up to 500 ms; committed records only under exactly-once (restoration still ends
+    at the log end: changelog_reader.py)."""
     settings: dict[str, Any] = {
         "group_id": None, "auto_offset_reset": "none", "enable_auto_commit": False, "fetch_max_wait_ms": 100,
-        "max_partition_fetch_bytes": config.consumer_configs.get("max_partition_fetch_bytes", RESTORE_FETCH_BYTES)}
-    if config.exactly_once:
+        "max_partition_fetch_bytes": consumer_configs.get("max_partition_fetch_bytes", RESTORE_FETCH_BYTES)}
+    if exactly_once:
         settings["isolation_level"] = "read_committed"
     return settings
